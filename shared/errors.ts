@@ -1,0 +1,39 @@
+import { REFUSALS, RefusalCode } from './protocol';
+
+// The only error type whose message reaches a user. The message must say what
+// happened and what to do next, and must never contain a secret. `detail`
+// carries structured, secret-free facts (a list of problems, changed keys).
+export class Refusal extends Error {
+  readonly code: RefusalCode;
+  readonly detail: Record<string, unknown> | undefined;
+
+  constructor(code: RefusalCode, message: string, detail?: Record<string, unknown>) {
+    super(message);
+    this.name = 'Refusal';
+    this.code = code;
+    this.detail = detail;
+  }
+
+  get status(): number {
+    return REFUSALS[this.code];
+  }
+
+  toJSON(): { code: RefusalCode; message: string; [k: string]: unknown } {
+    return { code: this.code, message: this.message, ...(this.detail ?? {}) };
+  }
+}
+
+export function isRefusal(e: unknown): e is Refusal {
+  return e instanceof Refusal;
+}
+
+// A problem found while validating a user-supplied document (config or
+// credential definition): where it is, and what is wrong with it.
+export interface Problem {
+  path: string;
+  message: string;
+}
+
+export function formatProblems(problems: readonly Problem[]): string {
+  return problems.map((p) => `${p.path || '(top level)'}: ${p.message}`).join('; ');
+}

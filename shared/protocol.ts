@@ -1,0 +1,42 @@
+// The one list of refusal codes, with the HTTP status the agent socket
+// answers each with (SPEC §6.3). The daemon, the CLI, the MCP bridge and the
+// tests all import it from here; a new code is added here first.
+export const REFUSALS = {
+  bad_request: 400,
+  unknown_credential: 404,
+  denied_policy: 403,
+  denied_address: 403,
+  denied_by_user: 403,
+  approval_timeout: 403,
+  no_approver: 403,
+  unidentified_peer: 403,
+  denied_peer: 403,
+  idempotency_conflict: 409,
+  in_progress: 409,
+  body_too_large: 413,
+  vault_locked: 423,
+  config_not_approved: 423,
+  rollback_detected: 423,
+  rate_limited: 429,
+  busy: 429,
+  dns_error: 502,
+  upstream_error: 502,
+  host_key_mismatch: 502,
+  upstream_timeout: 504,
+  // Admin protocol only (CLI and approver), never sent to agents.
+  wrong_passphrase: 401,
+  not_found: 404,
+  conflict: 409,
+  invalid_definition: 400,
+  internal_error: 500,
+} as const;
+
+export type RefusalCode = keyof typeof REFUSALS;
+
+export function isRefusalCode(code: unknown): code is RefusalCode {
+  return typeof code === 'string' && Object.prototype.hasOwnProperty.call(REFUSALS, code);
+}
+
+export interface ErrorBody {
+  error: { code: RefusalCode; message: string; audit_seq?: number; [k: string]: unknown };
+}
