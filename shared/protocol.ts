@@ -28,6 +28,9 @@ export const REFUSALS = {
   not_found: 404,
   conflict: 409,
   invalid_definition: 400,
+  bad_config: 400,
+  bad_environment: 400,
+  vault_corrupt: 500,
   internal_error: 500,
 } as const;
 

@@ -1,0 +1,39 @@
+# The two commands a newcomer needs: `make demo` and `make test`.
+# Everything else is a step they depend on.
+SHELL := /bin/bash
+NODE_MODULES_STAMP := node_modules/.postern-installed
+ADDON := native/build/Release/postern_native.node
+
+.PHONY: all install build check test demo bench clean
+
+all: build
+
+# npm ci also builds the native addon (package.json "install" script).
+$(NODE_MODULES_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $@
+
+install: $(NODE_MODULES_STAMP)
+
+$(ADDON): $(NODE_MODULES_STAMP) native/peercred.c native/binding.gyp
+	node native/build.js
+
+build: install $(ADDON)
+	npx tsc -p tsconfig.json
+	chmod +x dist/cli/main.js
+
+check: install
+	npx tsc -p tsconfig.json --noEmit
+	node scripts/lint.mjs
+
+test: build check
+	npx tap
+
+demo: build
+	bash scripts/demo.sh
+
+bench: build
+	node bench/run.js
+
+clean:
+	rm -rf dist native/build .tap

@@ -1,0 +1,106 @@
+// The CLI side of admin.sock. Before anything is sent, the peer uid of the
+// socket is checked against daemon.daemon_uid (-1: our own uid), so a
+// passphrase never goes to a process impersonating the daemon under
+// another uid.
+import net from 'node:net';
+import { FrameDecoder, encodeFrame } from '../shared/admin-frame';
+import type { AdminOp } from '../shared/admin-protocol';
+import type { LoadedConfig } from '../shared/config';
+import { peerCredOfSocket } from '../shared/native';
+import { Refusal } from '../shared/errors';
+import { DaemonRefusal, Unreachable } from './errors';
+
+export class AdminClient {
+  private nextId = 1;
+  private decoder = new FrameDecoder();
+  private waiting = new Map<number, { resolve: (r: Record<string, unknown>) => void; reject: (e: Error) => void }>();
+
+  private constructor(private readonly sock: net.Socket) {
+    sock.on('data', (chunk: Buffer) => {
+      let frames;
+      try {
+        frames = this.decoder.push(chunk);
+      } catch (e) {
+        this.failAll(e as Error);
+        return;
+      }
+      for (const f of frames) this.settle(f.json);
+    });
+    sock.on('close', () => this.failAll(new Unreachable('the daemon closed the connection; check `postern status` and its log')));
+    sock.on('error', () => undefined);
+  }
+
+  static connect(config: LoadedConfig): Promise<AdminClient> {
+    const path = config.paths.adminSocket;
+    return new Promise((resolve, reject) => {
+      const sock = net.connect(path);
+      sock.once('error', (e: NodeJS.ErrnoException) => {
+        reject(new Unreachable(`the postern daemon is not reachable at ${path} (${e.code}); start it with \`postern daemon\``));
+      });
+      sock.once('connect', () => {
+        try {
+          checkDaemonUid(sock, config.config.daemon.daemon_uid);
+        } catch (e) {
+          sock.destroy();
+          reject(e);
+          return;
+        }
+        resolve(new AdminClient(sock));
+      });
+    });
+  }
+
+  request(op: AdminOp, args: Record<string, unknown> = {}, attachments: Buffer[] = []): Promise<Record<string, unknown>> {
+    const id = this.nextId++;
+    const frame = encodeFrame({ id, op, args }, attachments);
+    return new Promise((resolve, reject) => {
+      this.waiting.set(id, { resolve, reject });
+      this.sock.write(frame, () => frame.fill(0));
+    });
+  }
+
+  // A reply carries the id of its request; id 0 is a connection-level refusal
+  // (such as a peer check) and answers everything outstanding.
+  private settle(json: Record<string, unknown>): void {
+    const id = typeof json['id'] === 'number' ? json['id'] : 0;
+    const ids = id === 0 ? [...this.waiting.keys()] : [id];
+    for (const i of ids) {
+      const w = this.waiting.get(i);
+      if (!w) continue;
+      this.waiting.delete(i);
+      if (json['ok'] === true) w.resolve(json['result'] as Record<string, unknown>);
+      else {
+        const { code, message, ...detail } = (json['error'] ?? {}) as Record<string, unknown>;
+        w.reject(new DaemonRefusal(String(code), String(message ?? 'refused'), detail));
+      }
+    }
+  }
+
+  close(): void {
+    this.sock.end();
+    this.decoder.wipe();
+  }
+
+  private failAll(e: Error): void {
+    for (const w of this.waiting.values()) w.reject(e);
+    this.waiting.clear();
+  }
+}
+
+function checkDaemonUid(sock: net.Socket, daemonUid: number): void {
+  const expected = daemonUid === -1 ? process.getuid?.() ?? -1 : daemonUid;
+  const peer = peerCredOfSocket(sock);
+  if (peer.uid !== expected) {
+    throw new Refusal('denied_peer', `admin.sock is served by uid ${peer.uid}, not the daemon's uid ${expected}; refusing to talk to it (someone may be impersonating the daemon)`);
+  }
+}
+
+// Open, run one request, close: the shape of most commands.
+export async function withAdmin<T>(config: LoadedConfig, fn: (c: AdminClient) => Promise<T>): Promise<T> {
+  const client = await AdminClient.connect(config);
+  try {
+    return await fn(client);
+  } finally {
+    client.close();
+  }
+}

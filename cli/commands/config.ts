@@ -1,0 +1,40 @@
+// config approve: show how the config on disk differs from the approved one,
+// then record it after a passphrase proof.
+import { Command } from 'commander';
+import { Context } from '../context';
+import { withAdmin } from '../admin-client';
+import { getPassphrase } from '../prompt';
+
+type Ctx = () => Context;
+
+function formatChange(ch: { path: string; from: unknown; to: unknown }): string {
+  return `  ${ch.path}: ${JSON.stringify(ch.from)} → ${JSON.stringify(ch.to)}`;
+}
+
+export function register(program: Command, ctx: Ctx): void {
+  const config = program.command('config').description('the daemon config and its approval');
+  config
+    .command('approve')
+    .description('show how the config differs from the approved one; approve it (passphrase)')
+    .option('--passphrase-file <file>', 'read the passphrase from a file (- for stdin)')
+    .action(async (o: { passphraseFile?: string }) => {
+      const c = ctx();
+      c.harden('config approve');
+      await withAdmin(c.config(), async (a) => {
+        const diff = await a.request('config.diff');
+        const changes = diff['changes'] as { path: string; from: unknown; to: unknown }[];
+        if (diff['approved'] === true) {
+          c.out({ approved: true, changed: false, hash: diff['current_hash'] }, `the config ${String(diff['config_path'])} is already approved`);
+          return;
+        }
+        c.info(`The config ${String(diff['config_path'])} differs from the approved one:\n${changes.map(formatChange).join('\n')}\n`);
+        const pass = await getPassphrase(o, 'Passphrase to approve this config: ');
+        try {
+          const r = await a.request('config.approve', { hash: diff['current_hash'] }, [pass]);
+          c.out({ approved: true, changed: true, changes, ...r }, `config approved (${String(r['approved_hash'])})${r['locked'] ? '; now run `postern unlock`' : ''}`);
+        } finally {
+          pass.fill(0);
+        }
+      });
+    });
+}

@@ -1,0 +1,138 @@
+// cred add / update / list / show / rm. The definition is validated and
+// printed in its normalised form before the passphrase is asked, because an
+// agent may have written the file the human is about to authorise.
+import { Command } from 'commander';
+import { readFileSync } from 'node:fs';
+import { Context } from '../context';
+import { withAdmin, AdminClient } from '../admin-client';
+import { getPassphrase, getSecret, readInputFile, stripNewline, askHidden } from '../prompt';
+import { Refusal } from '../../shared/errors';
+import { CredentialDef, parseDefinitionToml, definitionToToml, diffDefinitions, checkHttpSecret, prepareSshSecret } from '../../shared/credential';
+
+type Ctx = () => Context;
+
+interface SecretOptions {
+  secretFile?: string;
+  keyPassphraseFile?: string;
+  passphraseFile?: string;
+}
+
+function readDefinition(file: string): CredentialDef {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new Refusal('bad_request', `cannot read the definition file ${file} (${(e as NodeJS.ErrnoException).code}); check the path`);
+  }
+  return parseDefinitionToml(text, file);
+}
+
+// Read the secret and check it locally (the daemon checks again). An
+// encrypted SSH key is decrypted here, with its passphrase asked like a
+// secret, and only the decrypted key is sent to the daemon's vault.
+async function readCheckedSecret(def: CredentialDef, o: SecretOptions): Promise<Buffer> {
+  const secret = await getSecret(o, def.kind === 'ssh' ? (def.auth === 'key' ? 'Private key (paste, then Enter): ' : 'Password: ') : 'Secret: ');
+  if (def.kind === 'http') {
+    checkHttpSecret(secret);
+    return secret;
+  }
+  try {
+    return prepareSshSecret(def, secret);
+  } catch (e) {
+    if (!(e instanceof Refusal) || e.detail?.['needs_key_passphrase'] !== true) throw e;
+  }
+  const keyPass = o.keyPassphraseFile ? stripNewline(readInputFile(o.keyPassphraseFile, 'key passphrase')) : await askHidden('Passphrase of the private key: ');
+  try {
+    return prepareSshSecret(def, secret, keyPass);
+  } finally {
+    keyPass.fill(0);
+    secret.fill(0);
+  }
+}
+
+function secretOptions(cmd: Command): Command {
+  return cmd
+    .option('--secret-file <file>', 'read the secret from a file (- for stdin); one trailing newline is removed')
+    .option('--key-passphrase-file <file>', 'passphrase of an encrypted SSH private key (- for stdin)')
+    .option('--passphrase-file <file>', 'read the vault passphrase from a file (- for stdin)');
+}
+
+async function withPassphrase<T>(o: SecretOptions, fn: (pass: Buffer) => Promise<T>): Promise<T> {
+  const pass = await getPassphrase(o);
+  try {
+    return await fn(pass);
+  } finally {
+    pass.fill(0);
+  }
+}
+
+async function showCurrent(a: AdminClient, name: string): Promise<CredentialDef> {
+  const r = await a.request('cred.show', { name });
+  return r['definition'] as CredentialDef;
+}
+
+export function register(program: Command, ctx: Ctx): void {
+  const cred = program.command('cred').description('manage credentials (definitions and secrets live only in the vault)');
+
+  secretOptions(cred.command('add').description('add a credential').requiredOption('--file <def.toml>', 'the credential definition (TOML)'))
+    .action(async (o: SecretOptions & { file: string }) => {
+      const c = ctx();
+      c.harden('cred');
+      const def = readDefinition(o.file);
+      await withAdmin(c.config(), async (a) => {
+        await a.request('cred.list');
+        c.info(`Credential to add:\n\n${definitionToToml(def)}`);
+        const secret = await readCheckedSecret(def, o);
+        try {
+          const r = await withPassphrase(o, (pass) => a.request('cred.add', { definition: def }, [pass, secret]));
+          c.out({ ...r, definition: def }, `added credential "${def.name}" (${String(r['definition_hash'])})`);
+        } finally {
+          secret.fill(0);
+        }
+      });
+    });
+
+  secretOptions(cred.command('update').description("replace a credential's definition; the secret is kept unless --secret-file is given").argument('<name>').requiredOption('--file <def.toml>', 'the new definition (TOML)'))
+    .action(async (name: string, o: SecretOptions & { file: string }) => {
+      const c = ctx();
+      c.harden('cred');
+      const def = readDefinition(o.file);
+      await withAdmin(c.config(), async (a) => {
+        const before = await showCurrent(a, name);
+        const changes = diffDefinitions(before, def);
+        c.info(`New definition of "${name}":\n\n${definitionToToml(def)}\nChanges:\n${changes.length ? changes.join('\n') : '  (none)'}\n`);
+        const secret = o.secretFile ? await readCheckedSecret(def, o) : undefined;
+        try {
+          const r = await withPassphrase(o, (pass) => a.request('cred.update', { name, definition: def }, secret ? [pass, secret] : [pass]));
+          c.out({ ...r, definition: def }, `updated credential "${name}"${r['secret_replaced'] ? ' and its secret' : ''}`);
+        } finally {
+          secret?.fill(0);
+        }
+      });
+    });
+
+  cred.command('list').description('list credentials (never secrets)').action(async () => {
+    const c = ctx();
+    const r = await withAdmin(c.config(), (a) => a.request('cred.list'));
+    const list = r['credentials'] as Record<string, unknown>[];
+    c.out(r, list.length ? list.map((x) => `${String(x['name'])}\t${String(x['kind'])}\t${String(x['description'] ?? '')}`) : '(no credentials)');
+  });
+
+  cred.command('show').description('show one definition (never the secret)').argument('<name>').action(async (name: string) => {
+    const c = ctx();
+    const r = await withAdmin(c.config(), (a) => a.request('cred.show', { name }));
+    c.out(r, definitionToToml(r['definition'] as CredentialDef));
+  });
+
+  cred.command('rm').description('remove a credential and destroy its secret').argument('<name>')
+    .option('--passphrase-file <file>', 'read the vault passphrase from a file (- for stdin)')
+    .action(async (name: string, o: { passphraseFile?: string }) => {
+      const c = ctx();
+      c.harden('cred');
+      await withAdmin(c.config(), async (a) => {
+        await showCurrent(a, name);
+        const r = await withPassphrase(o, (pass) => a.request('cred.rm', { name }, [pass]));
+        c.out(r, `removed credential "${name}"`);
+      });
+    });
+}

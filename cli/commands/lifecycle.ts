@@ -1,0 +1,94 @@
+// unlock, lock, status, passwd, daemon.
+import { Command } from 'commander';
+import { Context } from '../context';
+import { withAdmin } from '../admin-client';
+import { getNewPassphrase, getPassphrase } from '../prompt';
+import { runDaemon } from '../../daemon/main';
+
+type Ctx = () => Context;
+
+export function register(program: Command, ctx: Ctx): void {
+  program
+    .command('daemon')
+    .description('run the daemon in the foreground (starts locked)')
+    .action(async () => {
+      const c = ctx();
+      await runDaemon({ configFlag: c.opts.config, env: c.env });
+    });
+
+  program
+    .command('unlock')
+    .description('send the passphrase to the daemon, which opens the vault')
+    .option('--passphrase-file <file>', 'read the passphrase from a file (- for stdin)')
+    .action(async (o: { passphraseFile?: string }) => {
+      const c = ctx();
+      c.harden('unlock');
+      const config = c.config();
+      await withAdmin(config, async (a) => {
+        // Check the daemon answers before asking the human anything.
+        const st = await a.request('status');
+        if (st['locked'] === false) {
+          c.out({ locked: false, already_unlocked: true }, 'already unlocked');
+          return;
+        }
+        const pass = await getPassphrase(o);
+        try {
+          const r = await a.request('unlock', {}, [pass]);
+          c.out({ locked: false, ...r }, 'unlocked');
+        } finally {
+          pass.fill(0);
+        }
+      });
+    });
+
+  program
+    .command('lock')
+    .description('wipe keys from the daemon, end all sessions and pending approvals')
+    .action(async () => {
+      const c = ctx();
+      const r = await withAdmin(c.config(), (a) => a.request('lock'));
+      c.out({ locked: true, ...r }, r['was_locked'] ? 'already locked' : 'locked');
+    });
+
+  program
+    .command('status')
+    .description('locked or not, daemon pid, start time, config hash, sessions, counters')
+    .action(async () => {
+      const c = ctx();
+      const s = await withAdmin(c.config(), (a) => a.request('status'));
+      const counters = s['counters'] as Record<string, number>;
+      c.out(s, [
+        `state:        ${s['locked'] ? `locked (${String(s['lock_reason'])})` : 'unlocked'}`,
+        `daemon pid:   ${String(s['pid'])}`,
+        `started at:   ${String(s['started_at'])}`,
+        `config:       ${String(s['config_path'])}`,
+        `config hash:  ${String(s['config_hash'])}`,
+        ...(s['locked'] ? [] : [`credentials:  ${String(s['credentials'])}`, `vault gen.:   ${String(s['vault_generation'])}`]),
+        `sessions:     ${(s['sessions'] as unknown[]).length}`,
+        `pending:      ${(s['pending_approvals'] as unknown[]).length}`,
+        `counters:     ${Object.entries(counters).map(([k, v]) => `${k}=${v}`).join(' ')}`,
+      ]);
+    });
+
+  program
+    .command('passwd')
+    .description('change the vault passphrase')
+    .option('--passphrase-file <file>', 'read the current passphrase from a file (- for stdin)')
+    .option('--new-passphrase-file <file>', 'read the new passphrase from a file (- for stdin)')
+    .action(async (o: { passphraseFile?: string; newPassphraseFile?: string }) => {
+      const c = ctx();
+      c.harden('passwd');
+      await withAdmin(c.config(), async (a) => {
+        await a.request('status');
+        const pass = await getPassphrase(o, 'Current passphrase: ');
+        const next = await getNewPassphrase(o.newPassphraseFile);
+        try {
+          const r = await a.request('passwd', {}, [pass, next]);
+          c.out(r, 'passphrase changed');
+        } finally {
+          pass.fill(0);
+          next.fill(0);
+        }
+      });
+    });
+}

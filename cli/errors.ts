@@ -1,0 +1,44 @@
+// How the CLI ends: exit codes of SPEC §5 and one line on stderr naming what
+// to do next; never a stack trace.
+import { Refusal } from '../shared/errors';
+
+export const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3 } as const;
+
+export class UsageError extends Error {}
+
+export class Unreachable extends Error {}
+
+// An error returned by the daemon over admin.sock.
+export class DaemonRefusal extends Error {
+  constructor(readonly code: string, message: string, readonly detail: Record<string, unknown>) {
+    super(message);
+  }
+}
+
+export function exitCodeFor(e: unknown): number {
+  if (e instanceof UsageError) return EXIT.usage;
+  if (e instanceof Unreachable) return EXIT.unreachable;
+  return EXIT.refused;
+}
+
+export function describeError(e: unknown): string {
+  if (e instanceof Refusal || e instanceof DaemonRefusal || e instanceof UsageError || e instanceof Unreachable) {
+    return e.message;
+  }
+  const err = e as NodeJS.ErrnoException;
+  if (err && typeof err.code === 'string' && typeof err.path === 'string') return `${err.code} on ${err.path}; check the path and its permissions`;
+  return 'unexpected error (a bug in postern); please report it with the command you ran';
+}
+
+export function problemsOf(e: unknown): { path: string; message: string }[] {
+  const d = e instanceof Refusal ? e.detail : e instanceof DaemonRefusal ? e.detail : undefined;
+  const p = d?.['problems'];
+  return Array.isArray(p) ? (p as { path: string; message: string }[]) : [];
+}
+
+export function codeOf(e: unknown): string {
+  if (e instanceof Refusal || e instanceof DaemonRefusal) return e.code;
+  if (e instanceof UsageError) return 'usage';
+  if (e instanceof Unreachable) return 'daemon_unreachable';
+  return 'internal_error';
+}

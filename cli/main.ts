@@ -1,0 +1,70 @@
+#!/usr/bin/env node
+// The `postern` command line. Exit codes (SPEC §5): 0 success; 1 refused or
+// failed; 2 usage error; 3 the daemon is not reachable. Errors are one line
+// on stderr; never a stack trace.
+import { Command, CommanderError } from 'commander';
+import { Context, GlobalOptions } from './context';
+import { EXIT, codeOf, describeError, exitCodeFor, problemsOf } from './errors';
+import * as init from './commands/init';
+import * as lifecycle from './commands/lifecycle';
+import * as cred from './commands/cred';
+import * as config from './commands/config';
+import * as doctor from './commands/doctor';
+
+function buildProgram(): { program: Command; ctx: () => Context } {
+  const program = new Command('postern');
+  program
+    .description('holds API and SSH credentials for AI agents and performs requests with them')
+    .option('--config <file>', 'config file (default: $POSTERN_CONFIG, else <home>/config.toml)')
+    .option('--json', 'print data as JSON')
+    .enablePositionalOptions(false)
+    .exitOverride()
+    .configureOutput({ writeErr: (s) => process.stderr.write(s) })
+    .showHelpAfterError(false);
+  const ctx = (): Context => new Context(program.opts<GlobalOptions>());
+  for (const m of [init, lifecycle, cred, config, doctor]) m.register(program, ctx);
+  // Sub-commands take the global options anywhere on the line.
+  const propagate = (cmd: Command): void => {
+    for (const sub of cmd.commands) {
+      sub.exitOverride();
+      if (!sub.options.some((o) => o.long === '--json')) sub.option('--json', 'print data as JSON');
+      if (!sub.options.some((o) => o.long === '--config')) sub.option('--config <file>', 'config file');
+      propagate(sub);
+    }
+  };
+  propagate(program);
+  program.hook('preAction', (_this, action) => {
+    const own = action.opts<GlobalOptions>();
+    const global = program.opts<GlobalOptions>();
+    if (own.json) global.json = true;
+    if (own.config) global.config = own.config;
+  });
+  return { program, ctx };
+}
+
+function fail(e: unknown, json: boolean): never {
+  const code = exitCodeFor(e);
+  const message = describeError(e);
+  const problems = problemsOf(e);
+  if (json) {
+    process.stdout.write(JSON.stringify({ error: { code: codeOf(e), message, ...(problems.length ? { problems } : {}) } }, null, 2) + '\n');
+  }
+  process.stderr.write(`postern: ${message}\n`);
+  for (const p of problems) process.stderr.write(`  ${p.path || '(top level)'}: ${p.message}\n`);
+  process.exit(code);
+}
+
+async function main(argv: string[]): Promise<void> {
+  const { program } = buildProgram();
+  try {
+    await program.parseAsync(argv);
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help') process.exit(EXIT.ok);
+      process.exit(EXIT.usage);
+    }
+    fail(e, Boolean(program.opts<GlobalOptions>().json));
+  }
+}
+
+void main(process.argv);

@@ -1,0 +1,94 @@
+// admin.sock: the CLI's and approver's door. Only the daemon's own uid may
+// connect (checked with SO_PEERCRED on every connection). Requests are frames
+// (shared/admin-frame.ts); passphrases and secrets arrive as attachments and
+// are wiped once the request has been answered.
+import net from 'node:net';
+import { FrameDecoder, encodeFrame, Frame } from '../shared/admin-frame';
+import { ADMIN_OPS, AdminOp, isAdminOp } from '../shared/admin-protocol';
+import { Refusal } from '../shared/errors';
+import { peerCredOfSocket } from '../shared/native';
+import type { Controller } from './controller';
+import type { Logger } from './logger';
+
+type Handler = (c: Controller, args: Record<string, unknown>, att: Buffer[]) => Promise<Record<string, unknown>> | Record<string, unknown>;
+
+function str(args: Record<string, unknown>, key: string): string {
+  const v = args[key];
+  if (typeof v !== 'string' || v === '') throw new Refusal('bad_request', `missing "${key}"; use the postern CLI`);
+  return v;
+}
+
+function need(att: Buffer[], i: number, what: string): Buffer {
+  const b = att[i];
+  if (!b || b.length === 0) throw new Refusal('bad_request', `missing ${what}; use the postern CLI`);
+  return b;
+}
+
+const HANDLERS: Record<AdminOp, Handler> = {
+  status: (c) => c.status(),
+  unlock: (c, _a, att) => c.unlock(need(att, 0, 'passphrase')),
+  lock: (c) => c.lock('locked by `postern lock`'),
+  'config.diff': (c) => c.configDiff(),
+  'config.approve': (c, a, att) => c.configApprove(need(att, 0, 'passphrase'), str(a, 'hash')),
+  passwd: (c, _a, att) => c.passwd(need(att, 0, 'passphrase'), need(att, 1, 'new passphrase')),
+  'cred.add': (c, a, att) => c.credAdd(need(att, 0, 'passphrase'), a['definition'], need(att, 1, 'secret')),
+  'cred.update': (c, a, att) => c.credUpdate(need(att, 0, 'passphrase'), str(a, 'name'), a['definition'], att[1] && att[1].length > 0 ? att[1] : undefined),
+  'cred.list': (c) => c.credList(),
+  'cred.show': (c, a) => c.credShow(str(a, 'name')),
+  'cred.rm': (c, a, att) => c.credRemove(need(att, 0, 'passphrase'), str(a, 'name')),
+};
+
+export function createAdminServer(controller: Controller, log: Logger): net.Server {
+  const ownUid = process.getuid?.() ?? -1;
+  return net.createServer((sock) => {
+    let peer;
+    try {
+      peer = peerCredOfSocket(sock);
+    } catch {
+      sock.destroy();
+      return;
+    }
+    if (peer.uid !== ownUid) {
+      log.warn({ event: 'admin_peer_refused', uid: peer.uid, pid: peer.pid }, 'admin connection from another uid refused');
+      sock.end(encodeFrame({ id: 0, ok: false, error: { code: 'denied_peer', message: `admin.sock serves only uid ${ownUid}; run the CLI as the daemon's user` } }));
+      return;
+    }
+    const decoder = new FrameDecoder();
+    sock.on('data', (chunk: Buffer) => {
+      let frames: Frame[];
+      try {
+        frames = decoder.push(chunk);
+      } catch (e) {
+        reply(sock, 0, e);
+        sock.end();
+        return;
+      }
+      for (const f of frames) void handle(controller, f, sock, log);
+    });
+    sock.on('close', () => decoder.wipe());
+    sock.on('error', () => undefined);
+  });
+}
+
+async function handle(controller: Controller, frame: Frame, sock: net.Socket, log: Logger): Promise<void> {
+  const id = typeof frame.json['id'] === 'number' ? frame.json['id'] : 0;
+  const op = frame.json['op'];
+  try {
+    if (!isAdminOp(op)) throw new Refusal('bad_request', `unknown admin operation ${JSON.stringify(op)}; use a postern CLI of the same version as the daemon`);
+    const args = (typeof frame.json['args'] === 'object' && frame.json['args'] !== null ? frame.json['args'] : {}) as Record<string, unknown>;
+    if (frame.attachments.length > ADMIN_OPS[op].length) throw new Refusal('bad_request', `too many attachments for ${op}`);
+    const result = await HANDLERS[op](controller, args, frame.attachments);
+    if (!sock.destroyed) sock.write(encodeFrame({ id, ok: true, result }));
+  } catch (e) {
+    // Only the error's class and code: a library message could quote input.
+    if (!(e instanceof Refusal)) log.error({ event: 'admin_error', op: String(op), err: (e as Error)?.name, errno: (e as NodeJS.ErrnoException)?.code }, 'admin operation failed');
+    reply(sock, id, e);
+  } finally {
+    for (const a of frame.attachments) a.fill(0);
+  }
+}
+
+function reply(sock: net.Socket, id: number, e: unknown): void {
+  const error = e instanceof Refusal ? e.toJSON() : { code: 'internal_error', message: 'the daemon hit an unexpected error; see its log' };
+  if (!sock.destroyed) sock.write(encodeFrame({ id, ok: false, error }));
+}

@@ -1,0 +1,326 @@
+// The daemon's state and every admin action on it: locked or unlocked, the
+// running config, credentials, timers. Admin and agent servers call in here;
+// nothing here knows about sockets or framing.
+import { Refusal } from '../shared/errors';
+import { LoadedConfig, diffCanonical, describeChanges, loadConfig } from '../shared/config';
+import { parseHeader, readVaultFile, newVaultHeader, VaultHeader } from '../shared/vault-format';
+import { deriveKey } from '../shared/kdf';
+import { CredentialDef, validateDefinition, definitionHash, diffDefinitions, checkHttpSecret, prepareSshSecret, summariseTargets } from '../shared/credential';
+import { UnlockedVault, unlockVaultFile } from './vault/unlocked-vault';
+import { PassphraseGuard } from './passphrase-guard';
+import type { Logger } from './logger';
+
+export interface ControllerOptions {
+  config: LoadedConfig;
+  configFlag: string | undefined;
+  env: NodeJS.ProcessEnv;
+  log: Logger;
+}
+
+// Settings that name files or sockets the running daemon already holds; a
+// change to them needs a restart rather than a reload.
+const RESTART_KEYS = ['daemon.home', 'daemon.agent_socket', 'daemon.admin_socket', 'daemon.vault', 'daemon.audit_log', 'daemon.agent_socket_mode', 'daemon.agent_socket_group', 'daemon.log_level'];
+
+export class Controller {
+  config: LoadedConfig;
+  private vault: UnlockedVault | null = null;
+  private lockReason = 'started locked';
+  private readonly guard = new PassphraseGuard();
+  private readonly startedAt = new Date();
+  private unlockedAt: Date | null = null;
+  private autoLockTimer: NodeJS.Timeout | null = null;
+  private maxUnlockTimer: NodeJS.Timeout | null = null;
+  private readonly counters = { agent_requests: 0, refusals: 0, unlocks: 0, unlock_failures: 0, locks: 0 };
+  private readonly log: Logger;
+
+  constructor(private readonly opts: ControllerOptions) {
+    this.config = opts.config;
+    this.log = opts.log;
+  }
+
+  get locked(): boolean {
+    return this.vault === null;
+  }
+
+  countAgentRequest(refused: boolean): void {
+    this.counters.agent_requests += 1;
+    if (refused) this.counters.refusals += 1;
+  }
+
+  // An agent request resets the idle timer (SPEC §3 auto_lock).
+  touch(): void {
+    if (this.vault) this.armAutoLock();
+  }
+
+  requireUnlocked(): UnlockedVault {
+    if (!this.vault) {
+      throw new Refusal('vault_locked', `the vault is locked (${this.lockReason}); a human must run \`postern unlock\``);
+    }
+    return this.vault;
+  }
+
+  status(): Record<string, unknown> {
+    return {
+      locked: this.locked,
+      lock_reason: this.locked ? this.lockReason : null,
+      pid: process.pid,
+      started_at: this.startedAt.toISOString(),
+      unlocked_at: this.unlockedAt ? this.unlockedAt.toISOString() : null,
+      config_path: this.config.configPath,
+      config_hash: this.config.hash,
+      vault_generation: this.vault ? this.vault.generation : null,
+      credentials: this.vault ? this.vault.credentials().length : null,
+      sessions: [],
+      pending_approvals: [],
+      counters: { ...this.counters },
+    };
+  }
+
+  // Re-read the config from disk; refuse when it cannot be adopted without a
+  // restart. Returns the fresh config without installing it.
+  private reloadConfig(): LoadedConfig {
+    const fresh = loadConfig({ configFlag: this.opts.configFlag, env: this.opts.env });
+    const moved = diffCanonical(this.config.canonical, fresh.canonical).filter((c) => RESTART_KEYS.includes(c.path));
+    if (moved.length > 0) {
+      throw new Refusal('bad_config', `the config changed settings the running daemon cannot adopt (${moved.map((c) => c.path).join(', ')}); restart the daemon`);
+    }
+    return fresh;
+  }
+
+  private readHeader(): { file: Buffer; header: VaultHeader } {
+    const file = readVaultFile(this.config.paths.vault);
+    return { file, header: parseHeader(file).header };
+  }
+
+  private configMismatch(header: VaultHeader, fresh: LoadedConfig): Refusal | null {
+    if (header.approvedConfig === fresh.canonical) return null;
+    const changes = diffCanonical(header.approvedConfig, fresh.canonical);
+    return new Refusal(
+      'config_not_approved',
+      `the config changed since it was approved (${describeChanges(changes)}); review it and run \`postern config approve\`, then \`postern unlock\``,
+      { changes },
+    );
+  }
+
+  async unlock(passphrase: Buffer): Promise<Record<string, unknown>> {
+    if (this.vault) return { already_unlocked: true, ...this.status() };
+    const fresh = this.reloadConfig();
+    const { file, header } = this.readHeader();
+    let opened: UnlockedVault;
+    try {
+      opened = await this.guard.run(async () => {
+        try {
+          return await unlockVaultFile(this.config.paths.vault, file, header, passphrase);
+        } catch (e) {
+          if (e instanceof Refusal && e.code === 'wrong_passphrase') return false;
+          throw e;
+        }
+      });
+    } catch (e) {
+      if (e instanceof Refusal && e.code === 'wrong_passphrase') {
+        this.counters.unlock_failures += 1;
+        this.log.warn({ event: 'unlock', outcome: 'wrong_passphrase', consecutive: this.guard.consecutiveFailures }, 'unlock refused');
+      }
+      throw e;
+    }
+    // Re-check the header the vault actually decrypted with (it is
+    // authenticated), not the one read before derivation.
+    const mismatch = this.configMismatch(opened.header, fresh);
+    if (mismatch) {
+      opened.wipe();
+      this.lockReason = 'config not approved';
+      this.log.warn({ event: 'unlock', outcome: 'config_not_approved', changes: mismatch.detail?.['changes'] }, 'unlock refused: config not approved');
+      throw mismatch;
+    }
+    if (this.vault) {
+      // Another unlock won the race while this one derived its key.
+      opened.wipe();
+      return { already_unlocked: true, ...this.status() };
+    }
+    this.config = fresh;
+    this.vault = opened;
+    this.unlockedAt = new Date();
+    this.counters.unlocks += 1;
+    this.armAutoLock();
+    this.armMaxUnlock();
+    this.log.info({ event: 'unlock', outcome: 'ok', generation: opened.generation }, 'unlocked');
+    return this.status();
+  }
+
+  lock(reason: string): { was_locked: boolean } {
+    const was = this.vault === null;
+    this.clearTimers();
+    if (this.vault) {
+      this.vault.wipe();
+      this.vault = null;
+      this.unlockedAt = null;
+      this.counters.locks += 1;
+      this.lockReason = reason;
+      this.log.info({ event: 'lock', reason }, 'locked');
+    }
+    return { was_locked: was };
+  }
+
+  private clearTimers(): void {
+    if (this.autoLockTimer) clearTimeout(this.autoLockTimer);
+    if (this.maxUnlockTimer) clearTimeout(this.maxUnlockTimer);
+    this.autoLockTimer = null;
+    this.maxUnlockTimer = null;
+  }
+
+  private armAutoLock(): void {
+    if (this.autoLockTimer) clearTimeout(this.autoLockTimer);
+    const ms = this.config.config.daemon.auto_lock;
+    this.autoLockTimer = setTimeout(() => this.lock(`auto_lock: no agent request for ${ms} ms`), clampTimer(ms));
+    this.autoLockTimer.unref();
+  }
+
+  private armMaxUnlock(): void {
+    const ms = this.config.config.daemon.unlock_max;
+    this.maxUnlockTimer = setTimeout(() => this.lock(`unlock_max: unlocked for ${ms} ms`), clampTimer(ms));
+    this.maxUnlockTimer.unref();
+  }
+
+  // A widening action: prove the passphrase against the unlocked vault.
+  private async prove(passphrase: Buffer): Promise<UnlockedVault> {
+    const vault = this.requireUnlocked();
+    await this.guard.run(async () => (await vault.verifyPassphrase(passphrase)) || false);
+    if (this.vault !== vault) throw new Refusal('vault_locked', 'the vault was locked while the passphrase was checked; unlock and try again');
+    return vault;
+  }
+
+  configDiff(): Record<string, unknown> {
+    const current = loadConfig({ configFlag: this.opts.configFlag, env: this.opts.env });
+    const { header } = this.readHeader();
+    const changes = diffCanonical(header.approvedConfig, current.canonical);
+    return { config_path: current.configPath, current_hash: current.hash, approved: changes.length === 0, changes, summary: describeChanges(changes) };
+  }
+
+  // Approve the config now on disk. `expectedHash` is what the human was
+  // shown, so a file changed between showing and approving is not approved.
+  async configApprove(passphrase: Buffer, expectedHash: string): Promise<Record<string, unknown>> {
+    const current = loadConfig({ configFlag: this.opts.configFlag, env: this.opts.env });
+    if (current.hash !== expectedHash) {
+      throw new Refusal('conflict', 'the config changed while it was being reviewed; run `postern config approve` again');
+    }
+    const approve = (vault: UnlockedVault): void => vault.commit(() => undefined, { approvedConfig: current.canonical });
+    if (this.vault) {
+      const vault = await this.prove(passphrase);
+      this.reloadConfig();
+      approve(vault);
+      this.config = current;
+      this.armAutoLock();
+    } else {
+      const { file, header } = this.readHeader();
+      const opened = await this.guard.run(async () => {
+        try {
+          return await unlockVaultFile(this.config.paths.vault, file, header, passphrase);
+        } catch (e) {
+          if (e instanceof Refusal && e.code === 'wrong_passphrase') return false;
+          throw e;
+        }
+      });
+      try {
+        approve(opened);
+      } finally {
+        opened.wipe();
+      }
+    }
+    this.log.info({ event: 'config_approve', hash: current.hash }, 'config approved');
+    return { approved_hash: current.hash, locked: this.locked };
+  }
+
+  async passwd(passphrase: Buffer, newPassphrase: Buffer): Promise<Record<string, unknown>> {
+    if (newPassphrase.length < 12) throw new Refusal('bad_request', 'the new passphrase is too short (at least 12 characters); choose a longer one');
+    const vault = await this.prove(passphrase);
+    const fresh = newVaultHeader({ opslimit: vault.header.opslimit, memlimit: vault.header.memlimit }, vault.header.approvedConfig);
+    const key = await deriveKey(newPassphrase, fresh.salt, fresh.opslimit, fresh.memlimit);
+    vault.commit(() => undefined, { newKey: { key, header: fresh } });
+    this.log.info({ event: 'passwd', generation: vault.generation }, 'passphrase changed');
+    return { generation: vault.generation };
+  }
+
+  private checkSecret(def: CredentialDef, secret: Buffer): void {
+    if (def.kind === 'http') checkHttpSecret(secret);
+    else {
+      const prepared = prepareSshSecret(def, secret);
+      if (prepared !== secret) prepared.fill(0);
+    }
+  }
+
+  async credAdd(passphrase: Buffer, definition: unknown, secret: Buffer): Promise<Record<string, unknown>> {
+    const def = validateDefinition(definition);
+    this.checkSecret(def, secret);
+    const vault = await this.prove(passphrase);
+    if (vault.credential(def.name)) throw new Refusal('conflict', `a credential named "${def.name}" exists; use \`postern cred update ${def.name}\` or choose another name`);
+    const now = new Date().toISOString();
+    const hash = definitionHash(def);
+    const sealed = vault.sealSecret(secret);
+    vault.commit((m) => m.set(def.name, { entry: { name: def.name, kind: def.kind, definition: def as unknown as Record<string, unknown>, definition_hash: hash, created_at: now, updated_at: now }, secret: sealed }));
+    this.log.info({ event: 'cred_add', credential: def.name, definition_hash: hash, generation: vault.generation }, 'credential added');
+    return { name: def.name, definition_hash: hash, generation: vault.generation };
+  }
+
+  async credUpdate(passphrase: Buffer, name: string, definition: unknown, secret: Buffer | undefined): Promise<Record<string, unknown>> {
+    const def = validateDefinition(definition);
+    if (def.name !== name) throw new Refusal('bad_request', `the definition is named "${def.name}" but the command names "${name}"; renaming is not supported: add a new credential and remove the old one`);
+    const existing = this.requireUnlocked().credential(name);
+    if (!existing) throw new Refusal('not_found', `no credential named "${name}"; see \`postern cred list\``);
+    if (existing.entry.kind !== def.kind) throw new Refusal('bad_request', `"${name}" is an ${existing.entry.kind} credential; its kind cannot change: add a new credential instead`);
+    if (secret) this.checkSecret(def, secret);
+    else if (def.kind === 'ssh' && (existing.entry.definition as { auth?: string }).auth !== def.auth) {
+      throw new Refusal('bad_request', `changing auth of "${name}" needs a new secret; pass --secret-file`);
+    }
+    const vault = await this.prove(passphrase);
+    const current = vault.credential(name);
+    if (!current) throw new Refusal('not_found', `no credential named "${name}"; see \`postern cred list\``);
+    const hash = definitionHash(def);
+    const sealed = secret ? vault.sealSecret(secret) : current.secret;
+    const changes = diffDefinitions(current.entry.definition as unknown as CredentialDef, def);
+    vault.commit((m) => m.set(name, { entry: { ...current.entry, definition: def as unknown as Record<string, unknown>, definition_hash: hash, updated_at: new Date().toISOString() }, secret: sealed }));
+    this.log.info({ event: 'cred_update', credential: name, definition_hash: hash, secret_replaced: Boolean(secret), generation: vault.generation }, 'credential updated');
+    return { name, definition_hash: hash, secret_replaced: Boolean(secret), changes, generation: vault.generation };
+  }
+
+  async credRemove(passphrase: Buffer, name: string): Promise<Record<string, unknown>> {
+    if (!this.requireUnlocked().credential(name)) throw new Refusal('not_found', `no credential named "${name}"; see \`postern cred list\``);
+    const vault = await this.prove(passphrase);
+    if (!vault.credential(name)) throw new Refusal('not_found', `no credential named "${name}"; see \`postern cred list\``);
+    vault.commit((m) => m.delete(name));
+    this.log.info({ event: 'cred_rm', credential: name, generation: vault.generation }, 'credential removed');
+    return { name, removed: true, generation: vault.generation };
+  }
+
+  credList(): Record<string, unknown> {
+    const vault = this.requireUnlocked();
+    return { credentials: vault.credentials().map((c) => describeCredential(c.entry)) };
+  }
+
+  credShow(name: string): Record<string, unknown> {
+    const c = this.requireUnlocked().credential(name);
+    if (!c) throw new Refusal('not_found', `no credential named "${name}"; see \`postern cred list\``);
+    return { ...describeCredential(c.entry), definition: c.entry.definition };
+  }
+
+  shutdown(): void {
+    this.lock('daemon stopped');
+  }
+}
+
+export function describeCredential(entry: { name: string; kind: string; definition: Record<string, unknown>; definition_hash: string; created_at: string; updated_at: string }): Record<string, unknown> {
+  const def = entry.definition as unknown as CredentialDef;
+  return {
+    name: entry.name,
+    kind: entry.kind,
+    description: def.description ?? '',
+    targets: summariseTargets(def),
+    definition_hash: entry.definition_hash,
+    created_at: entry.created_at,
+    updated_at: entry.updated_at,
+  };
+}
+
+// setTimeout holds at most 2^31-1 ms (~24.8 days); longer waits fire at once.
+function clampTimer(ms: number): number {
+  return Math.min(ms, 2 ** 31 - 1);
+}

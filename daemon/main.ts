@@ -1,0 +1,90 @@
+// Start-up and shutdown of the daemon, in order: hardening, addon, config,
+// home, vault presence, one-daemon-per-home, sockets; then wait. It starts
+// locked. SIGTERM/SIGINT lock (wiping keys), close the sockets and exit 0.
+import net from 'node:net';
+import http from 'node:http';
+import { Refusal } from '../shared/errors';
+import { harden } from '../shared/hardening';
+import { loadNative } from '../shared/native';
+import { loadConfig } from '../shared/config';
+import { parseHeader, readVaultFile } from '../shared/vault-format';
+import { createLogger } from './logger';
+import { checkHome } from './home-check';
+import { claimHome, listenUnix, removeSocket } from './sockets';
+import { Controller } from './controller';
+import { createAdminServer } from './admin-server';
+import { createAgentServer } from './agent-server';
+
+export interface DaemonOptions {
+  configFlag: string | undefined;
+  env: NodeJS.ProcessEnv;
+}
+
+export interface RunningDaemon {
+  stop(reason: string): Promise<void>;
+}
+
+export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
+  harden('postern daemon');
+  loadNative();
+  process.umask(0o077);
+  const config = loadConfig({ configFlag: opts.configFlag, env: opts.env });
+  const log = createLogger(config.config.daemon.log_level);
+  checkHome(config.home);
+  // A missing or unreadable vault is reported now rather than at unlock.
+  parseHeader(readVaultFile(config.paths.vault));
+
+  const lock = await claimHome(config.home);
+  const controller = new Controller({ config, configFlag: opts.configFlag, env: opts.env, log });
+  const admin = createAdminServer(controller, log);
+  const agent = createAgentServer(controller, log);
+  const d = config.config.daemon;
+  const opened: { server: net.Server | http.Server; path: string }[] = [];
+  try {
+    await listenUnix(admin, config.paths.adminSocket, 0o600);
+    opened.push({ server: admin, path: config.paths.adminSocket });
+    await listenUnix(agent, config.paths.agentSocket, d.agent_socket_mode, d.agent_socket_group || undefined);
+    opened.push({ server: agent, path: config.paths.agentSocket });
+  } catch (e) {
+    for (const o of opened) {
+      o.server.close();
+      removeSocket(o.path);
+    }
+    lock.close();
+    throw e;
+  }
+
+  let stopping: Promise<void> | null = null;
+  const stop = (reason: string): Promise<void> => {
+    stopping ??= (async () => {
+      controller.shutdown();
+      for (const o of opened) {
+        removeSocket(o.path);
+        o.server.close();
+        if ('closeAllConnections' in o.server) o.server.closeAllConnections();
+      }
+      lock.close();
+      log.info({ event: 'daemon_stop', reason }, 'daemon stopped');
+    })();
+    return stopping;
+  };
+  log.info({ event: 'daemon_start', home: config.home, config_hash: config.hash, agent_socket: config.paths.agentSocket }, 'daemon started, locked');
+  return { stop };
+}
+
+// `postern daemon`: run in the foreground until a signal.
+export async function runDaemon(opts: DaemonOptions): Promise<void> {
+  let daemon: RunningDaemon;
+  try {
+    daemon = await startDaemon(opts);
+  } catch (e) {
+    const msg = e instanceof Refusal ? e.message : `could not start: ${(e as Error).message}`;
+    process.stderr.write(`postern daemon: ${msg}\n`);
+    process.exit(1);
+  }
+  const onSignal = (sig: string): void => {
+    void daemon.stop(sig).then(() => process.exit(0));
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
+}

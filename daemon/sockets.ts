@@ -1,0 +1,86 @@
+// Creating the daemon's listening sockets safely: one daemon per home (an
+// abstract-namespace socket works as a lock the kernel releases when the
+// process dies, so there is no stale lock file to clean up), stale socket
+// files removed, live ones never stolen, modes set before anyone connects.
+import net from 'node:net';
+import { createHash } from 'node:crypto';
+import { chmodSync, chownSync, lstatSync, unlinkSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { Refusal } from '../shared/errors';
+
+function listen(server: net.Server, path: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onError = (e: Error): void => reject(e);
+    server.once('error', onError);
+    server.listen(path, () => {
+      server.off('error', onError);
+      resolve();
+    });
+  });
+}
+
+export async function claimHome(home: string): Promise<net.Server> {
+  const name = '\0postern-home-' + createHash('sha256').update(home).digest('hex').slice(0, 32);
+  const server = net.createServer((c) => c.destroy());
+  try {
+    await listen(server, name);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'EADDRINUSE') {
+      throw new Refusal('conflict', `another postern daemon is already running for ${home}; stop it first (see \`postern status\`)`);
+    }
+    throw e;
+  }
+  server.unref();
+  return server;
+}
+
+function canConnect(path: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.connect(path);
+    s.once('connect', () => { s.destroy(); resolve(true); });
+    s.once('error', () => resolve(false));
+  });
+}
+
+// Remove a socket file left by a daemon that died, after making sure nothing
+// answers on it; refuse to touch anything that is not a socket.
+async function clearStale(path: string): Promise<void> {
+  let st;
+  try {
+    st = lstatSync(path);
+  } catch {
+    return;
+  }
+  if (!st.isSocket()) throw new Refusal('conflict', `${path} exists and is not a socket; move it away or choose another socket path in the config`);
+  if (await canConnect(path)) throw new Refusal('conflict', `a live process is listening on ${path}; stop that daemon first`);
+  unlinkSync(path);
+}
+
+export async function listenUnix(server: net.Server, path: string, mode: number, group?: string): Promise<void> {
+  await clearStale(path);
+  // The umask is 077 for the whole daemon, so the socket is born 0600; the
+  // wider mode for a shared agent socket is applied after its group is set.
+  await listen(server, path);
+  if (group) chownSync(path, -1, groupId(group));
+  chmodSync(path, mode);
+}
+
+function groupId(group: string): number {
+  if (/^\d+$/.test(group)) return Number(group);
+  try {
+    const line = execFileSync('getent', ['group', group], { encoding: 'utf8' }).trim();
+    const gid = Number(line.split(':')[2]);
+    if (Number.isInteger(gid)) return gid;
+  } catch {
+    // fall through to the refusal
+  }
+  throw new Refusal('bad_config', `daemon.agent_socket_group: no group named "${group}"; create it or fix the config`);
+}
+
+export function removeSocket(path: string): void {
+  try {
+    if (lstatSync(path).isSocket()) unlinkSync(path);
+  } catch {
+    // already gone
+  }
+}

@@ -1,0 +1,31 @@
+// Operations of the admin protocol (admin.sock) and which attachments each
+// carries, in order. Attachments are raw bytes (see admin-frame.ts).
+export const ADMIN_OPS = {
+  status: [],
+  unlock: ['passphrase'],
+  lock: [],
+  'config.diff': [],
+  'config.approve': ['passphrase'],
+  passwd: ['passphrase', 'new_passphrase'],
+  'cred.add': ['passphrase', 'secret'],
+  'cred.update': ['passphrase', 'secret?'],
+  'cred.list': [],
+  'cred.show': [],
+  'cred.rm': ['passphrase'],
+} as const;
+
+export type AdminOp = keyof typeof ADMIN_OPS;
+
+export function isAdminOp(op: unknown): op is AdminOp {
+  return typeof op === 'string' && Object.prototype.hasOwnProperty.call(ADMIN_OPS, op);
+}
+
+export interface AdminError {
+  code: string;
+  message: string;
+  [k: string]: unknown;
+}
+
+export type AdminResponse =
+  | { id: number; ok: true; result: Record<string, unknown> }
+  | { id: number; ok: false; error: AdminError };

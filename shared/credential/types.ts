@@ -1,0 +1,74 @@
+// Normalised credential definitions (SPEC §4): every default filled in,
+// plain JSON-able objects with keys in the order definitionToToml prints.
+// They never hold a secret.
+
+export type Approve = 'session' | 'each-use';
+export type HttpScheme = 'http' | 'https';
+export type SshAuth = 'key' | 'password';
+
+// Exactly one injection form, with the TOML key names.
+export type HttpInject =
+  | { header: string; template: string } // header lower-cased
+  | { basic_user: string }
+  | { query: string };
+
+export interface HttpAllowRule {
+  host: string; // normalised; exact, "*.example.com", IPv4, or "[IPv6]"
+  schemes: HttpScheme[];
+  ports: number[]; // any scheme × any port of the rule
+  methods: string[]; // upper case
+  paths: string[];
+  approve: Approve; // effective: never weaker than the credential's
+}
+
+export interface HttpCredentialDef {
+  name: string;
+  description: string;
+  kind: 'http';
+  approve: Approve;
+  redact_response: boolean;
+  pass_set_cookie: boolean;
+  rate?: string; // normalised "N/sec|min|hour|day"; absent: no budget
+  allow_addresses: string[]; // normalised CIDRs
+  inject: HttpInject;
+  allow: HttpAllowRule[];
+}
+
+export interface SshCredentialDef {
+  name: string;
+  description: string;
+  kind: 'ssh';
+  host: string; // normalised; IPv6 without brackets
+  port: number;
+  user: string;
+  auth: SshAuth;
+  host_key: string; // "SHA256:<43 base64>"
+  commands: string[];
+  stdin: boolean;
+  approve: Approve;
+  allow_addresses: string[];
+}
+
+export type CredentialDef = HttpCredentialDef | SshCredentialDef;
+
+// Key order of each table, used to print, diff and rebuild definitions.
+export const HTTP_KEYS = [
+  'name', 'description', 'kind', 'approve', 'redact_response', 'pass_set_cookie', 'rate', 'allow_addresses', 'inject', 'allow',
+] as const;
+export const INJECT_KEYS = ['header', 'template', 'basic_user', 'query'] as const;
+export const ALLOW_RULE_KEYS = ['host', 'schemes', 'ports', 'methods', 'paths', 'approve'] as const;
+export const SSH_KEYS = [
+  'name', 'description', 'kind', 'host', 'port', 'user', 'auth', 'host_key', 'commands', 'stdin', 'approve', 'allow_addresses',
+] as const;
+
+export const APPROVE_STRICTNESS: Readonly<Record<Approve, number>> = { session: 0, 'each-use': 1 };
+
+export function stricterApprove(a: Approve, b: Approve): Approve {
+  return APPROVE_STRICTNESS[a] >= APPROVE_STRICTNESS[b] ? a : b;
+}
+
+export function injectForm(inject: HttpInject): 'header' | 'basic' | 'query' {
+  if ('header' in inject) return 'header';
+  if ('basic_user' in inject) return 'basic';
+  return 'query';
+}

@@ -1,0 +1,116 @@
+// The few libsodium calls postern makes, named for what they do. Everything
+// secret stays in Buffers/Uint8Arrays (never strings) so it can be wiped.
+import { createHash, randomFillSync } from 'node:crypto';
+// `import = require` keeps the live module object: the wrapper adds its
+// functions to it only once `ready` resolves, so a namespace copy would miss them.
+import libsodium = require('libsodium-wrappers-sumo');
+
+export type Sodium = typeof libsodium;
+
+export const AEAD_KEY_BYTES = 32;
+export const AEAD_NONCE_BYTES = 24;
+export const AEAD_TAG_BYTES = 16;
+
+let ready: Promise<Sodium> | null = null;
+let sodium: Sodium | null = null;
+
+// The wasm build copies every input and output through its own heap and frees
+// those copies without clearing them, so keys and plaintexts would linger in a
+// heap that JavaScript never wipes. Zero each block the wrapper allocated
+// before it goes back to the allocator.
+interface WasmModule {
+  HEAPU8: Uint8Array;
+  _malloc(size: number): number;
+  _free(address: number): void;
+}
+
+function scrubOnFree(lib: WasmModule): void {
+  const sizes = new Map<number, number>();
+  const malloc = lib._malloc.bind(lib);
+  const free = lib._free.bind(lib);
+  lib._malloc = (size: number): number => {
+    const address = malloc(size);
+    if (address !== 0) sizes.set(address, size);
+    return address;
+  };
+  lib._free = (address: number): void => {
+    const size = sizes.get(address);
+    if (size !== undefined) {
+      // Read HEAPU8 afresh: the view is replaced whenever wasm memory grows.
+      lib.HEAPU8.fill(0, address, address + size);
+      sizes.delete(address);
+    }
+    free(address);
+  };
+}
+
+export function sodiumReady(): Promise<Sodium> {
+  ready ??= libsodium.ready.then(() => {
+    scrubOnFree((libsodium as unknown as { libsodium: WasmModule }).libsodium);
+    sodium = libsodium;
+    return libsodium;
+  });
+  return ready;
+}
+
+function lib(): Sodium {
+  if (!sodium) throw new Error('libsodium used before `await sodiumReady()`');
+  return sodium;
+}
+
+// A view on the same memory, so the result can be wiped as a Buffer.
+function asBuffer(u: Uint8Array): Buffer {
+  return Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+}
+
+// node:crypto is far faster than the wasm randombytes. Buffer.alloc (not the
+// shared pool) so wiping one result never touches another.
+export function randomBytes(n: number): Buffer {
+  const b = Buffer.alloc(n);
+  randomFillSync(b);
+  return b;
+}
+
+export function aeadEncrypt(key: Uint8Array, nonce: Uint8Array, plaintext: Uint8Array, ad: Uint8Array | null): Buffer {
+  return asBuffer(lib().crypto_aead_xchacha20poly1305_ietf_encrypt(plaintext, ad, null, nonce, key));
+}
+
+// null when the ciphertext, the nonce or the associated data was altered, or
+// the key is wrong: the caller decides what that means.
+export function aeadDecrypt(key: Uint8Array, nonce: Uint8Array, ciphertext: Uint8Array, ad: Uint8Array | null): Buffer | null {
+  const s = lib();
+  if (ciphertext.length < AEAD_TAG_BYTES) return null;
+  try {
+    return asBuffer(s.crypto_aead_xchacha20poly1305_ietf_decrypt(null, ciphertext, ad, nonce, key));
+  } catch {
+    return null;
+  }
+}
+
+// A native memset on the bytes; needs no libsodium initialisation.
+export function wipe(buf: Uint8Array | null | undefined): void {
+  if (buf) buf.fill(0);
+}
+
+export interface KeyPair {
+  publicKey: Buffer;
+  privateKey: Buffer;
+}
+
+export function ed25519Keypair(): KeyPair {
+  const kp = lib().crypto_sign_keypair();
+  return { publicKey: asBuffer(kp.publicKey), privateKey: asBuffer(kp.privateKey) };
+}
+
+export function x25519Keypair(): KeyPair {
+  const kp = lib().crypto_box_keypair();
+  return { publicKey: asBuffer(kp.publicKey), privateKey: asBuffer(kp.privateKey) };
+}
+
+export function blake2b(data: Uint8Array, len = 32): Buffer {
+  return asBuffer(lib().crypto_generichash(len, data, null));
+}
+
+export function sha256hex(data: Uint8Array | string): string {
+  return createHash('sha256').update(data).digest('hex');
+}

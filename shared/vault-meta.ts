@@ -1,0 +1,47 @@
+// What the vault's encrypted body holds, above the binary container of
+// vault-format.ts: a JSON document (`meta`) whose secret parts live in
+// blobs referenced by index, so secrets never become JavaScript strings.
+import { z } from 'zod';
+import { Refusal } from './errors';
+import type { VaultContents } from './vault-format';
+
+const blobIndex = z.number().int().min(0);
+
+const credentialEntry = z.object({
+  name: z.string(),
+  kind: z.enum(['http', 'ssh']),
+  definition: z.record(z.string(), z.unknown()),
+  definition_hash: z.string(),
+  secret: blobIndex,
+  created_at: z.string(),
+  updated_at: z.string(),
+}).strict();
+
+export const vaultMetaSchema = z.object({
+  format: z.literal(1),
+  created_at: z.string(),
+  audit: z.object({
+    sign_public: z.string(),
+    box_public: z.string(),
+    sign_secret: blobIndex,
+    box_secret: blobIndex,
+  }).strict(),
+  credentials: z.array(credentialEntry),
+  journal_head: z.string().nullable(),
+}).strict();
+
+export type VaultMeta = z.infer<typeof vaultMetaSchema>;
+export type CredentialEntry = z.infer<typeof credentialEntry>;
+
+export function readMeta(contents: VaultContents): VaultMeta {
+  const parsed = vaultMetaSchema.safeParse(contents.meta);
+  if (!parsed.success) {
+    throw new Refusal('vault_corrupt', 'the vault decrypted but its contents are not understood (written by another version?); restore it from a backup');
+  }
+  const meta = parsed.data;
+  const indexes = [meta.audit.sign_secret, meta.audit.box_secret, ...meta.credentials.map((c) => c.secret)];
+  if (indexes.some((i) => i >= contents.blobs.length) || new Set(indexes).size !== indexes.length) {
+    throw new Refusal('vault_corrupt', 'the vault decrypted but refers to secrets it does not contain; restore it from a backup');
+  }
+  return meta;
+}

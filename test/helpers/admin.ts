@@ -1,0 +1,49 @@
+// A bare admin.sock client for tests that drive the daemon faster than one
+// CLI process per call (the CLI itself is covered by the CLI tests).
+import net from 'node:net';
+import { FrameDecoder, encodeFrame } from '../../shared/admin-frame';
+
+export class TestAdmin {
+  private decoder = new FrameDecoder();
+  private next = 1;
+  private waiting = new Map<number, (r: Record<string, unknown>) => void>();
+  private closed = false;
+
+  private constructor(private sock: net.Socket) {
+    sock.on('data', (c: Buffer) => {
+      for (const f of this.decoder.push(c)) {
+        const cb = this.waiting.get(f.json['id'] as number);
+        this.waiting.delete(f.json['id'] as number);
+        cb?.(f.json);
+      }
+    });
+    const fail = (): void => {
+      this.closed = true;
+      for (const cb of this.waiting.values()) cb({ ok: false, error: { code: 'connection_closed' } });
+      this.waiting.clear();
+    };
+    sock.on('close', fail);
+    sock.on('error', fail);
+  }
+
+  static connect(path: string): Promise<TestAdmin> {
+    return new Promise((resolve, reject) => {
+      const s = net.connect(path);
+      s.once('connect', () => resolve(new TestAdmin(s)));
+      s.once('error', reject);
+    });
+  }
+
+  request(op: string, args: Record<string, unknown> = {}, attachments: Buffer[] = []): Promise<Record<string, unknown>> {
+    if (this.closed) return Promise.resolve({ ok: false, error: { code: 'connection_closed' } });
+    const id = this.next++;
+    return new Promise((resolve) => {
+      this.waiting.set(id, resolve);
+      this.sock.write(encodeFrame({ id, op, args }, attachments));
+    });
+  }
+
+  close(): void {
+    this.sock.destroy();
+  }
+}

@@ -1,0 +1,48 @@
+// Secret canaries: a unique secret, and every form of it worth searching for
+// in bytes postern emits.
+import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync, lstatSync } from 'node:fs';
+import { join } from 'node:path';
+
+export function makeCanary(prefix = 'CANARY'): string {
+  return `${prefix}_${randomBytes(18).toString('hex')}`;
+}
+
+// Substrings that any raw, hex, base64 or base64url encoding of the secret
+// must contain, whatever its alignment in the encoded data: for each offset
+// 0..2 the base64 of the secret from that offset, less the last quantum
+// (which depends on what follows).
+export function canaryForms(secret: string): string[] {
+  const b = Buffer.from(secret, 'utf8');
+  const forms = new Set<string>([secret, b.toString('hex'), b.toString('hex').toUpperCase(), encodeURIComponent(secret)]);
+  for (let o = 0; o < 3; o++) {
+    const std = b.subarray(o).toString('base64');
+    const stable = std.slice(0, Math.floor((b.length - o) / 3) * 4 - 4);
+    if (stable.length >= 16) {
+      forms.add(stable);
+      forms.add(stable.replace(/\+/g, '-').replace(/\//g, '_'));
+    }
+  }
+  return [...forms];
+}
+
+export function findCanary(text: string | Buffer, secret: string): string[] {
+  const hay = typeof text === 'string' ? text : text.toString('latin1');
+  return canaryForms(secret).filter((f) => hay.includes(f));
+}
+
+// Every regular file under dir, except the names in `skip`.
+export function filesUnder(dir: string, skip: (path: string) => boolean = () => false): string[] {
+  const out: string[] = [];
+  for (const e of readdirSync(dir)) {
+    const p = join(dir, e);
+    const st = lstatSync(p);
+    if (st.isDirectory()) out.push(...filesUnder(p, skip));
+    else if (st.isFile() && !skip(p)) out.push(p);
+  }
+  return out;
+}
+
+export function readAll(path: string): Buffer {
+  return readFileSync(path);
+}

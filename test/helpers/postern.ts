@@ -1,0 +1,157 @@
+// Drive the real, compiled postern (dist/) from tests: a temporary home, the
+// CLI as a child process, the daemon as a child process. `make test` builds
+// dist/ before tap runs.
+import { spawn, spawnSync, ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync, existsSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import net from 'node:net';
+
+export const ROOT = resolve(__dirname, '..', '..');
+export const CLI = join(ROOT, 'dist', 'cli', 'main.js');
+export const PASSPHRASE = 'correct horse battery staple';
+
+if (!existsSync(CLI)) {
+  throw new Error(`${CLI} is missing: run \`make build\` (make test does) before these tests`);
+}
+
+// The environment a user would have: tap's own NODE_OPTIONS (its loader) and
+// anything else that postern refuses are removed.
+export function cleanEnv(extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const k of ['NODE_OPTIONS', 'LD_PRELOAD', 'LD_LIBRARY_PATH', 'HOSTALIASES', 'POSTERN_HOME', 'POSTERN_CONFIG', 'NODE_V8_COVERAGE']) delete env[k];
+  for (const [k, v] of Object.entries(extra)) {
+    if (v === undefined) delete env[k];
+    else env[k] = v;
+  }
+  return env;
+}
+
+export interface Home {
+  dir: string;
+  home: string;
+  env: NodeJS.ProcessEnv;
+  passFile: string;
+  file(name: string, content: string | Buffer): string;
+  cleanup(): void;
+}
+
+// A fresh directory holding a home (`home/`, not yet created) plus scratch
+// files outside it, so "files under the home" means only postern's.
+export function makeHome(): Home {
+  const dir = mkdtempSync(join(tmpdir(), 'pt-'));
+  const home = join(dir, 'h');
+  const passFile = join(dir, 'pass');
+  writeFileSync(passFile, PASSPHRASE + '\n', { mode: 0o600 });
+  return {
+    dir,
+    home,
+    env: cleanEnv({ POSTERN_HOME: home }),
+    passFile,
+    file(name, content) {
+      const p = join(dir, name);
+      writeFileSync(p, content, { mode: 0o600 });
+      return p;
+    },
+    cleanup() {
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface Result {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export function cli(h: { env: NodeJS.ProcessEnv }, args: string[], input?: string | Buffer): Result {
+  const r = spawnSync(process.execPath, [CLI, ...args], { env: h.env, input: input ?? '', encoding: 'utf8', timeout: 120_000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+export function cliAsync(h: { env: NodeJS.ProcessEnv }, args: string[], input?: string | Buffer): Promise<Result> {
+  return new Promise((resolvePromise) => {
+    const p = spawn(process.execPath, [CLI, ...args], { env: h.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    p.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    p.stdin.end(input ?? '');
+    p.on('close', (code) => resolvePromise({ code, stdout, stderr }));
+  });
+}
+
+export function init(h: Home, extra: string[] = []): Result {
+  return cli(h, ['init', '--kdf', 'interactive', '--passphrase-file', h.passFile, ...extra]);
+}
+
+export interface Daemon {
+  proc: ChildProcess;
+  logs(): string;
+  exited: Promise<number | null>;
+  stop(): Promise<number | null>;
+}
+
+export function canConnect(path: string): Promise<boolean> {
+  return new Promise((r) => {
+    const s = net.connect(path);
+    s.once('connect', () => { s.destroy(); r(true); });
+    s.once('error', () => r(false));
+  });
+}
+
+export async function startDaemon(h: { env: NodeJS.ProcessEnv; home: string }, args: string[] = []): Promise<Daemon> {
+  const proc = spawn(process.execPath, [CLI, 'daemon', ...args], { env: h.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let logs = '';
+  proc.stdout!.on('data', (d: Buffer) => (logs += d.toString()));
+  proc.stderr!.on('data', (d: Buffer) => (logs += d.toString()));
+  const exited = new Promise<number | null>((r) => proc.on('exit', (code) => r(code)));
+  let done = false;
+  void exited.then(() => (done = true));
+  const admin = join(h.home, 'admin.sock');
+  const deadline = Date.now() + 20_000;
+  while (!(await canConnect(admin)) || !(await canConnect(join(h.home, 'agent.sock')))) {
+    if (done) throw new Error(`daemon exited early:\n${logs}`);
+    if (Date.now() > deadline) {
+      proc.kill('SIGKILL');
+      throw new Error(`daemon did not start:\n${logs}`);
+    }
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  return {
+    proc,
+    logs: () => logs,
+    exited,
+    async stop() {
+      if (!done) proc.kill('SIGTERM');
+      return exited;
+    },
+  };
+}
+
+// GET/POST on the agent socket, as an agent would.
+export function agentRequest(socketPath: string, method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown; text: string }> {
+  return new Promise((resolvePromise, reject) => {
+    const s = net.connect(socketPath);
+    const payload = body === undefined ? '' : JSON.stringify(body);
+    let data = '';
+    s.on('connect', () => {
+      s.write(`${method} ${path} HTTP/1.1\r\nhost: postern\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`);
+    });
+    s.on('data', (d: Buffer) => (data += d.toString()));
+    s.on('error', reject);
+    s.on('close', () => {
+      const [head, ...rest] = data.split('\r\n\r\n');
+      const text = rest.join('\r\n\r\n');
+      const status = Number((head ?? '').split(' ')[1]);
+      let json: unknown = null;
+      try {
+        json = JSON.parse(text);
+      } catch {
+        json = null;
+      }
+      resolvePromise({ status, json, text });
+    });
+  });
+}
