@@ -26,8 +26,13 @@ check: install
 	npx tsc -p tsconfig.json --noEmit
 	node scripts/lint.mjs
 
+# The long suites (200 kill -9s, figures at --kdf moderate) run on their own
+# with a 40-minute limit per file; everything else must finish in 60 s a file.
+LONG_TIMEOUT := 2400
+
 test: build check
 	npx tap
+	npx tap --timeout $(LONG_TIMEOUT) --exclude 'test/helpers/**' test/long/*.test.ts
 
 demo: build
 	bash scripts/demo.sh

@@ -478,7 +478,7 @@ function parseTomlText(file: string, text: string): Record<string, unknown> {
     if (e instanceof TomlError) {
       const summary = (e.message.split('\n')[0] ?? '').replace(/^Invalid TOML document:\s*/, '');
       const problem = { path: `[syntax] line ${e.line}, column ${e.column}`, message: `${summary}; fix the TOML syntax there` };
-      throw new Refusal('bad_config', `${file}: not valid TOML at line ${e.line}, column ${e.column}: ${summary}. Fix the syntax and try again`, {
+      throw new Refusal('bad_config', `${file}: not valid TOML: ${problem.path}: ${summary}. Fix the syntax there and try again`, {
         problems: [problem],
       });
     }

@@ -12,7 +12,6 @@ import { openVaultFile } from '../../shared/vault-format';
 import { readMeta } from '../../shared/vault-meta';
 
 const KILLS = Number(process.env['POSTERN_KILLS'] ?? 200);
-t.setTimeout(40 * 60_000);
 
 const definition = (name: string): Record<string, unknown> => ({
   name, description: '', kind: 'http', approve: 'session', redact_response: true, pass_set_cookie: false, allow_addresses: [],

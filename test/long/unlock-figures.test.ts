@@ -10,7 +10,6 @@ function rssMiB(pid: number): number {
   return Number(line!.replace(/\D+/g, '')) / 1024;
 }
 
-t.setTimeout(120_000);
 
 t.test('unlock time and RSS at --kdf moderate', async (t) => {
   const h = makeHome();
