@@ -23,7 +23,7 @@ build: install $(ADDON)
 	chmod +x dist/cli/main.js
 
 check: install
-	npx tsc -p tsconfig.json --noEmit
+	npx tsc -p tsconfig.test.json
 	node scripts/lint.mjs
 
 # The long suites (200 kill -9s, figures at --kdf moderate) run on their own

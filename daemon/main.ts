@@ -8,6 +8,9 @@ import { harden } from '../shared/hardening';
 import { loadNative } from '../shared/native';
 import { loadConfig } from '../shared/config';
 import { parseHeader, readVaultFile } from '../shared/vault-format';
+import { removeStaleTemps } from '../shared/durable-write';
+import { sodiumReady } from '../shared/crypto';
+import { basename, dirname } from 'node:path';
 import { createLogger } from './logger';
 import { checkHome } from './home-check';
 import { claimHome, listenUnix, removeSocket } from './sockets';
@@ -31,8 +34,11 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   const config = loadConfig({ configFlag: opts.configFlag, env: opts.env });
   const log = createLogger(config.config.daemon.log_level);
   checkHome(config.home);
-  // A missing or unreadable vault is reported now rather than at unlock.
+  // A missing or unreadable vault is reported now rather than at unlock; a
+  // temp file left by a write that was cut short is removed.
   parseHeader(readVaultFile(config.paths.vault));
+  removeStaleTemps(dirname(config.paths.vault), basename(config.paths.vault));
+  await sodiumReady();
 
   const lock = await claimHome(config.home);
   const controller = new Controller({ config, configFlag: opts.configFlag, env: opts.env, log });

@@ -67,7 +67,8 @@ fi
 
 step "6. the config changes behind the vault's back: the daemon refuses to unlock"
 show lock
-printf '\n[http]\nmax_response_body = "1MiB"\n' >> "$POSTERN_HOME/config.toml"
+sed -i 's/^# max_response_body = "8MiB"/max_response_body = "1MiB"/' "$POSTERN_HOME/config.toml"
+grep -n '^max_response_body' "$POSTERN_HOME/config.toml"
 if show unlock --passphrase-file "$DEMO/passphrase"; then echo "unexpected: unlocked with an unapproved config"; exit 1; fi
 
 step "7. a human reviews the change and approves it; then unlock works"

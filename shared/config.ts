@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { canonicalJson, CanonicalValue } from './canonical-json';
 import { formatProblems, Problem, Refusal } from './errors';
 import { parseToml, TomlError } from './toml';
-import { checkDuration, checkSize, quoteValue } from './units';
+import { checkDuration, checkSize, escapeInvisible, quoteValue } from './units';
 
 // The daemon's settings file (SPEC §3). One table, SETTINGS, lists every key
 // with its default, its parser and the reason it exists; the zod schema, the
@@ -287,7 +287,7 @@ export const SETTINGS = [
   setting('http.ca_file', '', pathKind('optional-file'), 'extra PEM roots, added to Node\'s bundled roots; relative to home, or absolute'),
   setting('ssh.timeout', '30s', duration, 'per command (approval wait excluded), unless timeout_ms is set'),
   setting('ssh.max_output', '8MiB', size, 'stdout+stderr together'),
-];
+] as const;
 
 // Compile-time proof that every key of Config has a row.
 type Listed = (typeof SETTINGS)[number]['path'];
@@ -348,22 +348,27 @@ function formatIssuePath(p: readonly PropertyKey[]): string {
   return p.map((seg, i) => (typeof seg === 'number' ? `[${seg}]` : `${i === 0 ? '' : '.'}${String(seg)}`)).join('');
 }
 
+// Keys as written may be quoted TOML keys holding anything.
+function keyText(k: string): string {
+  return /^[A-Za-z0-9_-]+$/.test(k) ? k : quoteValue(k);
+}
+
 function unknownKeyProblems(parent: readonly PropertyKey[], keys: readonly string[], raw: unknown): Problem[] {
   if (parent.length === 0) {
     return keys.map((k) => {
       const value = isTable(raw) ? raw[k] : undefined;
       if (isTable(value)) {
-        return { path: `[unknown table] ${k}`, message: `postern has no [${k}] table${suggestion(k, TABLES)}; the tables are [daemon], [http] and [ssh]` };
+        return { path: `[unknown table] ${keyText(k)}`, message: `postern has no [${keyText(k)}] table${suggestion(k, TABLES)}; the tables are [daemon], [http] and [ssh]` };
       }
       const homes = ROWS.filter((r) => r.key === k).map((r) => `[${r.table}]`);
       const where = homes.length ? `; it belongs under ${homes.join(' or ')}` : '; settings go under [daemon], [http] or [ssh]';
-      return { path: `[unknown key] ${k}`, message: `not a top-level setting${where}` };
+      return { path: `[unknown key] ${keyText(k)}`, message: `not a top-level setting${where}` };
     });
   }
   const table = String(parent[0]);
   const known = ROWS.filter((r) => r.table === table).map((r) => r.key);
   return keys.map((k) => ({
-    path: `[unknown key] ${table}.${k}`,
+    path: `[unknown key] ${table}.${keyText(k)}`,
     message: `[${table}] has no setting ${quoteValue(k)}${suggestion(k, known)}; remove it or fix its spelling`,
   }));
 }
@@ -620,17 +625,16 @@ function evaluate(loc: Locations, raw: Record<string, unknown>, exists: boolean)
       });
     }
   }
+  // An invalid written home is already reported; relative paths cannot be
+  // placed without it, so the checks that need them are skipped.
   const homeKnown = typeof written === 'string' || rawValue(raw, HOME_ROW) === undefined;
+  if (homeKnown) values.set('daemon.home', home);
   for (const row of ROWS) {
-    const v = values.get(row.path);
-    if (row.kind.path === 'home') values.set(row.path, home);
     if (row.kind.path !== 'file' && row.kind.path !== 'optional-file') continue;
-    // Relative paths cannot be placed when the written home is invalid
-    // (already reported), so checks that need them are skipped.
+    const v = values.get(row.path);
     if (!homeKnown) values.delete(row.path);
     else if (typeof v === 'string' && v !== '') values.set(row.path, path.resolve(home, expandTilde(v)));
   }
-  if (!homeKnown) values.delete('daemon.home');
 
   for (const check of CROSS_CHECKS) {
     if (check.needs.every((p) => values.has(p))) problems.push(...check.problems(values));
@@ -756,11 +760,9 @@ export function diffCanonical(approved: string, current: string): ConfigChange[]
   return changes;
 }
 
-// Shown to the human who approves: control, bidi and zero-width characters
-// (an agent may have written the config) are escaped, never rendered.
-function display(text: string): string {
-  return text.replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, (c) => `\\u{${(c.codePointAt(0) ?? 0).toString(16)}}`);
-}
+// Shown to the human who approves: values (which an agent may have
+// written) never render control, bidi or zero-width characters.
+const display = escapeInvisible;
 
 function showValue(v: unknown): string {
   return v === undefined ? '(absent)' : display(canonicalJson(v));
@@ -789,7 +791,7 @@ function tomlLiteral(v: TomlDefault): string {
 }
 
 const HEADER = [
-  '# postern daemon settings (SPEC §3): no secrets and no credential policy',
+  '# postern daemon settings: no secrets and no credential policy',
   '# belong here; those live in the vault. The vault pins this file: after any',
   '# change, the daemon stays locked until `postern config approve`.',
   '#',

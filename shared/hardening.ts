@@ -86,8 +86,8 @@ function processName(pid: number): string {
 }
 
 // A listener of its own on SIGUSR1 stops Node 20 from opening the inspector
-// when the signal arrives (PLATFORM.md); it must be installed before anything
-// else so there is no window.
+// when the signal arrives (PLATFORM.md). harden() installs it first, and a
+// process should call harden() before anything else, to keep the window short.
 function ignoreInspectorSignal(): void {}
 
 export function harden(role: string): void {
@@ -220,7 +220,7 @@ function coreFinding(limits: string | null): Finding {
   if (soft !== '0') {
     return {
       level: 'warn',
-      what: `core dumps are enabled (limit ${soft}); postern's secret-handling processes are non-dumpable and write no core, but other programs' cores may hold what they saw`,
+      what: `core dumps are enabled (limit ${/^\d+$/.test(soft) ? `${soft} bytes` : soft}); postern's secret-handling processes are non-dumpable and write no core, but other programs' cores may hold what they saw`,
       fix: 'ulimit -c 0 (or LimitCORE=0 in a systemd unit)',
     };
   }

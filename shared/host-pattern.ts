@@ -46,21 +46,31 @@ function parseIpv6(inner: string, where: Where): Check<ParsedHost> {
   return ok({ host: where === 'http' ? bracketed : bracketed.slice(1, -1), wildcard: false, ip: 6 });
 }
 
+// A host whose last label is a number is an IPv4 address to URL parsing;
+// only the plain dotted-quad spelling is accepted.
+function parseIpv4(text: string, wildcard: boolean): Check<ParsedHost> {
+  if (wildcard) return bad('a wildcard cannot be combined with an IP address');
+  if (!DOTTED_QUAD.test(text)) {
+    return bad('looks like an IPv4 address but is not four decimal numbers without leading zeros (write e.g. "192.0.2.10"), or its last label is a number');
+  }
+  return ok({ host: text, wildcard: false, ip: 4 });
+}
+
+function lastLabel(host: string): string {
+  return host.slice(host.lastIndexOf('.') + 1);
+}
+
 function parseName(name: string, wildcard: boolean): Check<ParsedHost> {
   if (name.includes('*')) {
     return bad('a wildcard may only be the whole first label, followed by at least two labels, as in "*.example.com"');
   }
   const stripped = name.endsWith('.') ? name.slice(0, -1) : name;
+  if (NUMERIC_LABEL.test(lastLabel(stripped))) return parseIpv4(stripped, wildcard);
   const ascii = domainToASCII(stripped.toLowerCase());
   if (ascii === '') return bad('is not a valid host name (it contains characters a host cannot have, or bad punycode)');
+  // IDNA maps e.g. fullwidth digits to ASCII ones: check again after it.
+  if (NUMERIC_LABEL.test(lastLabel(ascii))) return parseIpv4(stripped, wildcard);
   const labels = ascii.split('.');
-  if (NUMERIC_LABEL.test(labels[labels.length - 1] as string)) {
-    if (wildcard) return bad('a wildcard cannot be combined with an IP address');
-    if (!DOTTED_QUAD.test(stripped)) {
-      return bad('looks like an IPv4 address but is not four decimal numbers without leading zeros (write e.g. "192.0.2.10"), or its last label is a number');
-    }
-    return ok({ host: stripped, wildcard: false, ip: 4 });
-  }
   for (const label of labels) {
     if (label === '') return bad('has an empty label ("..", or a leading or second trailing dot)');
     if (label.length > 63) return bad(`has a label longer than 63 characters`);

@@ -38,11 +38,17 @@ export type UnitResult = { ok: true; value: number } | { ok: false; message: str
 const DURATION_EXAMPLE = '"30s" (units: ms, s, m, h, d)';
 const SIZE_EXAMPLE = '"8MiB" (units: B, KiB, MiB, GiB, or KB, MB, GB for powers of 1000)';
 
-// Shown in messages: config values are not secret, but they may hold
-// control characters, so they are quoted and cut short.
+// Control, bidi and zero-width characters in text shown to a person are
+// written as \u{…} escapes, so a value cannot disguise itself or the line.
+export function escapeInvisible(text: string): string {
+  return text.replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, (c) => `\\u{${(c.codePointAt(0) ?? 0).toString(16)}}`);
+}
+
+// Shown in messages: config values are not secret, but they are quoted,
+// escaped and cut short.
 export function quoteValue(value: unknown): string {
   const text = typeof value === 'string' ? value : String(value);
-  return JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text);
+  return escapeInvisible(JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text));
 }
 
 function parseWithUnits(

@@ -52,9 +52,9 @@ const EXPECTED: Readonly<Record<string, string>> = {
 
 // Messages for zod's own issues, from the raw issue (which carries the input).
 const errorMap: z.core.$ZodErrorMap = (iss) => {
+  if (iss.input === undefined && (iss.code === 'invalid_type' || iss.code === 'invalid_value')) return 'is required';
   switch (iss.code) {
     case 'invalid_type':
-      if (iss.input === undefined) return 'is required';
       return `must be ${EXPECTED[iss.expected] ?? iss.expected}, not ${describeValue(iss.input)}`;
     case 'invalid_value':
       return `must be ${iss.values.map((v) => JSON.stringify(v)).join(' or ')}, not ${describeValue(iss.input)}`;
@@ -159,9 +159,11 @@ const REQUIRED_HINTS: Readonly<Record<string, string>> = {
   commands: 'the allowed commands, e.g. commands = ["systemctl restart app-*"]',
 };
 
+const COMMON_KEYS = ['name', 'description', 'kind', 'approve', 'allow_addresses'] as const;
+
 // The keys allowed in each table, for "unknown key" messages.
 function allowedKeys(kind: 'http' | 'ssh' | null, path: readonly PropertyKey[]): readonly string[] {
-  if (path.length === 0) return kind === 'ssh' ? SSH_KEYS : kind === 'http' ? HTTP_KEYS : [];
+  if (path.length === 0) return kind === 'ssh' ? SSH_KEYS : kind === 'http' ? HTTP_KEYS : COMMON_KEYS;
   if (path[0] === 'inject') return INJECT_KEYS;
   if (path[0] === 'allow') return ALLOW_RULE_KEYS;
   return [];
@@ -181,20 +183,46 @@ export function formatPath(path: readonly PropertyKey[]): string {
   return out;
 }
 
-function issueProblems(issue: z.core.$ZodIssue, kind: 'http' | 'ssh' | null): Problem[] {
+// A problem before its path is printed, so problems can be sorted.
+interface Found {
+  at: PropertyKey[];
+  message: string;
+}
+
+function issueProblems(issue: z.core.$ZodIssue, kind: 'http' | 'ssh' | null): Found[] {
   if (issue.code === 'unrecognized_keys') {
     const allowed = allowedKeys(kind, issue.path);
     return issue.keys.map((key) => {
       const guess = allowed.find((a) => a === key.toLowerCase() || a === key.toLowerCase().replace(/-/g, '_'));
       const hint = guess ? `did you mean ${guess}?` : allowed.length ? `allowed here: ${allowed.join(', ')}` : '';
-      return { path: formatPath([...issue.path, key]), message: `unknown key; remove it${hint ? ` (${hint})` : ''}` };
+      return { at: [...issue.path, key], message: `unknown key; remove it${hint ? ` (${hint})` : ''}` };
     });
   }
   let message = issue.message;
   const last = issue.path[issue.path.length - 1];
   const hint = typeof last === 'string' ? REQUIRED_HINTS[last] : undefined;
   if (message === 'is required' && hint) message = `is required: ${hint}`;
-  return [{ path: formatPath(issue.path), message }];
+  return [{ at: [...issue.path], message }];
+}
+
+// Document order: keys in print order (unknown keys after known ones),
+// list entries by index; the sort is stable, so one path keeps its order.
+function sortedProblems(found: Found[], kind: 'http' | 'ssh' | null): Problem[] {
+  const rank = (at: PropertyKey[], depth: number): number => {
+    const seg = at[depth];
+    if (typeof seg === 'number') return seg;
+    const keys = allowedKeys(kind, at.slice(0, depth));
+    const i = keys.indexOf(String(seg));
+    return i === -1 ? keys.length : i;
+  };
+  const compare = (a: Found, b: Found): number => {
+    for (let d = 0; d < Math.min(a.at.length, b.at.length); d += 1) {
+      const diff = rank(a.at, d) - rank(b.at, d);
+      if (diff !== 0) return diff;
+    }
+    return a.at.length - b.at.length;
+  };
+  return [...found].sort(compare).map((f) => ({ path: formatPath(f.at), message: f.message }));
 }
 
 function isTable(v: unknown): v is Record<string, unknown> {
@@ -207,23 +235,23 @@ function own(obj: Record<string, unknown>, key: string): unknown {
 
 // Checks that span fields, on the raw input, so that they run even when
 // other fields have problems. Each only looks at values of the right type.
-function httpCrossChecks(raw: Record<string, unknown>): Problem[] {
-  const problems: Problem[] = [];
+function httpCrossChecks(raw: Record<string, unknown>): Found[] {
+  const problems: Found[] = [];
   const inject = own(raw, 'inject');
   if (isTable(inject)) {
     const forms = (['header', 'basic_user', 'query'] as const).filter((k) => own(inject, k) !== undefined);
     if (forms.length !== 1) {
       problems.push({
-        path: 'inject',
+        at: ['inject'],
         message: `exactly one of header, basic_user, query must be set${forms.length > 1 ? ` (found ${forms.join(', ')})` : ' (found none)'}`,
       });
     }
     const hasTemplate = own(inject, 'template') !== undefined;
     if (forms.includes('header') && !hasTemplate) {
-      problems.push({ path: 'inject.template', message: 'is required with header: e.g. template = "Bearer {secret}"' });
+      problems.push({ at: ['inject', 'template'], message: 'is required with header: e.g. template = "Bearer {secret}"' });
     }
     if (hasTemplate && !forms.includes('header')) {
-      problems.push({ path: 'inject.template', message: 'is only used with header; remove it, or add header' });
+      problems.push({ at: ['inject', 'template'], message: 'is only used with header; remove it, or add header' });
     }
   }
   const credentialApprove = own(raw, 'approve') ?? 'session';
@@ -232,7 +260,7 @@ function httpCrossChecks(raw: Record<string, unknown>): Problem[] {
     allow.forEach((rule, i) => {
       if (isTable(rule) && own(rule, 'approve') === 'session') {
         problems.push({
-          path: `allow[${i}].approve`,
+          at: ['allow', i, 'approve'],
           message: '"session" is weaker than the credential\'s approve = "each-use"; a rule may only be stricter: remove it or write "each-use"',
         });
       }
@@ -309,20 +337,21 @@ export function checkDefinition(input: unknown): Validation {
   const options = { error: errorMap, reportInput: true } as const;
   if (kind === 'http') {
     const r = httpSchema.safeParse(input, options);
-    const problems = [...(r.success ? [] : r.error.issues.flatMap((i) => issueProblems(i, 'http'))), ...httpCrossChecks(input)];
-    if (problems.length || !r.success) return { ok: false, problems };
+    const found = [...(r.success ? [] : r.error.issues.flatMap((i) => issueProblems(i, 'http'))), ...httpCrossChecks(input)];
+    if (found.length || !r.success) return { ok: false, problems: sortedProblems(found, 'http') };
     return { ok: true, def: buildHttp(r.data) };
   }
   if (kind === 'ssh') {
     const r = sshSchema.safeParse(input, options);
-    if (!r.success) return { ok: false, problems: r.error.issues.flatMap((i) => issueProblems(i, 'ssh')) };
+    if (!r.success) return { ok: false, problems: sortedProblems(r.error.issues.flatMap((i) => issueProblems(i, 'ssh')), 'ssh') };
     return { ok: true, def: buildSsh(r.data) };
   }
-  const kindProblem: Problem = kind === undefined
-    ? { path: 'kind', message: `is required: ${REQUIRED_HINTS['kind']}` }
-    : { path: 'kind', message: `must be "http" or "ssh", not ${describeValue(kind)}` };
+  const kindProblem: Found = kind === undefined
+    ? { at: ['kind'], message: `is required: ${REQUIRED_HINTS['kind']}` }
+    : { at: ['kind'], message: `must be "http" or "ssh", not ${describeValue(kind)}` };
   const r = commonSchema.safeParse(input, options);
-  return { ok: false, problems: [kindProblem, ...(r.success ? [] : r.error.issues.flatMap((i) => issueProblems(i, null)))] };
+  const found = [kindProblem, ...(r.success ? [] : r.error.issues.flatMap((i) => issueProblems(i, null)))];
+  return { ok: false, problems: sortedProblems(found, null) };
 }
 
 export const DEFAULT_SOURCE = 'credential definition';

@@ -2,7 +2,7 @@
 // bad input (each refusal naming its key path), home and config location
 // precedence, file checks, the canonical hash and the difference shown to the
 // human who approves a changed config.
-import t from 'tap';
+import t, { Test } from 'tap';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,16 +10,22 @@ import { rootCertificates } from 'node:tls';
 import { ConfigPath, defaultConfig, describeChanges, diffCanonical, loadConfig, LoadedConfig, parseDnsServer, resolveLocations, SETTINGS } from '../../shared/config';
 import { isRefusal, Problem, Refusal } from '../../shared/errors';
 
-function tempDir(t: Tap.Test): string {
+function tempDir(t: Test): string {
   const dir = mkdtempSync(join(tmpdir(), 'pcfg-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   return dir;
 }
 
-// A config passed with --config, with POSTERN_HOME set to a temp home.
-function load(t: Tap.Test, text: string, name = 'c.toml'): LoadedConfig {
-  const dir = tempDir(t);
-  const file = join(dir, name);
+// A config passed with --config, with POSTERN_HOME set to a temp home that
+// is the same for every load within one test (so hashes can be compared).
+const testDirs = new WeakMap<Test, string>();
+function load(t: Test, text: string): LoadedConfig {
+  let dir = testDirs.get(t);
+  if (dir === undefined) {
+    dir = tempDir(t);
+    testDirs.set(t, dir);
+  }
+  const file = join(dir, 'c.toml');
   writeFileSync(file, text);
   return loadConfig({ configFlag: file, env: { POSTERN_HOME: join(dir, 'home') } });
 }
@@ -121,6 +127,7 @@ t.test('every kind of bad input is refused as bad_config naming its path', async
   const cases: [string, string, string, RegExp?][] = [
     ['unknown key', '[http]\nfoo = 1', '[unknown key] http.foo'],
     ['misspelt key', '[http]\nmax_timout = "1m"', '[unknown key] http.max_timout', /did you mean "max_timeout"/],
+    ['quoted key with invisible characters', '[http]\n"a\\nb\\u202e" = 1', '[unknown key] http."a\\nb\\u{202e}"'],
     ['unknown table', '[htp]\ntimeout = "1s"', '[unknown table] htp', /did you mean "http"/],
     ['top-level key', 'timeout = "30s"', '[unknown key] timeout', /belongs under \[http\] or \[ssh\]/],
     ['table that is not a table', 'http = 1', 'http', /must be a table/],
@@ -325,6 +332,8 @@ t.test('the config must be a regular file, not a symlink', async (t) => {
   t.match(refusalOf(() => loadConfig({ env: { POSTERN_HOME: home }, allowMissing: true })).message, /symbolic link/, 'a link is not "missing"');
 
   t.match(refusalOf(() => loadConfig({ configFlag: dir, env: {} })).message, /not a regular file/, 'a directory');
+  const under = refusalOf(() => loadConfig({ configFlag: join(real, 'sub.toml'), env: {}, allowMissing: true }));
+  t.match(under.message, /cannot read the config file \(ENOTDIR\)/, 'a path through a file is an error, not "missing"');
 
   writeFileSync(real, Buffer.from([0x5b, 0x68, 0xff, 0x5d]));
   t.match(refusalOf(() => loadConfig({ configFlag: real, env: {} })).message, /UTF-8/, 'not UTF-8');
@@ -467,7 +476,7 @@ t.test('diffCanonical and describeChanges', async (t) => {
 
 t.test('describeChanges escapes characters that could mislead the approver', async (t) => {
   const base = load(t, '');
-  const sneaky = load(t, '[daemon]\nagent_socket = "/tmp/a\u202egol.sock"\nagent_socket_group = "x\u200by"\n');
+  const sneaky = load(t, '[daemon]\nagent_socket = "/tmp/a\u202egol.sock"\nvault = "x\u200by"\n');
   const text = describeChanges(diffCanonical(base.canonical, sneaky.canonical));
   t.notMatch(text, /[\u202e\u200b]/);
   t.match(text, /\\u\{202e\}/);

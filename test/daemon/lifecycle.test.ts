@@ -2,7 +2,7 @@
 // modes, start, one daemon per home, unlock, lock, status, exit codes,
 // config pinning, auto-lock, signals, hardening.
 import t from 'tap';
-import { appendFileSync, chmodSync, lstatSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import net from 'node:net';
 import { agentRequest, cleanEnv, cli, init, makeHome, startDaemon, canConnect } from '../helpers/postern';
@@ -156,7 +156,8 @@ t.test('config pinning: a changed config keeps the daemon locked until approved'
   t.equal(init(h).code, 0);
   const d = await startDaemon(h);
   t.teardown(() => d.stop());
-  appendFileSync(join(h.home, 'config.toml'), '\n[http]\nmax_response_body = "1MiB"\n');
+  const cfg = join(h.home, 'config.toml');
+  writeFileSync(cfg, readFileSync(cfg, 'utf8').replace('# max_response_body = "8MiB"', 'max_response_body = "1MiB"'));
   let r = cli(h, ['unlock', '--passphrase-file', h.passFile, '--json']);
   t.equal(r.code, 1);
   t.match(r.stderr, /config changed since it was approved/);

@@ -9,12 +9,15 @@
 //   node driver.js loop <vault> <key-hex>    rewrite the vault forever; each
 //        generation n holds meta {n} and one blob of blobBytes(n) bytes of
 //        blobFill(n). Prints "ready" after its first rewrite.
+//   node driver.js read <vault>              readVaultFile; prints the outcome as
+//        JSON (used to run it as another uid)
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { writeFileDurable } from '../../shared/durable-write';
 import { sodiumReady } from '../../shared/crypto';
-import { decryptVault, rewriteVaultFile, VaultContents } from '../../shared/vault-format';
+import { decryptVault, readVaultFile, rewriteVaultFile, VaultContents } from '../../shared/vault-format';
+import { Refusal } from '../../shared/errors';
 
 const REPO = path.resolve(__dirname, '..', '..');
 
@@ -38,6 +41,9 @@ export function buildDriver(): string {
   // Loaded lazily: the child never needs the compiler.
   const ts = require('typescript') as typeof import('typescript');
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'postern-driver-'));
+  // Readable by other uids: tests run it unprivileged too. Nothing secret.
+  fs.chmodSync(out, 0o755);
+  process.once('exit', () => fs.rmSync(out, { recursive: true, force: true }));
   const pending = [path.join(REPO, 'test', 'helpers', 'durable-write-driver.ts')];
   const seen = new Set<string>();
   while (pending.length > 0) {
@@ -60,12 +66,12 @@ export function buildDriver(): string {
   return built;
 }
 
-// The environment for the child: no NODE_OPTIONS (tap's loaders would wrap
-// it), and node_modules reachable from the temp dir.
-export function driverEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, NODE_PATH: path.join(REPO, 'node_modules') };
-  delete env['NODE_OPTIONS'];
-  return env;
+// The command line that runs the driver: through `env -u NODE_OPTIONS`,
+// because tap's processinfo re-adds its loader to NODE_OPTIONS of every child
+// it sees spawned (and an unprivileged child could not write its report).
+// NODE_PATH makes node_modules reachable from the temp dir.
+export function driverArgv(...args: string[]): string[] {
+  return ['env', '-u', 'NODE_OPTIONS', `NODE_PATH=${path.join(REPO, 'node_modules')}`, process.execPath, buildDriver(), ...args];
 }
 
 async function loop(vault: string, key: Buffer): Promise<never> {
@@ -94,7 +100,15 @@ function main(argv: string[]): void {
     });
     return;
   }
-  process.stderr.write('usage: driver write <target> <bytes> | loop <vault> <key-hex>\n');
+  if (mode === 'read' && target) {
+    try {
+      process.stdout.write(JSON.stringify({ bytes: readVaultFile(target).length }));
+    } catch (e) {
+      process.stdout.write(JSON.stringify(e instanceof Refusal ? e.toJSON() : { error: String(e) }));
+    }
+    return;
+  }
+  process.stderr.write('usage: driver read <vault> | write <target> <bytes> | loop <vault> <key-hex>\n');
   process.exit(2);
 }
 

@@ -65,14 +65,27 @@ export interface Result {
   stderr: string;
 }
 
+// tap re-inserts its own NODE_OPTIONS into every child's environment, even
+// an explicit one; `env -u` removes it after tap has had its say. A test
+// that wants NODE_OPTIONS set (to see postern refuse) passes it in `env`,
+// and it is then kept.
+function command(env: NodeJS.ProcessEnv, args: string[]): [string, string[]] {
+  const keep = env['NODE_OPTIONS'];
+  return keep === undefined
+    ? ['/usr/bin/env', ['-u', 'NODE_OPTIONS', process.execPath, ...args]]
+    : ['/usr/bin/env', [`NODE_OPTIONS=${keep}`, process.execPath, ...args]];
+}
+
 export function cli(h: { env: NodeJS.ProcessEnv }, args: string[], input?: string | Buffer): Result {
-  const r = spawnSync(process.execPath, [CLI, ...args], { env: h.env, input: input ?? '', encoding: 'utf8', timeout: 120_000 });
+  const [cmd, argv] = command(h.env, [CLI, ...args]);
+  const r = spawnSync(cmd, argv, { env: h.env, input: input ?? '', encoding: 'utf8', timeout: 120_000 });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
 export function cliAsync(h: { env: NodeJS.ProcessEnv }, args: string[], input?: string | Buffer): Promise<Result> {
   return new Promise((resolvePromise) => {
-    const p = spawn(process.execPath, [CLI, ...args], { env: h.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const [cmd, argv] = command(h.env, [CLI, ...args]);
+    const p = spawn(cmd, argv, { env: h.env, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     p.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -102,7 +115,8 @@ export function canConnect(path: string): Promise<boolean> {
 }
 
 export async function startDaemon(h: { env: NodeJS.ProcessEnv; home: string }, args: string[] = []): Promise<Daemon> {
-  const proc = spawn(process.execPath, [CLI, 'daemon', ...args], { env: h.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const [cmd, argv] = command(h.env, [CLI, 'daemon', ...args]);
+  const proc = spawn(cmd, argv, { env: h.env, stdio: ['ignore', 'pipe', 'pipe'] });
   let logs = '';
   proc.stdout!.on('data', (d: Buffer) => (logs += d.toString()));
   proc.stderr!.on('data', (d: Buffer) => (logs += d.toString()));

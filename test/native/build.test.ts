@@ -18,11 +18,12 @@ function copyNative(t: Test): string {
 
 // A clean environment: an empty HOME (no ~/.npmrc nodedir, no header cache)
 // and none of the npm_config_* variables npm/npx pass to scripts, so
-// build.js has to find node-gyp and the headers by itself.
+// build.js has to find node-gyp and the headers by itself. (Commands also run
+// through `env -u NODE_OPTIONS`: tap's processinfo adds it to every child.)
 function cleanEnv(home: string): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) {
-    if (!/^npm_/i.test(k) && k !== 'NODE_OPTIONS') env[k] = v;
+    if (!/^npm_/i.test(k)) env[k] = v;
   }
   env.HOME = home;
   return env;
@@ -34,7 +35,7 @@ t.test('builds offline with an empty HOME and no npm environment', async (t) => 
   t.teardown(() => fs.rmSync(home, { recursive: true, force: true }));
   // unshare -n: a network namespace with no interfaces up, so any attempt to
   // download headers fails the build.
-  const run = spawnSync('unshare', ['-n', process.execPath, path.join(dir, 'build.js')], {
+  const run = spawnSync('env', ['-u', 'NODE_OPTIONS', 'unshare', '-n', process.execPath, path.join(dir, 'build.js')], {
     encoding: 'utf8',
     env: cleanEnv(home),
   });
@@ -52,7 +53,10 @@ t.test('a failing build exits non-zero with one line saying so', async (t) => {
   fs.appendFileSync(path.join(dir, 'peercred.c'), '\nthis is not C;\n');
   const home = fs.mkdtempSync(path.join(os.tmpdir(), 'postern-home-'));
   t.teardown(() => fs.rmSync(home, { recursive: true, force: true }));
-  const run = spawnSync(process.execPath, [path.join(dir, 'build.js')], { encoding: 'utf8', env: cleanEnv(home) });
+  const run = spawnSync('env', ['-u', 'NODE_OPTIONS', process.execPath, path.join(dir, 'build.js')], {
+    encoding: 'utf8',
+    env: cleanEnv(home),
+  });
   t.equal(run.status, 1);
   const last = run.stderr.trim().split('\n').pop() ?? '';
   t.match(last, /^postern: native addon build failed: node-gyp rebuild exited with \d+; see its output above/);

@@ -1,0 +1,71 @@
+// Credential definitions as TOML: reading a file the author wrote, and
+// printing the normalised definition `cred add` / `cred update` show before
+// the passphrase is asked.
+import { parseToml, TomlError } from '../toml';
+import { Refusal } from '../errors';
+import { CredentialDef, HTTP_KEYS, SSH_KEYS, INJECT_KEYS, ALLOW_RULE_KEYS } from './types';
+import { TomlFloat, validateDefinition, DEFAULT_SOURCE } from './schema';
+
+// Integers arrive as bigint (so floats can be told apart); integers that fit
+// become numbers, floats become TomlFloat so the validator reports them.
+// Tables are rebuilt without a prototype so a "__proto__" key stays a key.
+function fromToml(value: unknown): unknown {
+  if (typeof value === 'bigint') return Number.isSafeInteger(Number(value)) ? Number(value) : value;
+  if (typeof value === 'number') return new TomlFloat(value);
+  if (Array.isArray(value)) return value.map(fromToml);
+  if (typeof value === 'object' && value !== null && !(value instanceof Date)) {
+    const out = Object.create(null) as Record<string, unknown>;
+    for (const [k, v] of Object.entries(value)) out[k] = fromToml(v);
+    return out;
+  }
+  return value;
+}
+
+// Read and validate a definition. A TOML syntax error names its line and
+// column but never quotes the document: a secret pasted into the wrong file
+// must not end up in an error message.
+export function parseDefinitionToml(text: string, source: string = DEFAULT_SOURCE): CredentialDef {
+  let doc: unknown;
+  try {
+    doc = parseToml(text, { integersAsBigInt: true });
+  } catch (e) {
+    if (!(e instanceof TomlError)) throw e;
+    const what = e.message.replace(/^Invalid TOML document: /, '').split('\n')[0];
+    const message = `not valid TOML at line ${e.line}, column ${e.column}: ${what}`;
+    throw new Refusal('invalid_definition', `${source}: ${message}; fix the definition and run the command again`, {
+      problems: [{ path: '', message }],
+    });
+  }
+  return validateDefinition(fromToml(doc), source);
+}
+
+// TOML basic strings accept JSON's escapes; DEL must be escaped too.
+function tomlString(s: string): string {
+  return JSON.stringify(s).replace(/\x7f/g, '\\u007f');
+}
+
+function tomlValue(v: unknown): string {
+  if (typeof v === 'string') return tomlString(v);
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+  if (Array.isArray(v)) return `[${v.map(tomlValue).join(', ')}]`;
+  throw new TypeError(`definitionToToml: cannot print ${typeof v}`);
+}
+
+function keyLines(table: Record<string, unknown>, keys: readonly string[]): string[] {
+  return keys.filter((k) => table[k] !== undefined).map((k) => `${k} = ${tomlValue(table[k])}`);
+}
+
+// The normalised definition as TOML: fixed key order, top-level keys before
+// the [inject] and [[allow]] tables. parseDefinitionToml reads it back to an
+// equal definition.
+export function definitionToToml(def: CredentialDef): string {
+  const d = def as unknown as Record<string, unknown>;
+  if (def.kind === 'ssh') return `${keyLines(d, SSH_KEYS).join('\n')}\n`;
+  const top = HTTP_KEYS.filter((k) => k !== 'inject' && k !== 'allow');
+  const parts = [keyLines(d, top).join('\n')];
+  parts.push(['[inject]', ...keyLines(def.inject as Record<string, unknown>, INJECT_KEYS)].join('\n'));
+  for (const rule of def.allow) {
+    parts.push(['[[allow]]', ...keyLines(rule as unknown as Record<string, unknown>, ALLOW_RULE_KEYS)].join('\n'));
+  }
+  return `${parts.join('\n\n')}\n`;
+}
