@@ -4,7 +4,7 @@
 import { Refusal } from '../shared/errors';
 import { LoadedConfig, diffCanonical, describeChanges, loadConfig } from '../shared/config';
 import { parseHeader, readVaultFile, newVaultHeader, VaultHeader } from '../shared/vault-format';
-import { deriveKey } from '../shared/kdf';
+import { deriveKey, prewarmKdf } from '../shared/kdf';
 import { CredentialDef, validateDefinition, definitionHash, diffDefinitions, checkHttpSecret, prepareSshSecret, summariseTargets } from '../shared/credential';
 import { UnlockedVault, unlockVaultFile } from './vault/unlocked-vault';
 import { PassphraseGuard } from './passphrase-guard';
@@ -36,6 +36,7 @@ export class Controller {
   constructor(private readonly opts: ControllerOptions) {
     this.config = opts.config;
     this.log = opts.log;
+    prewarmKdf();
   }
 
   get locked(): boolean {
@@ -103,6 +104,15 @@ export class Controller {
   }
 
   async unlock(passphrase: Buffer): Promise<Record<string, unknown>> {
+    try {
+      return await this.unlockOnce(passphrase);
+    } finally {
+      // While locked, keep a derivation worker ready for the next attempt.
+      if (!this.vault) prewarmKdf();
+    }
+  }
+
+  private async unlockOnce(passphrase: Buffer): Promise<Record<string, unknown>> {
     if (this.vault) return { already_unlocked: true, ...this.status() };
     const fresh = this.reloadConfig();
     const { file, header } = this.readHeader();
@@ -157,6 +167,7 @@ export class Controller {
       this.counters.locks += 1;
       this.lockReason = reason;
       this.log.info({ event: 'lock', reason }, 'locked');
+      prewarmKdf();
     }
     return { was_locked: was };
   }

@@ -27,7 +27,7 @@ export class PassphraseGuard {
       if (result === false) {
         this.failures += 1;
         await new Promise((r) => setTimeout(r, failureDelay(this.failures)));
-        throw new Refusal('wrong_passphrase', `wrong passphrase (${this.failures} in a row; each further attempt waits longer); check it and try again`);
+        throw new Refusal('wrong_passphrase', `wrong passphrase (or the vault was modified); ${this.failures} in a row, each further attempt waits longer; check it and try again`);
       }
       this.failures = 0;
       return result;

@@ -19,9 +19,11 @@
 
 import { hasInvisible } from './credential/text';
 
-// What a `*` may cover: one word.
-const COVERED_WORD = /^[A-Za-z0-9._/:@=+,%-]+$/;
-const COVERED_REST = /^[A-Za-z0-9._/:@=+,%-]*$/;
+// What a `*` may cover: words of these characters (ASCII only, so no
+// lookalikes), and the rest of the word it ends, which may be empty.
+const WORD_CHARS = 'A-Za-z0-9._/:@=+,%\\-';
+const COVERED_WORD = new RegExp(`^[${WORD_CHARS}]+$`);
+const COVERED_REST = new RegExp(`^[${WORD_CHARS}]*$`);
 const DOT_DOT_SEGMENT = /(?:^|\/)\.\.(?:\/|$)/;
 
 // Any whitespace other than a plain space (tab, NBSP, ideographic space...).

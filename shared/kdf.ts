@@ -54,25 +54,29 @@ export function kdfLimitProblem(limits: KdfLimits): string | null {
 }
 
 // Plain JavaScript so the same source runs under tap (TypeScript) and from
-// dist/. It loads libsodium from an absolute path, wipes its passphrase copy,
-// and hands the key back by transferring a fresh ArrayBuffer.
+// dist/. It loads libsodium from an absolute path, then waits for one job:
+// it wipes its passphrase copy and hands the key back by transferring a
+// fresh ArrayBuffer, then exits.
 const WORKER_SOURCE = `
 'use strict';
 const { parentPort, workerData } = require('node:worker_threads');
 const sodium = require(workerData.sodiumPath);
-const passphrase = new Uint8Array(workerData.passphrase);
-sodium.ready.then(() => {
-  let derived;
-  try {
-    derived = sodium.crypto_pwhash(workerData.keyBytes, passphrase, new Uint8Array(workerData.salt),
-      workerData.opslimit, workerData.memlimit, workerData.alg);
-  } finally {
-    passphrase.fill(0);
-  }
-  const out = new ArrayBuffer(derived.length);
-  new Uint8Array(out).set(derived);
-  derived.fill(0);
-  parentPort.postMessage(out, [out]);
+parentPort.once('message', (job) => {
+  const passphrase = new Uint8Array(job.passphrase);
+  sodium.ready.then(() => {
+    let derived;
+    try {
+      derived = sodium.crypto_pwhash(job.keyBytes, passphrase, new Uint8Array(job.salt),
+        job.opslimit, job.memlimit, job.alg);
+    } finally {
+      passphrase.fill(0);
+    }
+    const out = new ArrayBuffer(derived.length);
+    new Uint8Array(out).set(derived);
+    derived.fill(0);
+    parentPort.postMessage(out, [out]);
+    parentPort.close();
+  });
 });
 `;
 
@@ -80,6 +84,41 @@ interface WorkerJob extends KdfLimits {
   passphrase: Buffer;
   salt: Buffer;
   sodiumPath: string;
+}
+
+// One worker may be started ahead of need (prewarmKdf), so that loading
+// libsodium (~0.2 s) is not part of the next unlock. It holds no secret and
+// only a small heap until it receives a job.
+let warm: { worker: Worker; sodiumPath: string } | null = null;
+
+function startWorker(sodiumPath: string): Worker {
+  const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { sodiumPath } });
+  worker.unref();
+  return worker;
+}
+
+export function prewarmKdf(): void {
+  if (warm) return;
+  const sodiumPath = require.resolve('libsodium-wrappers-sumo');
+  const worker = startWorker(sodiumPath);
+  const entry = { worker, sodiumPath };
+  // A warm worker that dies (it should not) is simply forgotten.
+  worker.once('error', () => undefined);
+  worker.once('exit', () => {
+    if (warm === entry) warm = null;
+  });
+  warm = entry;
+}
+
+function takeWorker(sodiumPath: string): Worker {
+  if (warm && warm.sodiumPath === sodiumPath) {
+    const w = warm.worker;
+    warm = null;
+    w.removeAllListeners('exit');
+    w.removeAllListeners('error');
+    return w;
+  }
+  return startWorker(sodiumPath);
 }
 
 // Exported for tests, which point `sodiumPath` at something broken to check
@@ -99,19 +138,12 @@ export function deriveInWorker(job: WorkerJob): Promise<Buffer> {
     };
     let worker: Worker;
     try {
-      worker = new Worker(WORKER_SOURCE, {
-        eval: true,
-        workerData: {
-          sodiumPath: job.sodiumPath,
-          passphrase: pass,
-          salt,
-          opslimit: job.opslimit,
-          memlimit: job.memlimit,
-          alg: KDF_ALG_ARGON2ID13,
-          keyBytes: KDF_KEY_BYTES,
-        },
-        transferList: [pass],
-      });
+      worker = takeWorker(job.sodiumPath);
+      worker.ref();
+      worker.postMessage(
+        { passphrase: pass, salt, opslimit: job.opslimit, memlimit: job.memlimit, alg: KDF_ALG_ARGON2ID13, keyBytes: KDF_KEY_BYTES },
+        [pass],
+      );
     } catch (e) {
       new Uint8Array(pass).fill(0);
       fail((e as Error).message);

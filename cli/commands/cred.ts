@@ -7,7 +7,11 @@ import { Context } from '../context';
 import { withAdmin, AdminClient } from '../admin-client';
 import { getPassphrase, getSecret, readInputFile, stripNewline, askHidden } from '../prompt';
 import { Refusal } from '../../shared/errors';
-import { CredentialDef, parseDefinitionToml, definitionToToml, diffDefinitions, checkHttpSecret, prepareSshSecret } from '../../shared/credential';
+import type { CredentialDef } from '../../shared/credential';
+
+// The credential module (zod schemas, ssh2 key parsing) is loaded on demand,
+// so commands that do not need it start faster.
+const credential = (): typeof import('../../shared/credential') => require('../../shared/credential') as typeof import('../../shared/credential');
 
 type Ctx = () => Context;
 
@@ -24,7 +28,7 @@ function readDefinition(file: string): CredentialDef {
   } catch (e) {
     throw new Refusal('bad_request', `cannot read the definition file ${file} (${(e as NodeJS.ErrnoException).code}); check the path`);
   }
-  return parseDefinitionToml(text, file);
+  return credential().parseDefinitionToml(text, file);
 }
 
 // Read the secret and check it locally (the daemon checks again). An
@@ -33,17 +37,17 @@ function readDefinition(file: string): CredentialDef {
 async function readCheckedSecret(def: CredentialDef, o: SecretOptions): Promise<Buffer> {
   const secret = await getSecret(o, def.kind === 'ssh' ? (def.auth === 'key' ? 'Private key (paste, then Enter): ' : 'Password: ') : 'Secret: ');
   if (def.kind === 'http') {
-    checkHttpSecret(secret);
+    credential().checkHttpSecret(secret);
     return secret;
   }
   try {
-    return prepareSshSecret(def, secret);
+    return credential().prepareSshSecret(def, secret);
   } catch (e) {
     if (!(e instanceof Refusal) || e.detail?.['needs_key_passphrase'] !== true) throw e;
   }
   const keyPass = o.keyPassphraseFile ? stripNewline(readInputFile(o.keyPassphraseFile, 'key passphrase')) : await askHidden('Passphrase of the private key: ');
   try {
-    return prepareSshSecret(def, secret, keyPass);
+    return credential().prepareSshSecret(def, secret, keyPass);
   } finally {
     keyPass.fill(0);
     secret.fill(0);
@@ -81,7 +85,7 @@ export function register(program: Command, ctx: Ctx): void {
       const def = readDefinition(o.file);
       await withAdmin(c.config(), async (a) => {
         await a.request('cred.list');
-        c.info(`Credential to add:\n\n${definitionToToml(def)}`);
+        c.info(`Credential to add:\n\n${credential().definitionToToml(def)}`);
         const secret = await readCheckedSecret(def, o);
         try {
           const r = await withPassphrase(o, (pass) => a.request('cred.add', { definition: def }, [pass, secret]));
@@ -99,8 +103,8 @@ export function register(program: Command, ctx: Ctx): void {
       const def = readDefinition(o.file);
       await withAdmin(c.config(), async (a) => {
         const before = await showCurrent(a, name);
-        const changes = diffDefinitions(before, def);
-        c.info(`New definition of "${name}":\n\n${definitionToToml(def)}\nChanges:\n${changes.length ? changes.join('\n') : '  (none)'}\n`);
+        const changes = credential().diffDefinitions(before, def);
+        c.info(`New definition of "${name}":\n\n${credential().definitionToToml(def)}\nChanges:\n${changes.length ? changes.join('\n') : '  (none)'}\n`);
         const secret = o.secretFile ? await readCheckedSecret(def, o) : undefined;
         try {
           const r = await withPassphrase(o, (pass) => a.request('cred.update', { name, definition: def }, secret ? [pass, secret] : [pass]));
@@ -121,7 +125,7 @@ export function register(program: Command, ctx: Ctx): void {
   cred.command('show').description('show one definition (never the secret)').argument('<name>').action(async (name: string) => {
     const c = ctx();
     const r = await withAdmin(c.config(), (a) => a.request('cred.show', { name }));
-    c.out(r, definitionToToml(r['definition'] as CredentialDef));
+    c.out(r, credential().definitionToToml(r['definition'] as CredentialDef));
   });
 
   cred.command('rm').description('remove a credential and destroy its secret').argument('<name>')

@@ -3,7 +3,6 @@ import { Command } from 'commander';
 import { lstatSync } from 'node:fs';
 import { Context } from '../context';
 import { doctorEnvironmentFindings } from '../../shared/hardening';
-import { parseHeader, readVaultFile } from '../../shared/vault-format';
 import { describeChanges, diffCanonical } from '../../shared/config';
 import { describeError } from '../errors';
 
@@ -38,6 +37,7 @@ export function register(program: Command, ctx: Ctx): void {
     .description('check the environment: modes, symlinks, ptrace scope, core dumps, swap, forbidden variables, Node version, config approval')
     .action(() => {
       const c = ctx();
+      const { parseHeader, readVaultFile } = require('../../shared/vault-format') as typeof import('../../shared/vault-format');
       const findings: Finding[] = [...doctorEnvironmentFindings()];
       try {
         const config = c.config();

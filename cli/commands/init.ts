@@ -8,8 +8,6 @@ import { Refusal } from '../../shared/errors';
 import { initialConfigText, loadConfig } from '../../shared/config';
 import { writeFileDurable } from '../../shared/durable-write';
 import { KDF_PRESETS } from '../../shared/kdf';
-import { createVaultFile } from '../../shared/vault-format';
-import { ed25519Keypair, sodiumReady, wipe, x25519Keypair } from '../../shared/crypto';
 import type { VaultMeta } from '../../shared/vault-meta';
 import { checkHome } from '../../daemon/home-check';
 import { UsageError } from '../errors';
@@ -50,6 +48,9 @@ export function register(program: Command, ctx: Ctx): void {
       if (!first.exists) writeFileDurable(first.configPath, Buffer.from(initialConfigText(), 'utf8'), 0o600);
       const config = loadConfig({ configFlag: c.opts.config, env: c.env });
       const pass = await getNewPassphrase(o.passphraseFile);
+      // Crypto modules load on demand (libsodium's wasm takes a moment).
+      const { createVaultFile } = require('../../shared/vault-format') as typeof import('../../shared/vault-format');
+      const { ed25519Keypair, sodiumReady, wipe, x25519Keypair } = require('../../shared/crypto') as typeof import('../../shared/crypto');
       await sodiumReady();
       const sign = ed25519Keypair();
       const box = x25519Keypair();

@@ -3,7 +3,6 @@ import { Command } from 'commander';
 import { Context } from '../context';
 import { withAdmin } from '../admin-client';
 import { getNewPassphrase, getPassphrase } from '../prompt';
-import { runDaemon } from '../../daemon/main';
 
 type Ctx = () => Context;
 
@@ -13,6 +12,8 @@ export function register(program: Command, ctx: Ctx): void {
     .description('run the daemon in the foreground (starts locked)')
     .action(async () => {
       const c = ctx();
+      // Loaded on demand: the daemon's modules are not needed by other commands.
+      const { runDaemon } = require('../../daemon/main') as typeof import('../../daemon/main');
       await runDaemon({ configFlag: c.opts.config, env: c.env });
     });
 

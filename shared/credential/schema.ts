@@ -177,7 +177,7 @@ export function formatPath(path: readonly PropertyKey[]): string {
     if (typeof seg === 'number') out += `[${seg}]`;
     else {
       const key = String(seg);
-      out += `${out ? '.' : ''}${BARE_KEY.test(key) ? key : JSON.stringify(key)}`;
+      out += `${out ? '.' : ''}${BARE_KEY.test(key) ? key : quote(key)}`;
     }
   }
   return out;

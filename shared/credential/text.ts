@@ -15,7 +15,12 @@ export function hasInvisible(text: string): boolean {
 // be long or contain characters that would garble a terminal.
 export function quote(value: string, max = 60): string {
   const cut = value.length > max ? `${value.slice(0, max)}…` : value;
-  return JSON.stringify(cut).replace(/[\p{Cf}\u2028\u2029]/gu, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  // JSON escapes C0 controls and broken surrogates; DEL, C1 and format
+  // characters (bidi, zero-width) are escaped here.
+  return JSON.stringify(cut).replace(/[\x7f-\x9f\p{Cf}\u2028\u2029]/gu, (c) => {
+    const cp = c.codePointAt(0) as number;
+    return cp > 0xffff ? `\\u{${cp.toString(16)}}` : `\\u${cp.toString(16).padStart(4, '0')}`;
+  });
 }
 
 // The outcome of checking one field: its normalised value, or the problem.

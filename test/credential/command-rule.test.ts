@@ -30,6 +30,8 @@ const rows: [string[], string, boolean, string][] = [
   [APP, 'systemctl restart app-web -', false, 'a word that is "-"'],
   [APP, 'systemctl restart app-web;id', false, 'second command glued on'],
   [APP, 'systemctl restart app-web; id', false, 'second command'],
+  [APP, 'systemctl restart app-web x;id', false, 'second command after a further word'],
+  [APP, 'systemctl restart app-web x|id', false, 'pipe in a further word'],
   [APP, 'systemctl restart app-web && id', false, 'and-list'],
   [APP, 'systemctl restart app-web || id', false, 'or-list'],
   [APP, 'systemctl restart app-web | id', false, 'pipe'],
@@ -90,6 +92,9 @@ const rows: [string[], string, boolean, string][] = [
   [LS, 'ls ~', false, 'tilde'],
   [LS, 'ls *', false, 'glob'],
   [LS, 'ls $HOME', false, 'variable'],
+  [LS, 'ls ;id', false, 'the new word is a second command'],
+  [LS, 'ls >x', false, 'the new word is a redirection'],
+  [LS, "ls 'a'", false, 'the new word is quoted'],
   [LS, 'ls ..', false, '".." segment (decision)'],
   // path prefixes: no ".." segment in what the * covers
   [LOGS, 'cat /srv/logs/app.log', true, 'a file below'],

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { isRefusal, Refusal, Problem } from '../../shared/errors';
 import {
   parseDefinitionToml, validateDefinition, definitionToToml, definitionHash, diffDefinitions, summariseTargets,
-  formatTargets, parseRate, CredentialDef, HttpCredentialDef, SshCredentialDef,
+  formatTargets, parseRate, injectForm, stricterApprove, CredentialDef, HttpCredentialDef, SshCredentialDef,
 } from '../../shared/credential';
 
 const FIXTURES = join(__dirname, '..', 'fixtures', 'credentials');
@@ -210,6 +210,8 @@ const kindRows: Row[] = [
   ['TOML syntax error', 'name = "x"\nkind = "http"\n[inject\n', [['', /not valid TOML at line 3, column \d+/]]],
   ['duplicate key', 'name = "x"\nname = "y"\nkind = "http"', [['', /not valid TOML at line 2/]]],
   ['__proto__ key', httpToml({ top: 'name = "github"\nkind = "http"\n__proto__ = 1' }), [['__proto__', /unknown key/]]],
+  ['a key with a bidi override is printed escaped', httpToml({ top: 'name = "github"\nkind = "http"\n"a\u202eb" = 1' }), [['"a\\u202eb"', /unknown key/]]],
+  ['a value with C1 and tag characters is printed escaped', httpToml({ top: 'name = "x\u009b2J\U000E0041"\nkind = "http"' }), [['name', /^"x\\u009b2J\\u\{e0041\}" is not a valid name/]]],
   ['a date value', httpToml({ top: 'name = "github"\nkind = "http"\ndescription = 1979-05-27' }), [['description', /must be a string, not a date/]]],
 ];
 
@@ -501,4 +503,13 @@ t.test('summariseTargets and formatTargets', async (t) => {
 t.test('the normalised definition is JSON-able and typed', async (t) => {
   const defs: CredentialDef[] = VALID_FIXTURES.map((f) => parseDefinitionToml(fixture(f)));
   for (const d of defs) t.same(JSON.parse(JSON.stringify(d)), d, d.name);
+});
+
+t.test('injectForm and stricterApprove', async (t) => {
+  t.equal(injectForm({ header: 'authorization', template: 'Bearer {secret}' }), 'header');
+  t.equal(injectForm({ basic_user: 'bot' }), 'basic');
+  t.equal(injectForm({ query: 'api_key' }), 'query');
+  t.equal(stricterApprove('session', 'session'), 'session');
+  t.equal(stricterApprove('session', 'each-use'), 'each-use');
+  t.equal(stricterApprove('each-use', 'session'), 'each-use');
 });
