@@ -211,7 +211,7 @@ const kindRows: Row[] = [
   ['duplicate key', 'name = "x"\nname = "y"\nkind = "http"', [['', /not valid TOML at line 2/]]],
   ['__proto__ key', httpToml({ top: 'name = "github"\nkind = "http"\n__proto__ = 1' }), [['__proto__', /unknown key/]]],
   ['a key with a bidi override is printed escaped', httpToml({ top: 'name = "github"\nkind = "http"\n"a\u202eb" = 1' }), [['"a\\u202eb"', /unknown key/]]],
-  ['a value with C1 and tag characters is printed escaped', httpToml({ top: 'name = "x\u009b2J\U000E0041"\nkind = "http"' }), [['name', /^"x\\u009b2J\\u\{e0041\}" is not a valid name/]]],
+  ['a value with C1 and tag characters is printed escaped', httpToml({ top: 'name = "x\u009b2J\\U000E0041"\nkind = "http"' }), [['name', /^"x\\u009b2J\\u\{e0041\}" is not a valid name/]]],
   ['a date value', httpToml({ top: 'name = "github"\nkind = "http"\ndescription = 1979-05-27' }), [['description', /must be a string, not a date/]]],
 ];
 

@@ -169,3 +169,13 @@ export function agentRequest(socketPath: string, method: string, path: string, b
     });
   });
 }
+
+// Poll until `check` holds (for output that crosses a pipe), up to `ms`.
+export async function eventually(check: () => boolean, ms = 3000): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (check()) return true;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return check();
+}
