@@ -112,8 +112,11 @@ export function askHidden(prompt: string): Promise<Buffer> {
 }
 
 export async function getPassphrase(opts: { passphraseFile?: string }, prompt = 'Passphrase: '): Promise<Buffer> {
-  if (opts.passphraseFile) return stripNewline(readInputFile(opts.passphraseFile, 'passphrase'));
-  return askHidden(prompt);
+  const pass = opts.passphraseFile ? stripNewline(readInputFile(opts.passphraseFile, 'passphrase')) : await askHidden(prompt);
+  if (pass.length === 0) {
+    throw new Refusal('bad_request', opts.passphraseFile ? `the passphrase file ${opts.passphraseFile} is empty; put the vault passphrase in it` : 'the passphrase is empty; type the vault passphrase');
+  }
+  return pass;
 }
 
 export async function getSecret(opts: { secretFile?: string }, prompt = 'Secret: '): Promise<Buffer> {

@@ -115,22 +115,11 @@ export class Controller {
   private async unlockOnce(passphrase: Buffer): Promise<Record<string, unknown>> {
     if (this.vault) return { already_unlocked: true, ...this.status() };
     const fresh = this.reloadConfig();
-    const { file, header } = this.readHeader();
     let opened: UnlockedVault;
     try {
-      opened = await this.guard.run(async () => {
-        try {
-          return await unlockVaultFile(this.config.paths.vault, file, header, passphrase);
-        } catch (e) {
-          if (e instanceof Refusal && e.code === 'wrong_passphrase') return false;
-          throw e;
-        }
-      });
+      opened = await this.openWithPassphrase(passphrase);
     } catch (e) {
-      if (e instanceof Refusal && e.code === 'wrong_passphrase') {
-        this.counters.unlock_failures += 1;
-        this.log.warn({ event: 'unlock', outcome: 'wrong_passphrase', consecutive: this.guard.consecutiveFailures }, 'unlock refused');
-      }
+      if (e instanceof Refusal && e.code === 'wrong_passphrase') this.counters.unlock_failures += 1;
       throw e;
     }
     // Re-check the header the vault actually decrypted with (it is
@@ -192,10 +181,32 @@ export class Controller {
     this.maxUnlockTimer.unref();
   }
 
+  // Open the vault file with a passphrase, through the guard (one check at a
+  // time, growing delay after failures). Used by unlock and by approvals
+  // made while locked.
+  private async openWithPassphrase(passphrase: Buffer): Promise<UnlockedVault> {
+    const { file, header } = this.readHeader();
+    return this.guarded('open', () => unlockVaultFile(this.config.paths.vault, file, header, passphrase).catch((e: unknown) => {
+      if (e instanceof Refusal && e.code === 'wrong_passphrase') return false as const;
+      throw e;
+    }));
+  }
+
+  private async guarded<T>(what: string, check: () => Promise<T | false>): Promise<T> {
+    try {
+      return await this.guard.run(check);
+    } catch (e) {
+      if (e instanceof Refusal && e.code === 'wrong_passphrase') {
+        this.log.warn({ event: 'passphrase_refused', during: what, consecutive: this.guard.consecutiveFailures }, 'wrong passphrase');
+      }
+      throw e;
+    }
+  }
+
   // A widening action: prove the passphrase against the unlocked vault.
   private async prove(passphrase: Buffer): Promise<UnlockedVault> {
     const vault = this.requireUnlocked();
-    await this.guard.run(async () => (await vault.verifyPassphrase(passphrase)) || false);
+    await this.guarded('proof', async () => (await vault.verifyPassphrase(passphrase)) || false);
     if (this.vault !== vault) throw new Refusal('vault_locked', 'the vault was locked while the passphrase was checked; unlock and try again');
     return vault;
   }
@@ -222,15 +233,7 @@ export class Controller {
       this.config = current;
       this.armAutoLock();
     } else {
-      const { file, header } = this.readHeader();
-      const opened = await this.guard.run(async () => {
-        try {
-          return await unlockVaultFile(this.config.paths.vault, file, header, passphrase);
-        } catch (e) {
-          if (e instanceof Refusal && e.code === 'wrong_passphrase') return false;
-          throw e;
-        }
-      });
+      const opened = await this.openWithPassphrase(passphrase);
       try {
         approve(opened);
       } finally {

@@ -98,8 +98,11 @@ t.test('daemon: sockets, one per home, unlock and lock, status, SIGTERM', async 
   t.equal(creds.status, 423);
   t.equal((creds.json as { error: { code: string } }).error.code, 'vault_locked');
 
+  let r = cli(h, ['unlock', '--passphrase-file', h.file('empty', '\n')]);
+  t.equal(r.code, 1, 'an empty passphrase is refused');
+  t.match(r.stderr, /is empty/);
   const wrong = h.file('wrong', 'definitely not it\n');
-  let r = cli(h, ['unlock', '--passphrase-file', wrong]);
+  r = cli(h, ['unlock', '--passphrase-file', wrong]);
   t.equal(r.code, 1);
   t.match(r.stderr, /wrong passphrase/);
   const started = Date.now();
