@@ -28,6 +28,7 @@ export interface Config {
     admin_socket: string;
     vault: string;
     audit_log: string;
+    audit_segment_size: number;
     log_level: LogLevel;
     auto_lock: number;
     unlock_max: number;
@@ -269,6 +270,7 @@ export const SETTINGS = [
   setting('daemon.admin_socket', 'admin.sock', pathKind('file'), 'the CLI and the approver connect here; only the daemon\'s own uid'),
   setting('daemon.vault', 'vault', pathKind('file'), 'the encrypted vault: credentials, policies, audit keys, approved config hash'),
   setting('daemon.audit_log', 'audit.log', pathKind('file'), 'the append-only audit journal'),
+  setting('daemon.audit_segment_size', '64MiB', size, 'the journal moves on to a new segment file (audit.log.1, .2, ...) past this size'),
   setting('daemon.log_level', 'info', logLevel, 'pino level (trace, debug, info, warn, error, fatal, silent); logs are JSON on stderr'),
   setting('daemon.auto_lock', '8h', duration, 'lock after this long without an agent request'),
   setting('daemon.unlock_max', '24h', duration, 'lock after this long unlocked, whatever the traffic'),

@@ -114,3 +114,32 @@ export function blake2b(data: Uint8Array, len = 32): Buffer {
 export function sha256hex(data: Uint8Array | string): string {
   return createHash('sha256').update(data).digest('hex');
 }
+
+// Ed25519 detached signatures (audit checkpoints). The private key is
+// libsodium's 64-byte form (seed || public key).
+export function ed25519Sign(message: Uint8Array, privateKey: Uint8Array): Buffer {
+  return asBuffer(lib().crypto_sign_detached(message, privateKey));
+}
+
+export function ed25519Verify(signature: Uint8Array, message: Uint8Array, publicKey: Uint8Array): boolean {
+  if (signature.length !== 64 || publicKey.length !== 32) return false;
+  try {
+    return lib().crypto_sign_verify_detached(signature, message, publicKey);
+  } catch {
+    return false;
+  }
+}
+
+// Anonymous sealing to an X25519 public key (crypto_box_seal): anyone can
+// seal, only the private key's holder can open.
+export function sealTo(message: Uint8Array, publicKey: Uint8Array): Buffer {
+  return asBuffer(lib().crypto_box_seal(message, publicKey));
+}
+
+export function openSealed(sealed: Uint8Array, publicKey: Uint8Array, privateKey: Uint8Array): Buffer | null {
+  try {
+    return asBuffer(lib().crypto_box_seal_open(sealed, publicKey, privateKey));
+  } catch {
+    return null;
+  }
+}

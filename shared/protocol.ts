@@ -23,6 +23,9 @@ export const REFUSALS = {
   upstream_error: 502,
   host_key_mismatch: 502,
   upstream_timeout: 504,
+  // The journal cannot record the action (disk full, file replaced): fail
+  // closed (SPEC §9) rather than act unrecorded.
+  audit_unavailable: 503,
   // Admin protocol only (CLI and approver), never sent to agents.
   wrong_passphrase: 401,
   not_found: 404,

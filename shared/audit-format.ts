@@ -1,0 +1,183 @@
+// The audit journal's entry format (docs/audit-format.md), shared by the
+// daemon's writer, `postern audit verify|head|show` and the tests. One entry
+// is one line: a JSON object with its keys in the order given here, then
+// "\n". An entry's hash is BLAKE2b-256 of its line without the "\n"; each
+// entry names the previous entry's hash (`prev`), so the lines form a chain.
+import { aeadDecrypt, aeadEncrypt, blake2b, randomBytes, sodiumReady, AEAD_NONCE_BYTES } from './crypto';
+
+export const AUDIT_VERSION = 1;
+export const GENESIS_PREV = '0'.repeat(64);
+// Lines longer than this are not entries; readers stop at it without
+// buffering more (bounded memory whatever the file holds).
+export const MAX_LINE_BYTES = 64 * 1024;
+// A checkpoint is written at least this often (SPEC §9: every 64 entries).
+export const CHECKPOINT_EVERY = 64;
+export const CHECKPOINT_CONTEXT = 'postern-audit-checkpoint-v1';
+
+export type EntryType = 'genesis' | 'segment' | 'key' | 'event' | 'vault' | 'checkpoint' | 'repair';
+
+interface Common {
+  v: 1;
+  seq: number;
+  prev: string;
+  time: string;
+}
+
+// seq 1, first line of segment 0; written by `postern init`.
+export interface GenesisEntry extends Common { type: 'genesis'; journal_id: string; sign_pub: string; box_pub: string }
+// first line of every later segment; chains from the last line of the previous one.
+export interface SegmentEntry extends Common { type: 'segment'; segment: number }
+// a fresh symmetric key for the events that follow, sealed to the audit box key.
+export interface KeyEntry extends Common { type: 'key'; key_id: number; sealed: string }
+// an encrypted event (payload: EventPayload as JSON).
+export interface EventEntry extends Common { type: 'event'; key_id: number; nonce: string; ct: string }
+// a vault write: clear so that rollback can be checked without keys.
+export interface VaultEntry extends Common { type: 'vault'; generation: number; vault_hash: string }
+// a signature over the head (the entry before this one).
+export interface CheckpointEntry extends Common { type: 'checkpoint'; head_seq: number; head: string; sign_pub: string; sig: string }
+// a torn last write was cut off at start-up.
+export interface RepairEntry extends Common { type: 'repair'; cut_bytes: number; at_offset: number }
+
+export type Entry = GenesisEntry | SegmentEntry | KeyEntry | EventEntry | VaultEntry | CheckpointEntry | RepairEntry;
+
+// Key order of each type, after the common keys. Encoding writes exactly
+// these keys in this order; decoding refuses anything else.
+export const ENTRY_KEYS: Readonly<Record<EntryType, readonly string[]>> = {
+  genesis: ['journal_id', 'sign_pub', 'box_pub'],
+  segment: ['segment'],
+  key: ['key_id', 'sealed'],
+  event: ['key_id', 'nonce', 'ct'],
+  vault: ['generation', 'vault_hash'],
+  checkpoint: ['head_seq', 'head', 'sign_pub', 'sig'],
+  repair: ['cut_bytes', 'at_offset'],
+};
+const COMMON_KEYS = ['v', 'seq', 'prev', 'time', 'type'] as const;
+
+// What an event says, before encryption. Never a secret: names, codes,
+// hashes, sizes, addresses.
+export interface EventPayload {
+  kind: string;
+  [field: string]: unknown;
+}
+
+export type EntryBody<T extends Entry = Entry> = T extends Entry ? Omit<T, keyof Common> : never;
+
+export function encodeEntry(seq: number, prev: string, time: string, body: EntryBody): Buffer {
+  const obj: Record<string, unknown> = { v: AUDIT_VERSION, seq, prev, time, type: body.type };
+  const src = body as unknown as Record<string, unknown>;
+  for (const k of ENTRY_KEYS[body.type]) obj[k] = src[k];
+  return Buffer.from(JSON.stringify(obj), 'utf8');
+}
+
+// The hash of a line (without its "\n"), hex. Requires sodiumReady().
+export function entryHash(line: Uint8Array): string {
+  return blake2b(line, 32).toString('hex');
+}
+
+export type DecodeResult = { ok: true; entry: Entry } | { ok: false; why: string };
+
+const HEX64 = /^[0-9a-f]{64}$/;
+const B64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+// Strict decoding: the exact keys in the exact order with the right types,
+// so that two different lines can never decode to the same entry.
+export function decodeEntry(line: Buffer): DecodeResult {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(line.toString('utf8'));
+  } catch {
+    return { ok: false, why: 'not JSON' };
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return { ok: false, why: 'not a JSON object' };
+  const o = raw as Record<string, unknown>;
+  const type = o['type'];
+  if (typeof type !== 'string' || !Object.prototype.hasOwnProperty.call(ENTRY_KEYS, type)) return { ok: false, why: 'unknown entry type' };
+  const expected = [...COMMON_KEYS, ...ENTRY_KEYS[type as EntryType]];
+  const keys = Object.keys(o);
+  if (keys.length !== expected.length || keys.some((k, i) => k !== expected[i])) return { ok: false, why: 'unexpected keys or key order' };
+  if (o['v'] !== AUDIT_VERSION) return { ok: false, why: `unsupported version ${String(o['v'])}` };
+  if (!isCount(o['seq']) || (o['seq'] as number) < 1) return { ok: false, why: 'bad seq' };
+  if (typeof o['prev'] !== 'string' || !HEX64.test(o['prev'])) return { ok: false, why: 'bad prev' };
+  if (typeof o['time'] !== 'string' || Number.isNaN(Date.parse(o['time']))) return { ok: false, why: 'bad time' };
+  const bad = checkBody(type as EntryType, o);
+  if (bad) return { ok: false, why: bad };
+  // Re-encoding must give the same bytes (no whitespace, escapes or number
+  // spellings that JSON would also accept).
+  if (!encodeEntry(o['seq'] as number, o['prev'] as string, o['time'] as string, o as unknown as EntryBody).equals(line)) {
+    return { ok: false, why: 'not in canonical form' };
+  }
+  return { ok: true, entry: o as unknown as Entry };
+}
+
+function isCount(x: unknown): boolean {
+  return typeof x === 'number' && Number.isSafeInteger(x) && x >= 0;
+}
+
+function isB64(x: unknown, bytes?: number): boolean {
+  if (typeof x !== 'string' || !B64.test(x) || x.length % 4 !== 0) return false;
+  return bytes === undefined || Buffer.from(x, 'base64').length === bytes;
+}
+
+function checkBody(type: EntryType, o: Record<string, unknown>): string | null {
+  switch (type) {
+    case 'genesis':
+      if (typeof o['journal_id'] !== 'string' || !/^[0-9a-f]{32}$/.test(o['journal_id'])) return 'bad journal_id';
+      if (!isB64(o['sign_pub'], 32) || !isB64(o['box_pub'], 32)) return 'bad public key';
+      return null;
+    case 'segment':
+      return isCount(o['segment']) && (o['segment'] as number) >= 1 ? null : 'bad segment number';
+    case 'key':
+      return isCount(o['key_id']) && isB64(o['sealed'], 32 + 48) ? null : 'bad key entry';
+    case 'event':
+      return isCount(o['key_id']) && isB64(o['nonce'], AEAD_NONCE_BYTES) && isB64(o['ct']) ? null : 'bad event entry';
+    case 'vault':
+      return isCount(o['generation']) && typeof o['vault_hash'] === 'string' && HEX64.test(o['vault_hash']) ? null : 'bad vault entry';
+    case 'checkpoint':
+      return isCount(o['head_seq']) && typeof o['head'] === 'string' && HEX64.test(o['head']) && isB64(o['sign_pub'], 32) && isB64(o['sig'], 64) ? null : 'bad checkpoint';
+    case 'repair':
+      return isCount(o['cut_bytes']) && isCount(o['at_offset']) ? null : 'bad repair entry';
+  }
+}
+
+// The bytes a checkpoint signs: the journal it belongs to and its head.
+export function checkpointMessage(journalId: string, headSeq: number, head: string): Buffer {
+  return Buffer.from(`${CHECKPOINT_CONTEXT}\n${journalId}\n${headSeq}\n${head}`, 'utf8');
+}
+
+// Associated data of an event's encryption: its place in the chain.
+export function eventAd(seq: number, prev: string): Buffer {
+  return Buffer.from(`${seq}:${prev}`, 'utf8');
+}
+
+export function encryptEvent(key: Uint8Array, seq: number, prev: string, payload: EventPayload): { nonce: string; ct: string } {
+  const nonce = randomBytes(AEAD_NONCE_BYTES);
+  const ct = aeadEncrypt(key, nonce, Buffer.from(JSON.stringify(payload), 'utf8'), eventAd(seq, prev));
+  return { nonce: nonce.toString('base64'), ct: ct.toString('base64') };
+}
+
+export function decryptEvent(key: Uint8Array, entry: EventEntry): EventPayload | null {
+  const pt = aeadDecrypt(key, Buffer.from(entry.nonce, 'base64'), Buffer.from(entry.ct, 'base64'), eventAd(entry.seq, entry.prev));
+  if (!pt) return null;
+  try {
+    const p = JSON.parse(pt.toString('utf8')) as EventPayload;
+    return typeof p === 'object' && p !== null && typeof p.kind === 'string' ? p : null;
+  } finally {
+    pt.fill(0);
+  }
+}
+
+// Segment n's file: the journal path itself for segment 0, then PATH.1, PATH.2, ...
+export function segmentPath(journalPath: string, n: number): string {
+  return n === 0 ? journalPath : `${journalPath}.${n}`;
+}
+
+export function formatHead(seq: number, hash: string): string {
+  return `${seq}:${hash}`;
+}
+
+export function parseHead(text: string): { seq: number; hash: string } | null {
+  const m = /^(\d{1,15}):([0-9a-f]{64})$/.exec(text);
+  return m ? { seq: Number(m[1]), hash: m[2] as string } : null;
+}
+
+export { sodiumReady };
