@@ -10,6 +10,7 @@ import * as lifecycle from './commands/lifecycle';
 import * as cred from './commands/cred';
 import * as config from './commands/config';
 import * as doctor from './commands/doctor';
+import * as audit from './commands/audit'; // TEMP(audit-verify)
 
 function buildProgram(): { program: Command; ctx: () => Context } {
   const program = new Command('postern');
@@ -22,7 +23,7 @@ function buildProgram(): { program: Command; ctx: () => Context } {
     .configureOutput({ writeErr: (s) => process.stderr.write(s) })
     .showHelpAfterError(false);
   const ctx = (): Context => new Context(program.opts<GlobalOptions>());
-  for (const m of [init, lifecycle, cred, config, doctor]) m.register(program, ctx);
+  for (const m of [init, lifecycle, cred, config, doctor, audit /* TEMP(audit-verify) */]) m.register(program, ctx);
   // Sub-commands take the global options anywhere on the line.
   const propagate = (cmd: Command): void => {
     for (const sub of cmd.commands) {
@@ -50,6 +51,8 @@ function fail(e: unknown, json: boolean): never {
     process.stdout.write(JSON.stringify({ error: { code: codeOf(e), message, ...(problems.length ? { problems } : {}) } }, null, 2) + '\n');
   }
   process.stderr.write(`postern: ${message}\n`);
+  // For developers: the stack of an unexpected error, only when asked for.
+  if (code === EXIT.refused && codeOf(e) === 'internal_error' && process.env['POSTERN_DEBUG'] === '1') process.stderr.write(`${(e as Error)?.stack ?? String(e)}\n`);
   for (const p of problems) process.stderr.write(`  ${p.path || '(top level)'}: ${p.message}\n`);
   process.exit(code);
 }

@@ -26,7 +26,7 @@ function need(att: Buffer[], i: number, what: string): Buffer {
 
 const HANDLERS: Record<AdminOp, Handler> = {
   status: (c) => c.status(),
-  unlock: (c, _a, att) => c.unlock(need(att, 0, 'passphrase')),
+  unlock: (c, a, att) => c.unlock(need(att, 0, 'passphrase'), a['accept_rollback'] === true),
   lock: (c) => c.lock('locked by `postern lock`'),
   'config.diff': (c) => c.configDiff(),
   'config.approve': (c, a, att) => c.configApprove(need(att, 0, 'passphrase'), str(a, 'hash')),

@@ -6,8 +6,13 @@ import { LoadedConfig, diffCanonical, describeChanges, loadConfig } from '../sha
 import { parseHeader, readVaultFile, newVaultHeader, VaultHeader } from '../shared/vault-format';
 import { deriveKey, prewarmKdf } from '../shared/kdf';
 import { CredentialDef, validateDefinition, definitionHash, diffDefinitions, checkHttpSecret, prepareSshSecret, summariseTargets } from '../shared/credential';
+import { EventPayload, formatHead } from '../shared/audit-format';
+import { sha256hex } from '../shared/crypto';
+import { readFileSync } from 'node:fs';
 import { UnlockedVault, unlockVaultFile } from './vault/unlocked-vault';
+import { checkRollback } from './vault/rollback';
 import { PassphraseGuard } from './passphrase-guard';
+import type { Journal } from './audit/journal';
 import type { Logger } from './logger';
 
 export interface ControllerOptions {
@@ -15,6 +20,7 @@ export interface ControllerOptions {
   configFlag: string | undefined;
   env: NodeJS.ProcessEnv;
   log: Logger;
+  journal: Journal;
 }
 
 // Settings that name files or sockets the running daemon already holds; a
@@ -32,11 +38,55 @@ export class Controller {
   private maxUnlockTimer: NodeJS.Timeout | null = null;
   private readonly counters = { agent_requests: 0, refusals: 0, unlocks: 0, unlock_failures: 0, locks: 0 };
   private readonly log: Logger;
+  private readonly journal: Journal;
+  // Vault writes one at a time, each with its journal entries around it.
+  private vaultWrites: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly opts: ControllerOptions) {
     this.config = opts.config;
     this.log = opts.log;
+    this.journal = opts.journal;
     prewarmKdf();
+  }
+
+  // Every decision goes to the journal (durable before this resolves) and to
+  // the log. Payloads carry names, codes, counts and hashes, never secrets.
+  // If the journal cannot take it, the action it describes is refused.
+  async record(payload: EventPayload): Promise<{ seq: number; hash: string }> {
+    this.log.info(payload, payload.kind);
+    return this.journal.append(payload);
+  }
+
+  // For events that must not block what they describe (lock, stop): a
+  // journal failure is logged, and the action goes ahead.
+  private recordBestEffort(payload: EventPayload): void {
+    this.record(payload).catch((e: unknown) => {
+      this.log.error({ event: 'audit_write_failed', kind: payload.kind, code: e instanceof Refusal ? e.code : (e as Error)?.name }, 'could not journal an event');
+    });
+  }
+
+  // A vault write: the event describing it is journaled first (its head is
+  // stored in the vault), then the vault is written, then the write itself
+  // is journaled with the new generation and the file's hash.
+  private writeVault(vault: UnlockedVault, payload: EventPayload, change: Parameters<UnlockedVault['commit']>[1], opts?: Parameters<UnlockedVault['commit']>[2]): Promise<void> {
+    const run = this.vaultWrites.then(async () => {
+      const head = await this.record({ ...payload, generation: vault.generation + 1 });
+      vault.commit(formatHead(head.seq, head.hash), change, opts);
+      await this.journalVaultWrite(vault.generation);
+    });
+    this.vaultWrites = run.catch(() => undefined);
+    return run;
+  }
+
+  private async journalVaultWrite(generation: number): Promise<void> {
+    const hash = sha256hex(readFileSync(this.config.paths.vault));
+    try {
+      await this.journal.appendVault(generation, hash);
+    } catch (e) {
+      // The vault was written; at the next unlock the missing record is
+      // recognised (vault one generation ahead of its journal) and restored.
+      this.log.error({ event: 'audit_write_failed', kind: 'vault', generation, code: e instanceof Refusal ? e.code : (e as Error)?.name }, 'vault written but not journaled');
+    }
   }
 
   get locked(): boolean {
@@ -70,6 +120,7 @@ export class Controller {
       config_path: this.config.configPath,
       config_hash: this.config.hash,
       vault_generation: this.vault ? this.vault.generation : null,
+      audit_head: formatHead(this.journal.head().seq, this.journal.head().hash),
       credentials: this.vault ? this.vault.credentials().length : null,
       sessions: [],
       pending_approvals: [],
@@ -103,16 +154,20 @@ export class Controller {
     );
   }
 
-  async unlock(passphrase: Buffer): Promise<Record<string, unknown>> {
+  async unlock(passphrase: Buffer, acceptRollback = false): Promise<Record<string, unknown>> {
     try {
-      return await this.unlockOnce(passphrase);
+      return await this.unlockOnce(passphrase, acceptRollback);
+    } catch (e) {
+      // A wrong passphrase is already recorded by the guard.
+      if (e instanceof Refusal && e.code !== 'wrong_passphrase') this.recordBestEffort({ kind: 'unlock', outcome: e.code });
+      throw e;
     } finally {
       // While locked, keep a derivation worker ready for the next attempt.
       if (!this.vault) prewarmKdf();
     }
   }
 
-  private async unlockOnce(passphrase: Buffer): Promise<Record<string, unknown>> {
+  private async unlockOnce(passphrase: Buffer, acceptRollback: boolean): Promise<Record<string, unknown>> {
     if (this.vault) return { already_unlocked: true, ...this.status() };
     const fresh = this.reloadConfig();
     let opened: UnlockedVault;
@@ -128,8 +183,13 @@ export class Controller {
     if (mismatch) {
       opened.wipe();
       this.lockReason = 'config not approved';
-      this.log.warn({ event: 'unlock', outcome: 'config_not_approved', changes: mismatch.detail?.['changes'] }, 'unlock refused: config not approved');
       throw mismatch;
+    }
+    const verdict = await checkRollback(opened, this.journal);
+    if (!verdict.ok && !acceptRollback) {
+      opened.wipe();
+      this.lockReason = 'rollback detected';
+      throw new Refusal('rollback_detected', `${verdict.problem}; restore the matching vault and journal, or, if this state is what you want, run \`postern unlock --accept-rollback\``);
     }
     if (this.vault) {
       // Another unlock won the race while this one derived its key.
@@ -140,9 +200,18 @@ export class Controller {
     this.vault = opened;
     this.unlockedAt = new Date();
     this.counters.unlocks += 1;
+    // The signing key stays with the journal until the daemon exits, so that
+    // checkpoints can be signed while locked (SPEC §9).
+    opened.withAuditSigningKey((key) => this.journal.setSigningKey(key));
     this.armAutoLock();
     this.armMaxUnlock();
-    this.log.info({ event: 'unlock', outcome: 'ok', generation: opened.generation }, 'unlocked');
+    await this.record({ kind: 'unlock', outcome: 'ok', generation: opened.generation });
+    if (verdict.ok && verdict.missingVaultEntry) await this.journalVaultWrite(opened.generation);
+    if (!verdict.ok) {
+      // Accepted by a human: record what was accepted, then write the vault
+      // again so the vault and the journal vouch for each other from here on.
+      await this.writeVault(opened, { kind: 'rollback_accepted', problem: verdict.problem }, () => undefined);
+    }
     return this.status();
   }
 
@@ -155,7 +224,8 @@ export class Controller {
       this.unlockedAt = null;
       this.counters.locks += 1;
       this.lockReason = reason;
-      this.log.info({ event: 'lock', reason }, 'locked');
+      this.recordBestEffort({ kind: 'lock', reason });
+      this.journal.checkpoint().catch(() => undefined);
       prewarmKdf();
     }
     return { was_locked: was };
@@ -186,7 +256,7 @@ export class Controller {
   // made while locked.
   private async openWithPassphrase(passphrase: Buffer): Promise<UnlockedVault> {
     const { file, header } = this.readHeader();
-    return this.guarded('open', () => unlockVaultFile(this.config.paths.vault, file, header, passphrase).catch((e: unknown) => {
+    return this.guarded(this.vault ? 'proof' : 'unlock', () => unlockVaultFile(this.config.paths.vault, file, header, passphrase).catch((e: unknown) => {
       if (e instanceof Refusal && e.code === 'wrong_passphrase') return false as const;
       throw e;
     }));
@@ -197,7 +267,7 @@ export class Controller {
       return await this.guard.run(check);
     } catch (e) {
       if (e instanceof Refusal && e.code === 'wrong_passphrase') {
-        this.log.warn({ event: 'passphrase_refused', during: what, consecutive: this.guard.consecutiveFailures }, 'wrong passphrase');
+        this.recordBestEffort({ kind: 'passphrase_refused', during: what, consecutive: this.guard.consecutiveFailures });
       }
       throw e;
     }
@@ -225,22 +295,21 @@ export class Controller {
     if (current.hash !== expectedHash) {
       throw new Refusal('conflict', 'the config changed while it was being reviewed; run `postern config approve` again');
     }
-    const approve = (vault: UnlockedVault): void => vault.commit(() => undefined, { approvedConfig: current.canonical });
+    const approve = (vault: UnlockedVault): Promise<void> => this.writeVault(vault, { kind: 'config_approve', config_hash: current.hash }, () => undefined, { approvedConfig: current.canonical });
     if (this.vault) {
       const vault = await this.prove(passphrase);
       this.reloadConfig();
-      approve(vault);
+      await approve(vault);
       this.config = current;
       this.armAutoLock();
     } else {
       const opened = await this.openWithPassphrase(passphrase);
       try {
-        approve(opened);
+        await approve(opened);
       } finally {
         opened.wipe();
       }
     }
-    this.log.info({ event: 'config_approve', hash: current.hash }, 'config approved');
     return { approved_hash: current.hash, locked: this.locked };
   }
 
@@ -249,8 +318,7 @@ export class Controller {
     const vault = await this.prove(passphrase);
     const fresh = newVaultHeader({ opslimit: vault.header.opslimit, memlimit: vault.header.memlimit }, vault.header.approvedConfig);
     const key = await deriveKey(newPassphrase, fresh.salt, fresh.opslimit, fresh.memlimit);
-    vault.commit(() => undefined, { newKey: { key, header: fresh } });
-    this.log.info({ event: 'passwd', generation: vault.generation }, 'passphrase changed');
+    await this.writeVault(vault, { kind: 'passwd' }, () => undefined, { newKey: { key, header: fresh } });
     return { generation: vault.generation };
   }
 
@@ -270,8 +338,7 @@ export class Controller {
     const now = new Date().toISOString();
     const hash = definitionHash(def);
     const sealed = vault.sealSecret(secret);
-    vault.commit((m) => m.set(def.name, { entry: { name: def.name, kind: def.kind, definition: def as unknown as Record<string, unknown>, definition_hash: hash, created_at: now, updated_at: now }, secret: sealed }));
-    this.log.info({ event: 'cred_add', credential: def.name, definition_hash: hash, generation: vault.generation }, 'credential added');
+    await this.writeVault(vault, { kind: 'cred_add', credential: def.name, credential_kind: def.kind, definition_hash: hash }, (m) => m.set(def.name, { entry: { name: def.name, kind: def.kind, definition: def as unknown as Record<string, unknown>, definition_hash: hash, created_at: now, updated_at: now }, secret: sealed }));
     return { name: def.name, definition_hash: hash, generation: vault.generation };
   }
 
@@ -291,8 +358,7 @@ export class Controller {
     const hash = definitionHash(def);
     const sealed = secret ? vault.sealSecret(secret) : current.secret;
     const changes = diffDefinitions(current.entry.definition as unknown as CredentialDef, def);
-    vault.commit((m) => m.set(name, { entry: { ...current.entry, definition: def as unknown as Record<string, unknown>, definition_hash: hash, updated_at: new Date().toISOString() }, secret: sealed }));
-    this.log.info({ event: 'cred_update', credential: name, definition_hash: hash, secret_replaced: Boolean(secret), generation: vault.generation }, 'credential updated');
+    await this.writeVault(vault, { kind: 'cred_update', credential: name, definition_hash: hash, previous_definition_hash: current.entry.definition_hash, secret_replaced: Boolean(secret) }, (m) => m.set(name, { entry: { ...current.entry, definition: def as unknown as Record<string, unknown>, definition_hash: hash, updated_at: new Date().toISOString() }, secret: sealed }));
     return { name, definition_hash: hash, secret_replaced: Boolean(secret), changes, generation: vault.generation };
   }
 
@@ -300,8 +366,7 @@ export class Controller {
     if (!this.requireUnlocked().credential(name)) throw new Refusal('not_found', `no credential named "${name}"; see \`postern cred list\``);
     const vault = await this.prove(passphrase);
     if (!vault.credential(name)) throw new Refusal('not_found', `no credential named "${name}"; see \`postern cred list\``);
-    vault.commit((m) => m.delete(name));
-    this.log.info({ event: 'cred_rm', credential: name, generation: vault.generation }, 'credential removed');
+    await this.writeVault(vault, { kind: 'cred_rm', credential: name }, (m) => m.delete(name));
     return { name, removed: true, generation: vault.generation };
   }
 
@@ -316,8 +381,17 @@ export class Controller {
     return { ...describeCredential(c.entry), definition: c.entry.definition };
   }
 
-  shutdown(): void {
+  // Lock, record the stop, and close the journal (a final checkpoint when
+  // the signing key was ever loaded).
+  async shutdown(reason: string): Promise<void> {
     this.lock('daemon stopped');
+    await this.vaultWrites;
+    try {
+      await this.record({ kind: 'daemon_stop', reason });
+    } catch {
+      // already logged by the journal's failure; stopping goes ahead
+    }
+    await this.journal.close().catch(() => undefined);
   }
 }
 

@@ -17,6 +17,7 @@ import { claimHome, listenUnix, removeSocket } from './sockets';
 import { Controller } from './controller';
 import { createAdminServer } from './admin-server';
 import { createAgentServer } from './agent-server';
+import { Journal } from './audit/journal';
 
 export interface DaemonOptions {
   configFlag: string | undefined;
@@ -41,7 +42,21 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   await sodiumReady();
 
   const lock = await claimHome(config.home);
-  const controller = new Controller({ config, configFlag: opts.configFlag, env: opts.env, log });
+  let journal: Journal;
+  try {
+    journal = await Journal.open({ path: config.paths.auditLog, segmentSize: config.config.daemon.audit_segment_size });
+  } catch (e) {
+    lock.close();
+    throw e;
+  }
+  const controller = new Controller({ config, configFlag: opts.configFlag, env: opts.env, log, journal });
+  try {
+    await controller.record({ kind: 'daemon_start', pid: process.pid, config_hash: config.hash });
+  } catch (e) {
+    await journal.close().catch(() => undefined);
+    lock.close();
+    throw e;
+  }
   const admin = createAdminServer(controller, log);
   const agent = createAgentServer(controller, log);
   const d = config.config.daemon;
@@ -56,6 +71,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
       o.server.close();
       removeSocket(o.path);
     }
+    await journal.close().catch(() => undefined);
     lock.close();
     throw e;
   }
@@ -63,18 +79,17 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   let stopping: Promise<void> | null = null;
   const stop = (reason: string): Promise<void> => {
     stopping ??= (async () => {
-      controller.shutdown();
       for (const o of opened) {
         removeSocket(o.path);
         o.server.close();
         if ('closeAllConnections' in o.server) o.server.closeAllConnections();
       }
+      await controller.shutdown(reason);
       lock.close();
-      log.info({ event: 'daemon_stop', reason }, 'daemon stopped');
     })();
     return stopping;
   };
-  log.info({ event: 'daemon_start', home: config.home, config_hash: config.hash, agent_socket: config.paths.agentSocket }, 'daemon started, locked');
+  log.info({ event: 'daemon_ready', home: config.home, agent_socket: config.paths.agentSocket }, 'daemon started, locked');
   return { stop };
 }
 

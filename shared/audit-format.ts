@@ -77,7 +77,6 @@ export function entryHash(line: Uint8Array): string {
 export type DecodeResult = { ok: true; entry: Entry } | { ok: false; why: string };
 
 const HEX64 = /^[0-9a-f]{64}$/;
-const B64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 // Strict decoding: the exact keys in the exact order with the right types,
 // so that two different lines can never decode to the same entry.
@@ -98,7 +97,7 @@ export function decodeEntry(line: Buffer): DecodeResult {
   if (o['v'] !== AUDIT_VERSION) return { ok: false, why: `unsupported version ${String(o['v'])}` };
   if (!isCount(o['seq']) || (o['seq'] as number) < 1) return { ok: false, why: 'bad seq' };
   if (typeof o['prev'] !== 'string' || !HEX64.test(o['prev'])) return { ok: false, why: 'bad prev' };
-  if (typeof o['time'] !== 'string' || Number.isNaN(Date.parse(o['time']))) return { ok: false, why: 'bad time' };
+  if (!isIsoTime(o['time'])) return { ok: false, why: 'bad time' };
   const bad = checkBody(type as EntryType, o);
   if (bad) return { ok: false, why: bad };
   // Re-encoding must give the same bytes (no whitespace, escapes or number
@@ -113,9 +112,24 @@ function isCount(x: unknown): boolean {
   return typeof x === 'number' && Number.isSafeInteger(x) && x >= 0;
 }
 
+// Canonical base64 only (what Buffer#toString('base64') writes): padded, and
+// the unused low bits of the last character zero. Otherwise two spellings
+// would decode to the same bytes.
 function isB64(x: unknown, bytes?: number): boolean {
-  if (typeof x !== 'string' || !B64.test(x) || x.length % 4 !== 0) return false;
-  return bytes === undefined || Buffer.from(x, 'base64').length === bytes;
+  if (typeof x !== 'string') return false;
+  // Buffer skips characters outside the alphabet and accepts base64url, so
+  // the round trip below is what rejects them (and any missing padding).
+  const raw = Buffer.from(x, 'base64');
+  return (bytes === undefined || raw.length === bytes) && raw.toString('base64') === x;
+}
+
+// Exactly what Date#toISOString writes for years 0000-9999 (UTC, milliseconds),
+// so that an independent reader can check it without V8's lenient Date.parse.
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+function isIsoTime(x: unknown): boolean {
+  if (typeof x !== 'string' || !ISO_TIME.test(x)) return false;
+  const t = Date.parse(x);
+  return !Number.isNaN(t) && new Date(t).toISOString() === x;
 }
 
 function checkBody(type: EntryType, o: Record<string, unknown>): string | null {

@@ -27,7 +27,11 @@ export const vaultMetaSchema = z.object({
     box_secret: blobIndex,
   }).strict(),
   credentials: z.array(credentialEntry),
-  journal_head: z.string().nullable(),
+  // The journal this vault belongs to, and its head at the vault's last
+  // write (SEQ:HASH): checked at unlock to detect a rolled-back vault or a
+  // cut-back or swapped journal (SPEC §8).
+  journal_id: z.string().regex(/^[0-9a-f]{32}$/),
+  journal_head: z.string(),
 }).strict();
 
 export type VaultMeta = z.infer<typeof vaultMetaSchema>;

@@ -1,7 +1,7 @@
 // init: create the home, the config (unless one exists), the vault with its
 // audit keys, and approve the config. No daemon involved.
 import { Command } from 'commander';
-import { existsSync, lstatSync, mkdirSync, readdirSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { Context } from '../context';
 import { getNewPassphrase } from '../prompt';
 import { Refusal } from '../../shared/errors';
@@ -9,6 +9,7 @@ import { initialConfigText, loadConfig } from '../../shared/config';
 import { writeFileDurable } from '../../shared/durable-write';
 import { KDF_PRESETS } from '../../shared/kdf';
 import type { VaultMeta } from '../../shared/vault-meta';
+import { formatHead } from '../../shared/audit-format';
 import { checkHome } from '../../daemon/home-check';
 import { UsageError } from '../errors';
 
@@ -54,23 +55,33 @@ export function register(program: Command, ctx: Ctx): void {
       await sodiumReady();
       const sign = ed25519Keypair();
       const box = x25519Keypair();
+      const audit = { sign_public: sign.publicKey.toString('base64'), box_public: box.publicKey.toString('base64'), sign_secret: 0, box_secret: 1 };
+      // The journal first: the vault records which journal it belongs to and
+      // the journal's head (its genesis entry).
+      const { createJournal } = require('../../daemon/audit/journal') as typeof import('../../daemon/audit/journal');
+      const journal = await createJournal(config.paths.auditLog, { signPublic: audit.sign_public, boxPublic: audit.box_public });
       const meta: VaultMeta = {
         format: 1,
         created_at: new Date().toISOString(),
-        audit: { sign_public: Buffer.from(sign.publicKey).toString('base64'), box_public: Buffer.from(box.publicKey).toString('base64'), sign_secret: 0, box_secret: 1 },
+        audit,
         credentials: [],
-        journal_head: null,
+        journal_id: journal.journalId,
+        journal_head: formatHead(journal.head.seq, journal.head.hash),
       };
       try {
         const { key } = await createVaultFile(config.paths.vault, pass, preset, config.canonical, { meta, blobs: [Buffer.from(sign.privateKey), Buffer.from(box.privateKey)] });
         wipe(key);
+      } catch (e) {
+        // Leave no journal without its vault, so init can simply be re-run.
+        rmSync(config.paths.auditLog, { force: true });
+        throw e;
       } finally {
         pass.fill(0);
         wipe(sign.privateKey);
         wipe(box.privateKey);
       }
       c.out(
-        { home: config.home, config: config.configPath, vault: config.paths.vault, kdf: o.kdf, config_hash: config.hash, audit_public_key: meta.audit.sign_public },
+        { home: config.home, config: config.configPath, vault: config.paths.vault, audit_log: config.paths.auditLog, kdf: o.kdf, config_hash: config.hash, audit_public_key: meta.audit.sign_public },
         [
           `created ${config.paths.vault} (kdf ${o.kdf})`,
           `config ${config.configPath} approved (${config.hash})`,

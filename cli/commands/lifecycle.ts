@@ -21,7 +21,8 @@ export function register(program: Command, ctx: Ctx): void {
     .command('unlock')
     .description('send the passphrase to the daemon, which opens the vault')
     .option('--passphrase-file <file>', 'read the passphrase from a file (- for stdin)')
-    .action(async (o: { passphraseFile?: string }) => {
+    .option('--accept-rollback', 'accept a vault or journal that rollback detection refused (recorded in the journal)')
+    .action(async (o: { passphraseFile?: string; acceptRollback?: boolean }) => {
       const c = ctx();
       c.harden('unlock');
       const config = c.config();
@@ -34,7 +35,7 @@ export function register(program: Command, ctx: Ctx): void {
         }
         const pass = await getPassphrase(o);
         try {
-          const r = await a.request('unlock', {}, [pass]);
+          const r = await a.request('unlock', { accept_rollback: Boolean(o.acceptRollback) }, [pass]);
           c.out({ locked: false, ...r }, 'unlocked');
         } finally {
           pass.fill(0);
@@ -64,6 +65,7 @@ export function register(program: Command, ctx: Ctx): void {
         `started at:   ${String(s['started_at'])}`,
         `config:       ${String(s['config_path'])}`,
         `config hash:  ${String(s['config_hash'])}`,
+        `audit head:   ${String(s['audit_head'])}`,
         ...(s['locked'] ? [] : [`credentials:  ${String(s['credentials'])}`, `vault gen.:   ${String(s['vault_generation'])}`]),
         `sessions:     ${(s['sessions'] as unknown[]).length}`,
         `pending:      ${(s['pending_approvals'] as unknown[]).length}`,

@@ -55,6 +55,20 @@ export class UnlockedVault {
     return this.meta.audit.sign_public;
   }
 
+  get journalId(): string {
+    return this.meta.journal_id;
+  }
+
+  // SEQ:HASH of the journal's head when the vault was last written.
+  get journalHead(): string {
+    return this.meta.journal_head;
+  }
+
+  // The audit signing key, opened only for the duration of `fn`.
+  withAuditSigningKey<T>(fn: (privateKey: Buffer) => T): T {
+    return this.sealer.withOpen(this.auditSign, fn);
+  }
+
   credentials(): StoredCredential[] {
     return [...this.creds.values()].sort((a, b) => a.entry.name.localeCompare(b.entry.name));
   }
@@ -80,7 +94,9 @@ export class UnlockedVault {
 
   // Apply a change to the credential map and write the vault durably. The
   // in-memory state changes only once the new file is on disk.
-  commit(change: (next: Map<string, StoredCredential>) => void, opts: { approvedConfig?: string; newKey?: { key: Buffer; header: VaultHeader } } = {}): void {
+  // `journalHead` is the journal's head after the entry describing this
+  // change, recorded in the vault for rollback detection.
+  commit(journalHead: string, change: (next: Map<string, StoredCredential>) => void, opts: { approvedConfig?: string; newKey?: { key: Buffer; header: VaultHeader } } = {}): void {
     const next = new Map(this.creds);
     change(next);
     const blobs: Buffer[] = [this.sealer.open(this.auditSign), this.sealer.open(this.auditBox)];
@@ -89,7 +105,7 @@ export class UnlockedVault {
       blobs.push(this.sealer.open(c.secret));
       credentials.push({ ...c.entry, secret: blobs.length - 1 });
     }
-    const meta: VaultMeta = { ...this.meta, audit: { ...this.meta.audit, sign_secret: 0, box_secret: 1 }, credentials };
+    const meta: VaultMeta = { ...this.meta, journal_head: journalHead, audit: { ...this.meta.audit, sign_secret: 0, box_secret: 1 }, credentials };
     const contents: VaultContents = { meta, blobs };
     const baseHeader = opts.newKey ? opts.newKey.header : this.header;
     const header: VaultHeader = { ...baseHeader, generation: this.header.generation, approvedConfig: opts.approvedConfig ?? this.header.approvedConfig };
@@ -100,6 +116,7 @@ export class UnlockedVault {
       wipeContents(contents);
     }
     this.creds = next;
+    this.meta = { ...this.meta, journal_head: journalHead };
     if (opts.newKey) {
       wipe(this.key);
       this.key = opts.newKey.key;

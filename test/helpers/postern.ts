@@ -20,6 +20,7 @@ if (!existsSync(CLI)) {
 export function cleanEnv(extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const k of ['NODE_OPTIONS', 'LD_PRELOAD', 'LD_LIBRARY_PATH', 'HOSTALIASES', 'POSTERN_HOME', 'POSTERN_CONFIG', 'NODE_V8_COVERAGE']) delete env[k];
+  env['POSTERN_DEBUG'] = '1';
   for (const [k, v] of Object.entries(extra)) {
     if (v === undefined) delete env[k];
     else env[k] = v;

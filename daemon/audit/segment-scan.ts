@@ -1,0 +1,83 @@
+// Reading a segment at start-up: where its chain ends, its latest vault
+// entry, how many entries follow its last checkpoint, and whether what
+// follows the last good line is one torn write (repairable) or damage
+// (left alone: the daemon refuses to extend a broken chain).
+import { FileHandle } from 'node:fs/promises';
+import { GENESIS_PREV, decodeEntry, entryHash } from '../../shared/audit-format';
+import { walkLines } from './segment-io';
+
+export interface ChainPoint {
+  seq: number;
+  hash: string;
+}
+
+export interface VaultState {
+  generation: number;
+  vault_hash: string;
+  seq: number;
+}
+
+export interface SegmentScan {
+  // The last entry that decodes and chains; null when there is none.
+  last: ChainPoint | null;
+  // Offset just after that entry's line.
+  goodEnd: number;
+  size: number;
+  vault: VaultState | null;
+  sinceCheckpoint: number;
+  // The bytes after goodEnd are a single line (complete or not): a write cut short.
+  torn: { cut: number } | null;
+  // Anything else wrong; `offset` is where the good lines end.
+  damage: { offset: number; why: string } | null;
+}
+
+// `from` is the last entry of segment n-1, which the first line of segment
+// n must chain from; null skips that check (segment 0 starts at genesis).
+export async function scanSegment(fh: FileHandle, n: number, from: ChainPoint | null): Promise<SegmentScan> {
+  const size = (await fh.stat()).size;
+  let last: ChainPoint | null = null;
+  let vault: VaultState | null = null;
+  let sinceCheckpoint = 0;
+  let bad: { why: string; bytes: number } | null = null;
+
+  const firstProblem = (type: string, seq: number, prev: string, segment: unknown): string | null => {
+    if (n === 0) return type === 'genesis' && seq === 1 && prev === GENESIS_PREV ? null : 'segment 0 does not start with the genesis entry';
+    if (type !== 'segment' || segment !== n) return `segment ${n} does not start with its segment entry`;
+    if (from && (seq !== from.seq + 1 || prev !== from.hash)) return `segment ${n} does not continue the chain of segment ${n - 1}`;
+    return null;
+  };
+
+  const walk = await walkLines(fh, 0, size, (line) => {
+    const d = decodeEntry(line);
+    let why: string | null = d.ok ? null : d.why;
+    if (d.ok) {
+      const e = d.entry;
+      if (last === null) why = firstProblem(e.type, e.seq, e.prev, (e as { segment?: unknown }).segment);
+      else if (e.type === 'genesis' || e.type === 'segment') why = `a ${e.type} entry after the start of the segment`;
+      else if (e.seq !== last.seq + 1) why = `seq ${e.seq} after ${last.seq}`;
+      else if (e.prev !== last.hash) why = `entry ${e.seq} does not name the hash of entry ${last.seq}`;
+    }
+    if (why !== null || !d.ok) {
+      bad = { why: why ?? 'bad entry', bytes: line.length + 1 };
+      return false;
+    }
+    const e = d.entry;
+    last = { seq: e.seq, hash: entryHash(line) };
+    if (e.type === 'vault') vault = { generation: e.generation, vault_hash: e.vault_hash, seq: e.seq };
+    sinceCheckpoint = e.type === 'checkpoint' ? 0 : sinceCheckpoint + 1;
+    return true;
+  });
+
+  const result: SegmentScan = { last, goodEnd: walk.end, size, vault, sinceCheckpoint, torn: null, damage: null };
+  const failed = bad as { why: string; bytes: number } | null; // assigned in the callback
+  if (walk.overlong) {
+    result.damage = { offset: walk.end, why: 'a line longer than any entry' };
+  } else if (failed) {
+    // Only the very last line may be bad: that is a write cut short.
+    if (walk.end + failed.bytes === size) result.torn = { cut: failed.bytes };
+    else result.damage = { offset: walk.end, why: failed.why };
+  } else if (walk.end < size) {
+    result.torn = { cut: size - walk.end };
+  }
+  return result;
+}

@@ -1,0 +1,76 @@
+// Upstream connections pinned to the checked address (SPEC §6.2): the
+// socket goes to the address that was classified, and only to it — the
+// connector's lookup answers with that address and nothing else, so no
+// second resolution can happen between check and connect. TLS SNI,
+// certificate verification and Host keep the name. Connections are pooled
+// per (credential, origin, checked address): no two credentials ever share a
+// connection, and a new address never reuses an old pool.
+import { Pool } from 'undici';
+import { rootCertificates } from 'node:tls';
+import type { LookupAddress } from 'node:dns';
+
+export interface PinKey {
+  credential: string;
+  origin: string; // scheme://host:port as the request names it
+  address: string;
+  family: 4 | 6;
+}
+
+type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+
+// A lookup that can only ever answer the checked address. Node's
+// autoSelectFamily asks with `all: true` and expects an array.
+export function pinnedLookup(address: string, family: 4 | 6) {
+  return (_hostname: string, options: { all?: boolean } | number | undefined, callback: LookupCallback): void => {
+    if (typeof options === 'object' && options !== null && options.all) callback(null, [{ address, family }]);
+    else callback(null, address, family);
+  };
+}
+
+// Node's bundled roots plus ca_file: never NODE_EXTRA_CA_CERTS or
+// SSL_CERT_FILE, which are ignored (passing `ca` replaces the default store).
+export function caList(caFile: Buffer | null): string[] {
+  const list = [...rootCertificates];
+  if (caFile) list.push(caFile.toString('utf8'));
+  return list;
+}
+
+export class PinnedPools {
+  private pools = new Map<string, Pool>();
+
+  constructor(private readonly ca: string[], private readonly maxConnectionsPerPool = 16) {}
+
+  get(key: PinKey): Pool {
+    const id = `${key.credential}\n${key.origin}\n${key.address}`;
+    let pool = this.pools.get(id);
+    if (!pool || pool.destroyed || pool.closed) {
+      pool = new Pool(key.origin, {
+        connections: this.maxConnectionsPerPool,
+        pipelining: 1,
+        allowH2: false,
+        connect: {
+          lookup: pinnedLookup(key.address, key.family) as never,
+          autoSelectFamily: false,
+          ca: this.ca,
+          rejectUnauthorized: true,
+          // A bounded session cache per pool; pools are per credential.
+          maxCachedSessions: 16,
+        },
+      });
+      this.pools.set(id, pool);
+    }
+    return pool;
+  }
+
+  // Lock and credential changes: no connection outlives the authority that
+  // opened it.
+  async closeAll(): Promise<void> {
+    const all = [...this.pools.values()];
+    this.pools.clear();
+    await Promise.all(all.map((p) => p.destroy().catch(() => undefined)));
+  }
+
+  get size(): number {
+    return this.pools.size;
+  }
+}

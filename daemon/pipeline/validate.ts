@@ -1,0 +1,257 @@
+// Step 1 of POST /v1/http (SPEC §6.1): the agent's JSON, checked field by
+// field into a typed request. Every problem is reported at once, each naming
+// its field and what to do; nothing of the input is echoed but short,
+// quoted field values (never a body or a header value).
+//
+// Decisions where the SPEC is silent:
+// - The JSON must be UTF-8 (invalid bytes refused, not replaced) and one
+//   object; a byte-order mark is ignored.
+// - `body` is UTF-8 text and must be well-formed Unicode (an unpaired
+//   surrogate would be sent as U+FFFD, i.e. other bytes than asked); binary
+//   goes in `body_base64`: standard alphabet, padded, canonical, no
+//   whitespace. `"body": ""` is an empty body; no field is no body. A body is
+//   allowed with any method.
+// - `method` is upper-cased; at most 32 characters.
+// - `idempotency_key`: 1–128 visible ASCII characters (0x21–0x7E, no space).
+// - `timeout_ms`: a whole number of milliseconds, 1 to max_timeout.
+// - Problems found in the shape are reported as bad_request before the body
+//   size is judged (413 body_too_large only for an otherwise valid request).
+import { z } from 'zod';
+import { Refusal, Problem, formatProblems } from '../../shared/errors';
+import { REFUSED_METHODS, NAME_PATTERN } from '../../shared/credential/fields';
+import { quote } from '../../shared/credential/text';
+import { parseTarget, Target } from './target';
+import { checkAgentHeaders } from './headers';
+
+export interface HttpRequest {
+  credential: string;
+  method: string; // upper-cased token
+  target: Target;
+  headers: [string, string][]; // checked against the table, not yet against the credential
+  rawHeaders: Record<string, string>;
+  body: Buffer | null;
+  timeoutMs: number | null;
+  idempotencyKey: string | null;
+}
+
+export interface RequestLimits {
+  maxRequestBody: number; // bytes, decoded
+  maxTimeout: number; // ms
+}
+
+export const HTTP_REQUEST_FIELDS = [
+  'credential', 'method', 'url', 'headers', 'body', 'body_base64', 'timeout_ms', 'idempotency_key',
+] as const;
+
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,128}$/;
+const MAX_METHOD_LENGTH = 32;
+
+type Check<T> = { ok: true; value: T } | { ok: false; message: string };
+const ok = <T>(value: T): Check<T> => ({ ok: true, value });
+const bad = (message: string): Check<never> => ({ ok: false, message });
+
+function field<T>(check: (v: unknown) => Check<T>): z.ZodType<T> {
+  return z.unknown().transform((v, ctx) => {
+    const r = check(v);
+    if (r.ok) return r.value;
+    ctx.addIssue({ code: 'custom', message: r.message });
+    return z.NEVER;
+  });
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function checkCredential(v: unknown): Check<string> {
+  if (v === undefined) return bad('is required; name the credential to use (GET /v1/credentials lists them)');
+  if (typeof v !== 'string') return bad('must be a string naming a credential, e.g. "github"');
+  if (!NAME_PATTERN.test(v)) {
+    return bad(`${quote(v)} is not a credential name (1 to 64 of a-z, 0-9, ".", "_", "-"); GET /v1/credentials lists them`);
+  }
+  return ok(v);
+}
+
+function checkMethod(v: unknown): Check<string> {
+  if (v === undefined) return bad('is required; give the HTTP method, e.g. "GET"');
+  if (typeof v !== 'string') return bad('must be a string, e.g. "GET"');
+  if (v.length > MAX_METHOD_LENGTH || !TOKEN.test(v)) {
+    return bad(`${quote(v)} is not an HTTP method; give one word such as "GET" or "POST"`);
+  }
+  const upper = v.toUpperCase();
+  if (REFUSED_METHODS.includes(upper)) {
+    return bad(`${upper} is not allowed (it can expose the injected secret or open a tunnel no rule describes); use another method`);
+  }
+  return ok(upper);
+}
+
+function checkUrl(v: unknown): Check<Target> {
+  if (v === undefined) return bad('is required; give an absolute http or https URL');
+  if (typeof v !== 'string') return bad('must be a string, e.g. "https://api.example.com/v1/items"');
+  try {
+    return ok(parseTarget(v));
+  } catch (e) {
+    if (e instanceof Refusal) return bad(e.message.replace(/^url /, ''));
+    throw e;
+  }
+}
+
+interface Headers {
+  list: [string, string][];
+  raw: Record<string, string>;
+}
+
+function checkHeaders(v: unknown): Check<Headers> {
+  if (!isObject(v)) return bad('must be an object of header names and string values, e.g. {"accept": "application/json"}');
+  for (const [name, value] of Object.entries(v)) {
+    if (typeof value !== 'string') return bad(`header ${quote(name)} must have a string value; send headers as {"name": "value"}`);
+  }
+  const raw = Object.fromEntries(Object.entries(v)) as Record<string, string>;
+  try {
+    return ok({ list: checkAgentHeaders(raw), raw });
+  } catch (e) {
+    if (e instanceof Refusal) return bad(e.message);
+    throw e;
+  }
+}
+
+function checkBody(v: unknown): Check<string> {
+  if (typeof v !== 'string') return bad('must be a string of UTF-8 text; send bytes or JSON as a string, or use body_base64');
+  if (!v.isWellFormed()) return bad('is not well-formed Unicode (an unpaired surrogate); send bytes in body_base64 instead');
+  return ok(v);
+}
+
+function checkBodyBase64(v: unknown): Check<string> {
+  if (typeof v !== 'string') return bad('must be a string of standard base64');
+  if (!BASE64.test(v)) {
+    const hint = /[-_]/.test(v) ? ' (it looks like base64url: use "+" and "/")' : /\s/.test(v) ? ' (remove whitespace and line breaks)' : '';
+    return bad(`is not valid base64${hint}; send standard base64 with "=" padding and no line breaks`);
+  }
+  // Non-zero bits after the last character would be dropped silently: two
+  // texts for the same bytes. Only the canonical text is accepted.
+  if (v.length > 0 && v.slice(-4) !== Buffer.from(v.slice(-4), 'base64').toString('base64')) {
+    return bad('is not canonical base64 (the unused bits of the last character are not zero); re-encode the body');
+  }
+  return ok(v);
+}
+
+function checkTimeout(max: number): (v: unknown) => Check<number> {
+  return (v) => {
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1 || v > max) {
+      return bad(`must be a whole number of milliseconds from 1 to ${max} (max_timeout); lower it, or omit it for the default`);
+    }
+    return ok(v);
+  };
+}
+
+function checkIdempotencyKey(v: unknown): Check<string> {
+  if (typeof v !== 'string' || !IDEMPOTENCY_KEY.test(v)) {
+    return bad('must be 1 to 128 visible ASCII characters (no spaces), e.g. a UUID; fix it or omit it');
+  }
+  return ok(v);
+}
+
+function schemaFor(limits: RequestLimits) {
+  return z.strictObject({
+    credential: field(checkCredential),
+    method: field(checkMethod),
+    url: field(checkUrl),
+    // An absent optional field is skipped by zod, not checked: the
+    // defaults are filled in by validateHttpRequest.
+    headers: field(checkHeaders).optional(),
+    body: field(checkBody).optional(),
+    body_base64: field(checkBodyBase64).optional(),
+    timeout_ms: field(checkTimeout(limits.maxTimeout)).optional(),
+    idempotency_key: field(checkIdempotencyKey).optional(),
+  });
+}
+
+function issueProblems(issue: z.core.$ZodIssue): Problem[] {
+  if (issue.code === 'unrecognized_keys') {
+    const fields = HTTP_REQUEST_FIELDS.join(', ');
+    return issue.keys.map((k) => ({
+      path: quote(k, 40),
+      message: `unknown field; remove it (the fields are ${fields})`,
+    }));
+  }
+  if (issue.path.length === 0) {
+    return [{ path: '', message: 'the request must be a JSON object with fields credential, method, url, ...' }];
+  }
+  return [{ path: String(issue.path[0]), message: issue.message }];
+}
+
+function badRequest(problems: readonly Problem[]): Refusal {
+  return new Refusal('bad_request', `${formatProblems(problems)}`, { problems: problems.map((p) => ({ ...p })) });
+}
+
+function base64Size(text: string): number {
+  const pad = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0;
+  return (text.length / 4) * 3 - pad;
+}
+
+function decodeBody(text: string | null, base64: string | null, max: number): Buffer | null {
+  if (text !== null) {
+    const size = Buffer.byteLength(text, 'utf8');
+    if (size > max) throw tooLarge('body', size, max);
+    return Buffer.from(text, 'utf8');
+  }
+  if (base64 !== null) {
+    const size = base64Size(base64);
+    if (size > max) throw tooLarge('body_base64', size, max);
+    return Buffer.from(base64, 'base64');
+  }
+  return null;
+}
+
+function tooLarge(fieldName: string, size: number, max: number): Refusal {
+  return new Refusal(
+    'body_too_large',
+    `${fieldName}: the body is ${size} bytes, more than max_request_body (${max} bytes); send a smaller body`,
+    { problems: [{ path: fieldName, message: `larger than ${max} bytes` }] },
+  );
+}
+
+export function validateHttpRequest(json: unknown, limits: RequestLimits): HttpRequest {
+  if (!isObject(json)) throw badRequest([{ path: '', message: 'the request must be a JSON object with fields credential, method, url, ...' }]);
+  const parsed = schemaFor(limits).safeParse(json);
+  const problems: Problem[] = parsed.success ? [] : parsed.error.issues.flatMap(issueProblems);
+  if ('body' in json && 'body_base64' in json && json.body !== undefined && json.body_base64 !== undefined) {
+    problems.push({ path: 'body, body_base64', message: 'both are given; send one: "body" for UTF-8 text or "body_base64" for bytes' });
+  }
+  if (problems.length > 0 || !parsed.success) throw badRequest(problems);
+  const v = parsed.data;
+  return {
+    credential: v.credential,
+    method: v.method,
+    target: v.url,
+    headers: v.headers?.list ?? [],
+    rawHeaders: v.headers?.raw ?? {},
+    body: decodeBody(v.body ?? null, v.body_base64 ?? null, limits.maxRequestBody),
+    timeoutMs: v.timeout_ms ?? null,
+    idempotencyKey: v.idempotency_key ?? null,
+  };
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+// The raw body of POST /v1/http or /v1/ssh as one JSON object. The parser's
+// own message quotes the input, so it is never passed on.
+export function parseJsonBody(raw: Buffer): unknown {
+  if (raw.length === 0) throw new Refusal('bad_request', 'the request body is empty; send one JSON object');
+  let text: string;
+  try {
+    text = utf8.decode(raw);
+  } catch {
+    throw new Refusal('bad_request', 'the request body is not valid UTF-8; send JSON encoded as UTF-8');
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new Refusal('bad_request', 'the request body is not valid JSON; send one JSON object, e.g. {"credential": "...", "method": "GET", "url": "https://..."}');
+  }
+  if (!isObject(value)) throw new Refusal('bad_request', 'the request body must be a JSON object, not an array, string, number or null');
+  return value;
+}

@@ -1,0 +1,148 @@
+// Pending approvals (SPEC §7): a request without a covering session waits
+// here for a human's decision, shown to every connected approver; the first
+// decision wins. No approver connected: refused at once. At most 16 pending
+// per process. A requester that goes away withdraws its card.
+import { randomBytes } from 'node:crypto';
+import { Refusal } from '../../shared/errors';
+import type { Identity } from '../pipeline/identify';
+
+export const MAX_PENDING_PER_PROCESS = 16;
+
+export type Decision =
+  | { kind: 'deny' }
+  | { kind: 'once' }
+  | { kind: 'session'; rootKey: string };
+
+// What the human is asked to approve; every string here may be agent-
+// controlled and is escaped by whoever displays it.
+export interface CardAction {
+  kind: 'http' | 'ssh';
+  [field: string]: unknown;
+}
+
+export interface Card {
+  id: string;
+  credential: string;
+  approve: 'session' | 'each-use';
+  created_at: string;
+  expires_at: string;
+  process: CardProcess;
+  ancestors: CardProcess[];
+  action: CardAction;
+}
+
+export interface CardProcess {
+  key: string;
+  pid: number;
+  uid: number;
+  exe: string;
+  exe_deleted: boolean;
+  exe_memfd: boolean;
+  cwd: string;
+  cmdline: string[];
+}
+
+export interface ApproverLink {
+  id: string;
+  push(event: { push: 'pending'; card: Card } | { push: 'withdrawn'; id: string; reason: string }): void;
+}
+
+interface Pending {
+  card: Card;
+  processKey: string;
+  settle: (d: Decision | Refusal) => void;
+}
+
+function cardProcess(p: Identity['process']): CardProcess {
+  return { key: p.key, pid: p.pid, uid: p.uid, exe: p.exe, exe_deleted: p.exeDeleted, exe_memfd: p.exeMemfd, cwd: p.cwd, cmdline: p.cmdline };
+}
+
+export class ApprovalBroker {
+  private approvers = new Map<string, ApproverLink>();
+  private pending = new Map<string, Pending>();
+
+  attach(link: ApproverLink): void {
+    this.approvers.set(link.id, link);
+    for (const p of this.pending.values()) link.push({ push: 'pending', card: p.card });
+  }
+
+  detach(id: string): void {
+    this.approvers.delete(id);
+  }
+
+  get approverCount(): number {
+    return this.approvers.size;
+  }
+
+  list(): Card[] {
+    return [...this.pending.values()].map((p) => p.card);
+  }
+
+  // Ask the humans. Resolves with their decision or rejects with a Refusal
+  // (no_approver, busy, approval_timeout, or the abort reason).
+  ask(identity: Identity, credential: string, approve: 'session' | 'each-use', action: CardAction, timeoutMs: number, signal?: AbortSignal): Promise<Decision> {
+    if (this.approvers.size === 0) {
+      return Promise.reject(new Refusal('no_approver', 'no approver is connected to decide on this request; a human must run `postern approver` in a terminal, then retry'));
+    }
+    const key = identity.process.key;
+    let mine = 0;
+    for (const p of this.pending.values()) if (p.processKey === key) mine += 1;
+    if (mine >= MAX_PENDING_PER_PROCESS) {
+      return Promise.reject(new Refusal('busy', `this process already has ${MAX_PENDING_PER_PROCESS} requests waiting for approval; wait for them to be decided`));
+    }
+    const now = Date.now();
+    const card: Card = {
+      id: randomBytes(6).toString('hex'),
+      credential,
+      approve,
+      created_at: new Date(now).toISOString(),
+      expires_at: new Date(now + timeoutMs).toISOString(),
+      process: cardProcess(identity.process),
+      ancestors: identity.ancestors.map(cardProcess),
+      action,
+    };
+    return new Promise<Decision>((resolve, reject) => {
+      const finish = (d: Decision | Refusal, why: string): void => {
+        if (!this.pending.delete(card.id)) return;
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        for (const a of this.approvers.values()) a.push({ push: 'withdrawn', id: card.id, reason: why });
+        if (d instanceof Refusal) reject(d);
+        else resolve(d);
+      };
+      const timer = setTimeout(() => finish(new Refusal('approval_timeout', `no decision within ${Math.round(timeoutMs / 1000)} s; ask the human at the approver, then retry`), 'timed out'), timeoutMs);
+      const onAbort = (): void => finish(new Refusal('bad_request', 'the request was withdrawn by its sender'), 'withdrawn by the requester');
+      if (signal?.aborted) {
+        clearTimeout(timer);
+        reject(new Refusal('bad_request', 'the request was withdrawn by its sender'));
+        return;
+      }
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.pending.set(card.id, { card, processKey: key, settle: (d) => finish(d, 'decided') });
+      for (const a of this.approvers.values()) a.push({ push: 'pending', card });
+    });
+  }
+
+  // A human's decision; the first one for a card wins. Returns false when
+  // the card is no longer pending (decided elsewhere, withdrawn, expired).
+  decide(id: string, decision: Decision): boolean {
+    const p = this.pending.get(id);
+    if (!p) return false;
+    if (decision.kind === 'session') {
+      const roots = [p.card.process.key, ...p.card.ancestors.map((a) => a.key)];
+      if (!roots.includes(decision.rootKey)) {
+        throw new Refusal('bad_request', 'a session may be rooted only at the requesting process or one of the ancestors shown on its card');
+      }
+      if (p.card.approve === 'each-use') {
+        throw new Refusal('bad_request', `credential ${p.card.credential} asks every time (each-use): allow once or deny`);
+      }
+    }
+    p.settle(decision);
+    return true;
+  }
+
+  // Lock: every pending approval is refused.
+  cancelAll(reason: Refusal): void {
+    for (const p of [...this.pending.values()]) p.settle(reason);
+  }
+}

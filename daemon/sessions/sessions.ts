@@ -1,0 +1,96 @@
+// Approved sessions (SPEC §7): a grant of one credential to a process
+// instance and its descendants, for at most session_ttl. A session ends at
+// expiry, when its root process exits, on revoke, and on lock.
+import { randomBytes } from 'node:crypto';
+import type { Identity, ProcessInfo } from '../pipeline/identify';
+import { stillRunning } from '../pipeline/identify';
+
+export interface Session {
+  id: string;
+  credential: string;
+  root: ProcessInfo;
+  createdAt: number;
+  expiresAt: number;
+}
+
+export type EndReason = 'expired' | 'root_exited' | 'revoked' | 'locked';
+
+export class SessionStore {
+  private sessions = new Map<string, Session>();
+  private sweeper: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly onEnd: (s: Session, reason: EndReason) => void,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  add(credential: string, root: ProcessInfo, ttlMs: number): Session {
+    const at = this.now();
+    const s: Session = { id: randomBytes(8).toString('hex'), credential, root, createdAt: at, expiresAt: at + ttlMs };
+    this.sessions.set(s.id, s);
+    this.startSweeper();
+    return s;
+  }
+
+  // The session covering this requester for this credential, if any: rooted
+  // at the requester itself or at one of its ancestors, unexpired, and with
+  // its root still the same running instance.
+  covering(identity: Identity, credential: string): Session | null {
+    const keys = new Set([identity.process.key, ...identity.ancestors.map((a) => a.key)]);
+    for (const s of this.sessions.values()) {
+      if (s.credential !== credential || !keys.has(s.root.key)) continue;
+      if (this.endIfOver(s)) continue;
+      return s;
+    }
+    return null;
+  }
+
+  list(): Session[] {
+    for (const s of [...this.sessions.values()]) this.endIfOver(s);
+    return [...this.sessions.values()];
+  }
+
+  revoke(id: string): Session | null {
+    const s = this.sessions.get(id);
+    if (!s) return null;
+    this.end(s, 'revoked');
+    return s;
+  }
+
+  endAll(reason: EndReason): number {
+    const all = [...this.sessions.values()];
+    for (const s of all) this.end(s, reason);
+    return all.length;
+  }
+
+  private endIfOver(s: Session): boolean {
+    if (this.now() >= s.expiresAt) {
+      this.end(s, 'expired');
+      return true;
+    }
+    if (!stillRunning(s.root)) {
+      this.end(s, 'root_exited');
+      return true;
+    }
+    return false;
+  }
+
+  private end(s: Session, reason: EndReason): void {
+    if (!this.sessions.delete(s.id)) return;
+    if (this.sessions.size === 0) this.stopSweeper();
+    this.onEnd(s, reason);
+  }
+
+  // Ends sessions whose root exited or whose time ran out even when no
+  // request comes, so `postern sessions` and the journal stay truthful.
+  private startSweeper(): void {
+    if (this.sweeper) return;
+    this.sweeper = setInterval(() => this.list(), 1000);
+    this.sweeper.unref();
+  }
+
+  private stopSweeper(): void {
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.sweeper = null;
+  }
+}

@@ -1,0 +1,664 @@
+// Offline verification of the audit journal (SPEC §9, docs/audit-format.md):
+// the hash chain across every segment, the checkpoint signatures, the key
+// that made them, and the expected head. Streams the files with bounded
+// memory (a few chunks plus a window of at most four lines, each at most
+// MAX_LINE_BYTES) and stops at the first problem, which it names with the
+// entry number and the kind of damage.
+import { lstatSync, readdirSync, statSync } from 'node:fs';
+import { open, FileHandle } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+import {
+  CheckpointEntry,
+  Entry,
+  GENESIS_PREV,
+  MAX_LINE_BYTES,
+  checkpointMessage,
+  decodeEntry,
+  entryHash,
+  segmentPath,
+  sodiumReady,
+} from './audit-format';
+import { ed25519Verify } from './crypto';
+import { Refusal } from './errors';
+
+export interface VerifyOptions {
+  pubkey?: string; // base64 Ed25519 public key, as `postern init` prints it
+  expectHead?: { seq: number; hash: string };
+  allowUnsignedTail?: boolean;
+}
+
+export type ProblemKind =
+  | 'modified'
+  | 'inserted'
+  | 'deleted'
+  | 'reordered'
+  | 'bad_signature'
+  | 'wrong_key'
+  | 'unsigned_tail'
+  | 'behind_expected_head'
+  | 'torn_last_write'
+  | 'not_a_journal'
+  | 'missing_segment';
+
+export interface VerifyProblem {
+  seq: number | null;
+  kind: ProblemKind;
+  message: string;
+  file: string;
+  line: number;
+}
+
+export interface VerifyReport {
+  ok: boolean;
+  entries: number;
+  checkpoints: number;
+  segments: number;
+  head: { seq: number; hash: string } | null;
+  keyPinned: boolean;
+  signedThrough: number | null;
+  unsignedTail: number;
+  problem: VerifyProblem | null;
+}
+
+export const DEFAULT_JOURNAL_NAME = 'audit.log';
+const READ_CHUNK = 256 * 1024;
+const NL = 0x0a;
+// A line (with its "\n") longer than this is never an entry: the writer refuses to write one.
+const LONGEST_ENTRY = MAX_LINE_BYTES - 1;
+
+// The pinned key as `postern init` prints it: canonical base64 of 32 bytes.
+export function parsePubkey(text: string): Buffer | null {
+  const raw = Buffer.from(text, 'base64');
+  return raw.length === 32 && raw.toString('base64') === text ? raw : null;
+}
+
+// A directory stands for the journal in it (`audit.log`).
+export function resolveJournalPath(path: string): string {
+  try {
+    if (statSync(path).isDirectory()) return join(path, DEFAULT_JOURNAL_NAME);
+  } catch {
+    // a missing path is reported by the reader, with its name
+  }
+  return path;
+}
+
+// ---------------------------------------------------------------------------
+// Reading: the lines of every segment in order, as records.
+
+interface LineRec {
+  kind: 'line';
+  bytes: Buffer | null; // null: longer than any entry (not kept)
+  terminated: boolean; // ended with "\n"
+  file: string;
+  line: number; // 1-based, within its file
+  seg: number;
+  first: boolean; // first line of its file
+  parsed?: Parsed;
+}
+// A segment file with no bytes at all, or a segment number missing while a later one exists.
+interface MarkRec {
+  kind: 'empty' | 'gap' | 'unreadable';
+  file: string;
+  seg: number;
+  detail: string;
+}
+type Rec = LineRec | MarkRec;
+
+interface Parsed {
+  entry: Entry | null;
+  why: string;
+  hash: string | null;
+}
+
+function parse(r: LineRec): Parsed {
+  if (r.parsed) return r.parsed;
+  if (r.bytes === null) {
+    r.parsed = { entry: null, why: `the line is longer than ${MAX_LINE_BYTES} bytes`, hash: null };
+  } else {
+    const d = decodeEntry(r.bytes);
+    r.parsed = d.ok ? { entry: d.entry, why: '', hash: lineHash(r.bytes) } : { entry: null, why: d.why, hash: lineHash(r.bytes) };
+  }
+  return r.parsed;
+}
+
+// BLAKE2b-256 of a line, written straight into libsodium's wasm heap: the
+// wrapper's per-call allocations and copies cost more than the hash itself
+// (about half the verify time). Journal lines are public, so the buffers
+// need no wiping. The raw export takes the 64-bit length as two 32-bit
+// halves; the result is compared with entryHash once and the wrapper is
+// used instead if they ever differ.
+interface RawSodium {
+  HEAPU8: Uint8Array;
+  _malloc(size: number): number;
+  _crypto_generichash(out: number, outLen: number, input: number, inLenLow: number, inLenHigh: number, key: number, keyLen: number): number;
+}
+
+let lineHash: (line: Buffer) => string = entryHash;
+let fastHashChecked = false;
+
+function setUpLineHash(lib: unknown): void {
+  if (fastHashChecked) return;
+  fastHashChecked = true;
+  const raw = (lib as { libsodium?: RawSodium }).libsodium;
+  if (!raw || typeof raw._crypto_generichash !== 'function' || typeof raw._malloc !== 'function') return;
+  const input = raw._malloc(MAX_LINE_BYTES);
+  const out = raw._malloc(32);
+  if (input === 0 || out === 0) return;
+  const fast = (line: Buffer): string => {
+    raw.HEAPU8.set(line, input); // HEAPU8 read afresh: it is replaced when the heap grows
+    if (raw._crypto_generichash(out, 32, input, line.length, 0, 0, 0) !== 0) return entryHash(line);
+    return Buffer.from(raw.HEAPU8.buffer, raw.HEAPU8.byteOffset + out, 32).toString('hex');
+  };
+  const probes = [Buffer.alloc(0), Buffer.from('{"v":1}'), Buffer.alloc(MAX_LINE_BYTES - 1, 0x61)];
+  if (probes.every((p) => fast(p) === entryHash(p))) lineHash = fast;
+}
+
+class JournalLines {
+  segments = 0; // files opened
+  private queue: Rec[] = [];
+  private qh = 0;
+  private done = false;
+  private seg = -1;
+  private fh: FileHandle | null = null;
+  private file = '';
+  private lineNo = 0;
+  private sawBytes = false;
+  private parts: Buffer[] = [];
+  private partLen = 0;
+  private overlong = false;
+
+  constructor(private readonly base: string) {}
+
+  get length(): number {
+    return this.queue.length - this.qh;
+  }
+
+  peek(i: number): Rec | undefined {
+    return this.queue[this.qh + i];
+  }
+
+  shift(): void {
+    this.qh += 1;
+    if (this.qh > 4096 && this.qh * 2 > this.queue.length) {
+      this.queue = this.queue.slice(this.qh);
+      this.qh = 0;
+    }
+  }
+
+  // Reads until `n` records are queued or every file is read.
+  async ensure(n: number): Promise<void> {
+    while (this.length < n && !this.done) await this.fill();
+  }
+
+  async close(): Promise<void> {
+    await this.fh?.close().catch(() => undefined);
+    this.fh = null;
+  }
+
+  private async fill(): Promise<void> {
+    if (!this.fh) {
+      await this.openNext();
+      return;
+    }
+    const chunk = Buffer.allocUnsafe(READ_CHUNK);
+    const { bytesRead } = await this.fh.read(chunk, 0, READ_CHUNK, null);
+    if (bytesRead === 0) {
+      await this.endFile();
+      return;
+    }
+    this.sawBytes = true;
+    const data = chunk.subarray(0, bytesRead);
+    let i = 0;
+    for (let j = data.indexOf(NL, i); j !== -1; j = data.indexOf(NL, i)) {
+      this.take(data.subarray(i, j));
+      this.emitLine(true);
+      i = j + 1;
+    }
+    if (i < data.length) this.take(data.subarray(i));
+  }
+
+  // Adds a piece of the current line; past the longest entry only the fact is kept.
+  private take(piece: Buffer): void {
+    if (this.overlong) return;
+    if (this.partLen + piece.length > LONGEST_ENTRY) {
+      this.overlong = true;
+      this.parts = [];
+      return;
+    }
+    if (piece.length > 0) this.parts.push(piece);
+    this.partLen += piece.length;
+  }
+
+  private emitLine(terminated: boolean): void {
+    this.lineNo += 1;
+    let bytes: Buffer | null = null;
+    if (!this.overlong) bytes = this.parts.length === 1 ? (this.parts[0] as Buffer) : Buffer.concat(this.parts, this.partLen);
+    this.queue.push({ kind: 'line', bytes, terminated, file: this.file, line: this.lineNo, seg: this.seg, first: this.lineNo === 1 });
+    this.parts = [];
+    this.partLen = 0;
+    this.overlong = false;
+  }
+
+  private async endFile(): Promise<void> {
+    if (this.partLen > 0 || this.overlong) this.emitLine(false);
+    else if (!this.sawBytes) this.queue.push({ kind: 'empty', file: this.file, seg: this.seg, detail: 'is empty' });
+    await this.close();
+  }
+
+  private async openNext(): Promise<void> {
+    const n = this.seg + 1;
+    const file = segmentPath(this.base, n);
+    let exists = true;
+    try {
+      lstatSync(file);
+    } catch {
+      exists = false;
+    }
+    if (!exists) {
+      this.done = true;
+      if (n === 0) this.queue.push({ kind: 'unreadable', file, seg: 0, detail: 'does not exist' });
+      else {
+        const later = this.laterSegment(n);
+        if (later !== null) this.queue.push({ kind: 'gap', file, seg: n, detail: `is missing although ${segmentPath(this.base, later)} exists` });
+      }
+      return;
+    }
+    this.seg = n;
+    this.file = file;
+    this.lineNo = 0;
+    this.sawBytes = false;
+    try {
+      // Offline reading may follow links (the daemon never does); it must end at a regular file.
+      if (!statSync(file).isFile()) throw Object.assign(new Error('not a regular file'), { code: 'not a regular file' });
+      this.fh = await open(file, 'r');
+      this.segments += 1;
+    } catch (e) {
+      this.done = true;
+      const code = (e as NodeJS.ErrnoException).code ?? 'unreadable';
+      this.queue.push({ kind: 'unreadable', file, seg: n, detail: `cannot be read (${code})` });
+    }
+  }
+
+  // The lowest segment number above n whose file exists (a gap in the set).
+  private laterSegment(n: number): number | null {
+    const name = basename(this.base);
+    let found: number | null = null;
+    try {
+      for (const f of readdirSync(dirname(this.base))) {
+        if (!f.startsWith(name + '.')) continue;
+        const rest = f.slice(name.length + 1);
+        if (!/^[1-9]\d{0,8}$/.test(rest)) continue;
+        const k = Number(rest);
+        if (k > n && (found === null || k < found)) found = k;
+      }
+    } catch {
+      return null;
+    }
+    return found;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Checking.
+
+interface Point {
+  rec: LineRec;
+  entry: Entry;
+  hash: string;
+}
+
+interface Verdict {
+  kind: ProblemKind;
+  seq: number | null;
+  message: string;
+  at: { file: string; line: number };
+  // The verdict is about the entry before the window (X) itself, so it
+  // replaces a deferred problem of that entry.
+  aboutX?: boolean;
+}
+
+const ADVICE: Record<ProblemKind, string> = {
+  modified: 'the journal was altered after it was written; keep this copy as evidence and compare it with a backup',
+  inserted: 'a line was added that the daemon did not write; keep this copy as evidence and compare it with a backup',
+  deleted: 'entries were removed; keep this copy as evidence and compare it with a backup',
+  reordered: 'entries were moved; keep this copy as evidence and compare it with a backup',
+  bad_signature: 'a checkpoint was forged or altered; keep this copy as evidence',
+  wrong_key: 'check --pubkey against the key `postern init` printed; otherwise this journal belongs to another vault or was re-signed',
+  unsigned_tail: 'unlock the daemon (it signs a checkpoint) or lock it, then verify again; or pass --allow-unsigned-tail to accept the tail',
+  behind_expected_head: 'the journal was cut back or replaced since that head was noted; compare it with a backup',
+  torn_last_write: 'a write was cut short (crash or full disk): start the daemon once, it cuts the torn line and records a repair entry',
+  not_a_journal: 'give the journal file (segment 0, or its directory) with --log',
+  missing_segment: 'a segment file of the journal is missing; restore it from a backup',
+};
+
+function linksFrom(p: { seq: number; hash: string | null }, q: Parsed | null): boolean {
+  return q !== null && q.entry !== null && p.hash !== null && q.entry.seq === p.seq + 1 && q.entry.prev === p.hash;
+}
+
+function complete(r: Rec | undefined): Parsed | null {
+  return r && r.kind === 'line' && r.terminated ? parse(r) : null;
+}
+
+// How many hex digits differ: a prev that differs from the expected hash in
+// a digit or two was edited itself; a changed predecessor hashes to
+// something unrelated.
+function hexDistance(a: string, b: string): number {
+  let d = 0;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) d += 1;
+  return d;
+}
+
+function where(r: { file: string; line: number }): string {
+  return `${basename(r.file)} line ${r.line}`;
+}
+
+// The link from X to A is broken: say what happened, using up to two more lines (B, C).
+function classify(x: Point, a: LineRec, b: Rec | undefined): Verdict {
+  const e = x.entry.seq + 1;
+  const pa = parse(a);
+  const pb = complete(b);
+  const bFromX = linksFrom({ seq: x.entry.seq, hash: x.hash }, pb);
+  const ae = pa.entry;
+  const at = { file: a.file, line: a.line };
+
+  // A whole segment removed and the later ones renumbered.
+  if (ae && ae.type === 'segment' && a.first && a.seg > 0 && ae.segment > a.seg) {
+    return { kind: 'missing_segment', seq: e, at, message: `${basename(a.file)} begins segment ${ae.segment}: segment ${a.seg} (entries from ${e}) is missing` };
+  }
+  if (!ae) {
+    if (bFromX) return { kind: 'inserted', seq: null, at, message: `${where(a)} is an extra line that is not an entry (${pa.why}); entry ${e} follows it` };
+    return { kind: 'modified', seq: e, at, message: `entry ${e} (${where(a)}) no longer decodes: ${pa.why}` };
+  }
+  // A second line chaining from X's predecessor: one of the two was added.
+  if (ae.seq === x.entry.seq && ae.prev === x.entry.prev) {
+    if ((a.bytes as Buffer).equals(x.rec.bytes as Buffer)) {
+      return { kind: 'inserted', seq: ae.seq, at, message: `${where(a)} is a second copy of entry ${ae.seq}` };
+    }
+    if (linksFrom({ seq: ae.seq, hash: pa.hash }, pb)) {
+      return { kind: 'inserted', seq: ae.seq, at: x.rec, aboutX: true, message: `${where(x.rec)} is an extra entry claiming seq ${ae.seq}: the chain continues from ${where(a)}` };
+    }
+    return { kind: 'inserted', seq: ae.seq, at, message: `${where(a)} is an extra entry claiming seq ${ae.seq}` };
+  }
+  if (bFromX) {
+    const pbEntry = (pb as Parsed).entry as Entry;
+    if (ae.seq > e) return { kind: 'reordered', seq: e, at, message: `entry ${ae.seq} (${where(a)}) comes before entry ${pbEntry.seq}` };
+    return { kind: 'inserted', seq: ae.seq, at, message: `${where(a)} is an extra entry claiming seq ${ae.seq}: entry ${e} follows it` };
+  }
+  if (ae.seq === e) {
+    // A's prev is wrong. If B chains from A, A is intact and X changed.
+    const xChanged = pb ? linksFrom({ seq: e, hash: pa.hash }, pb) : hexDistance(ae.prev, x.hash) > 8;
+    if (xChanged) {
+      return { kind: 'modified', seq: x.entry.seq, at: x.rec, aboutX: true, message: `entry ${x.entry.seq} (${where(x.rec)}) was changed: entry ${e} names another hash for it` };
+    }
+    return { kind: 'modified', seq: e, at, message: `entry ${e} (${where(a)}) was changed: it does not name the hash of entry ${x.entry.seq}, and nothing chains from it` };
+  }
+  if (ae.prev === x.hash) {
+    return { kind: 'modified', seq: e, at, message: `entry ${e} (${where(a)}) was changed: it follows entry ${x.entry.seq} but claims seq ${ae.seq}` };
+  }
+  if (ae.seq > e) {
+    const range = ae.seq - 1 === e ? `entry ${e} is` : `entries ${e} to ${ae.seq - 1} are`;
+    return { kind: 'deleted', seq: e, at, message: `${range} missing: entry ${ae.seq} (${where(a)}) follows entry ${x.entry.seq}` };
+  }
+  return { kind: 'modified', seq: e, at, message: `entry ${e} (${where(a)}) was replaced by a line claiming seq ${ae.seq}` };
+}
+
+// The journal's first line, which must be the genesis entry.
+function classifyFirst(a: LineRec, b: Rec | undefined): Verdict | null {
+  const pa = parse(a);
+  const ae = pa.entry;
+  const at = { file: a.file, line: a.line };
+  if (ae && ae.type === 'genesis') {
+    if (ae.seq !== 1 || ae.prev !== GENESIS_PREV) return { kind: 'modified', seq: 1, at, message: 'the genesis entry was changed: it must have seq 1 and a prev of 64 zeros' };
+    return null;
+  }
+  const pb = complete(b);
+  const be = pb?.entry;
+  if (be && be.type === 'genesis' && be.seq === 1 && be.prev === GENESIS_PREV) {
+    if (ae && ae.seq === 2 && ae.prev === pb.hash) return { kind: 'reordered', seq: 1, at, message: 'entry 2 comes before the genesis entry' };
+    return { kind: 'inserted', seq: ae ? ae.seq : null, at, message: `${where(a)} is an extra line before the genesis entry` };
+  }
+  if (!ae && be && be.seq === 2) return { kind: 'modified', seq: 1, at, message: `the genesis entry no longer decodes: ${pa.why}` };
+  const what = ae ? `a ${ae.type} entry with seq ${ae.seq}, not the genesis entry` : `not a journal entry (${pa.why})`;
+  return { kind: 'not_a_journal', seq: null, at, message: `the first line of ${a.file} is ${what}` };
+}
+
+class Verifier {
+  entries = 0;
+  checkpoints = 0;
+  lastCheckpointSeq = 0;
+  signedThrough: number | null = null;
+  x: Point | null = null;
+  pending: Verdict | null = null; // a problem of X itself, reported once its successor confirms X's bytes
+  journalId = '';
+  trusted = '';
+  expectSeen: string | null = null;
+  firstUnsigned = { file: '', line: 0 }; // where the entries after the last checkpoint begin
+
+  constructor(private readonly pinned: string | null, private readonly expect: { seq: number; hash: string } | null) {}
+
+  // A record that chains (or the genesis): count it and note what is wrong with it, if anything.
+  accept(rec: LineRec): void {
+    const p = parse(rec);
+    const entry = p.entry as Entry;
+    this.x = { rec, entry, hash: p.hash as string };
+    this.entries += 1;
+    if (entry.seq === this.lastCheckpointSeq + 1) this.firstUnsigned = { file: rec.file, line: rec.line };
+    if (this.expect && entry.seq === this.expect.seq) this.expectSeen = p.hash;
+    this.pending = this.problemOf(rec, entry);
+  }
+
+  private problemOf(rec: LineRec, entry: Entry): Verdict | null {
+    const at = { file: rec.file, line: rec.line };
+    const seq = entry.seq;
+    if (entry.type === 'genesis') {
+      if (seq !== 1) return { kind: 'inserted', seq, at, message: `entry ${seq} (${where(rec)}) is a second genesis entry` };
+      this.journalId = entry.journal_id;
+      this.trusted = this.pinned ?? entry.sign_pub;
+      if (this.pinned && entry.sign_pub !== this.pinned) {
+        return { kind: 'wrong_key', seq: 1, at, message: `the genesis entry names signing key ${entry.sign_pub}, not the pinned key ${this.pinned}` };
+      }
+      return null;
+    }
+    if (rec.first && rec.seg > 0) {
+      if (entry.type !== 'segment' || entry.segment !== rec.seg) {
+        return { kind: 'missing_segment', seq, at, message: `${basename(rec.file)} does not begin with the entry of segment ${rec.seg}` };
+      }
+      return null;
+    }
+    if (entry.type === 'segment') return { kind: 'inserted', seq, at, message: `entry ${seq} (${where(rec)}) is a segment entry inside a segment` };
+    if (entry.type === 'checkpoint') return this.checkpointProblem(entry, at);
+    return null;
+  }
+
+  private checkpointProblem(c: CheckpointEntry, at: { file: string; line: number }): Verdict | null {
+    const seq = c.seq;
+    if (c.head_seq !== seq - 1 || c.head !== c.prev) {
+      return { kind: 'bad_signature', seq, at, message: `checkpoint ${seq} signs head ${c.head_seq}:${c.head.slice(0, 16)}… but follows entry ${seq - 1}:${c.prev.slice(0, 16)}…` };
+    }
+    const msg = checkpointMessage(this.journalId, c.head_seq, c.head);
+    if (!ed25519Verify(Buffer.from(c.sig, 'base64'), msg, Buffer.from(c.sign_pub, 'base64'))) {
+      return { kind: 'bad_signature', seq, at, message: `checkpoint ${seq}'s signature does not verify under the key it names` };
+    }
+    if (c.sign_pub !== this.trusted) {
+      const whose = this.pinned ? 'the pinned key' : "the genesis entry's key";
+      return { kind: 'wrong_key', seq, at, message: `checkpoint ${seq} is signed by ${c.sign_pub}, not by ${whose} ${this.trusted}` };
+    }
+    this.checkpoints += 1;
+    this.lastCheckpointSeq = seq;
+    this.signedThrough = c.head_seq;
+    return null;
+  }
+
+  // After the last record.
+  finish(allowUnsignedTail: boolean): Verdict | null {
+    const x = this.x as Point;
+    if (this.pending) return this.pending;
+    const at = { file: x.rec.file, line: x.rec.line };
+    const head = x.entry.seq;
+    if (this.expect) {
+      if (head < this.expect.seq) {
+        return { kind: 'behind_expected_head', seq: head + 1, at, message: `the journal ends at entry ${head}, before the expected head ${this.expect.seq}: entries ${head + 1} to ${this.expect.seq} are missing` };
+      }
+      if (this.expectSeen !== this.expect.hash) {
+        return { kind: 'behind_expected_head', seq: this.expect.seq, at, message: `entry ${this.expect.seq} hashes to ${this.expectSeen}, not to the expected ${this.expect.hash}` };
+      }
+    }
+    if (head > this.lastCheckpointSeq && !allowUnsignedTail) {
+      const from = this.lastCheckpointSeq + 1;
+      const after = this.lastCheckpointSeq === 0 ? 'no checkpoint signs any entry' : `they follow the last checkpoint (entry ${this.lastCheckpointSeq})`;
+      return { kind: 'unsigned_tail', seq: from, at: this.firstUnsigned, message: `entries ${from} to ${head} are not signed yet: ${after}` };
+    }
+    return null;
+  }
+}
+
+export async function verifyJournal(path: string, opts: VerifyOptions = {}): Promise<VerifyReport> {
+  let pinned: string | null = null;
+  if (opts.pubkey !== undefined) {
+    const raw = parsePubkey(opts.pubkey);
+    if (!raw) throw new Refusal('bad_request', 'the pinned key must be the 32-byte Ed25519 public key in base64 that `postern init` printed');
+    pinned = raw.toString('base64');
+  }
+  const expect = opts.expectHead ?? null;
+  if (expect && (!Number.isSafeInteger(expect.seq) || expect.seq < 1 || !/^[0-9a-f]{64}$/.test(expect.hash))) {
+    throw new Refusal('bad_request', 'the expected head must be SEQ:HASH with SEQ ≥ 1 and HASH 64 lower-case hex digits, as `postern audit head` prints it');
+  }
+  setUpLineHash(await sodiumReady());
+  const base = resolveJournalPath(path);
+  const src = new JournalLines(base);
+  const v = new Verifier(pinned, expect);
+  let verdict: Verdict | null = null;
+  try {
+    verdict = await run(src, v, base, Boolean(opts.allowUnsignedTail));
+  } finally {
+    await src.close();
+  }
+  const x = v.x;
+  return {
+    ok: verdict === null,
+    entries: v.entries,
+    checkpoints: v.checkpoints,
+    segments: src.segments,
+    head: x ? { seq: x.entry.seq, hash: x.hash } : null,
+    keyPinned: pinned !== null,
+    signedThrough: v.signedThrough,
+    unsignedTail: x ? x.entry.seq - v.lastCheckpointSeq : 0,
+    problem: verdict && {
+      seq: verdict.seq,
+      kind: verdict.kind,
+      message: `${verdict.message}; ${ADVICE[verdict.kind]}`,
+      file: verdict.at.file,
+      line: verdict.at.line,
+    },
+  };
+}
+
+async function run(src: JournalLines, v: Verifier, base: string, allowUnsignedTail: boolean): Promise<Verdict | null> {
+  for (;;) {
+    // A and up to two more lines of lookahead; mostly already queued.
+    if (src.length < 3) await src.ensure(3);
+    const a = src.peek(0);
+    const x = v.x;
+    if (!a) {
+      if (!x) return { kind: 'not_a_journal', seq: null, at: { file: base, line: 0 }, message: `${base} holds no entry` };
+      return v.finish(allowUnsignedTail);
+    }
+    if (a.kind !== 'line') return v.pending ?? markVerdict(a, x, src.peek(1) !== undefined);
+    if (!a.terminated) {
+      if (v.pending) return v.pending;
+      if (!x) return { kind: 'not_a_journal', seq: null, at: a, message: `${a.file} holds no complete line` };
+      const e = x.entry.seq + 1;
+      if (src.peek(1) !== undefined) return { kind: 'modified', seq: e, at: a, message: `${basename(a.file)} ends in the middle of a line (line ${a.line}) although later segments follow` };
+      return { kind: 'torn_last_write', seq: e, at: a, message: `the last line (${where(a)}) is incomplete` };
+    }
+    if (!x) {
+      const first = classifyFirst(a, src.peek(1));
+      if (first) return first;
+      v.accept(a);
+    } else if (linksFrom({ seq: x.entry.seq, hash: x.hash }, parse(a))) {
+      if (v.pending) return v.pending;
+      v.accept(a);
+    } else {
+      const c = classify(x, a, src.peek(1));
+      return c.aboutX ? c : (v.pending ?? c);
+    }
+    src.shift();
+  }
+}
+
+function markVerdict(m: MarkRec, x: Point | null, more: boolean): Verdict {
+  const at = { file: m.file, line: 0 };
+  const next = x ? x.entry.seq + 1 : null;
+  if (m.kind === 'unreadable') {
+    return m.seg === 0
+      ? { kind: 'not_a_journal', seq: null, at, message: `${m.file} ${m.detail}` }
+      : { kind: 'missing_segment', seq: next, at, message: `segment ${m.seg} (${m.file}) ${m.detail}` };
+  }
+  if (m.seg === 0) return { kind: 'not_a_journal', seq: null, at, message: `${m.file} is empty` };
+  if (m.kind === 'gap') return { kind: 'missing_segment', seq: next, at, message: `segment ${m.seg} (${m.file}) ${m.detail}` };
+  if (more) return { kind: 'missing_segment', seq: next, at, message: `segment ${m.seg} (${m.file}) is empty although later segments follow` };
+  return { kind: 'torn_last_write', seq: next, at, message: `the last segment ${m.file} is empty: the daemon stopped while starting it` };
+}
+
+// ---------------------------------------------------------------------------
+// The head: the last complete line of the last segment, read from the end.
+
+export interface JournalHead {
+  seq: number;
+  hash: string;
+  file: string;
+}
+
+export async function journalHead(path: string): Promise<JournalHead> {
+  await sodiumReady();
+  const base = resolveJournalPath(path);
+  let last = -1;
+  for (let n = 0; ; n++) {
+    try {
+      lstatSync(segmentPath(base, n));
+    } catch {
+      break;
+    }
+    last = n;
+  }
+  if (last < 0) throw new Refusal('not_found', `${base} does not exist; give the journal file (segment 0, or its directory) with --log`);
+  for (let n = last; n >= 0; n--) {
+    const file = segmentPath(base, n);
+    const line = await lastCompleteLine(file);
+    if (line === 'none') continue;
+    const d = line === 'overlong' ? null : decodeEntry(line);
+    if (!d || !d.ok) {
+      throw new Refusal('not_found', `the last complete line of ${file} is not a journal entry; run \`postern audit verify --log ${base}\` to find the damage`);
+    }
+    return { seq: d.entry.seq, hash: entryHash(line as Buffer), file };
+  }
+  throw new Refusal('not_found', `${base} holds no complete entry; give the journal file with --log`);
+}
+
+// The last "\n"-terminated line of a file (a torn tail is skipped), scanning
+// backwards in chunks so that memory stays bounded.
+async function lastCompleteLine(file: string): Promise<Buffer | 'none' | 'overlong'> {
+  const fh = await open(file, 'r');
+  try {
+    const size = (await fh.stat()).size;
+    const chunk = Buffer.allocUnsafe(READ_CHUNK);
+    // Find the last "\n".
+    let end = -1;
+    for (let pos = size; pos > 0 && end < 0; ) {
+      const from = Math.max(0, pos - READ_CHUNK);
+      const { bytesRead } = await fh.read(chunk, 0, pos - from, from);
+      const i = chunk.subarray(0, bytesRead).lastIndexOf(NL);
+      if (i >= 0) end = from + i;
+      pos = from;
+    }
+    if (end < 0) return 'none';
+    const span = Math.min(end, LONGEST_ENTRY + 1);
+    const buf = Buffer.alloc(span);
+    const { bytesRead } = await fh.read(buf, 0, span, end - span);
+    const start = buf.subarray(0, bytesRead).lastIndexOf(NL);
+    if (start < 0 && end > LONGEST_ENTRY) return 'overlong';
+    return Buffer.from(buf.subarray(start + 1, bytesRead));
+  } finally {
+    await fh.close();
+  }
+}
