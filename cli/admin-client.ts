@@ -13,6 +13,10 @@ import { DaemonRefusal, Unreachable } from './errors';
 export class AdminClient {
   private nextId = 1;
   private decoder = new FrameDecoder();
+  // Frames the daemon sends unasked (to an attached approver).
+  onPush: ((frame: Record<string, unknown>) => void) | null = null;
+  // Called once when the connection ends, for clients that stay connected.
+  onClose: (() => void) | null = null;
   private waiting = new Map<number, { resolve: (r: Record<string, unknown>) => void; reject: (e: Error) => void }>();
 
   private constructor(private readonly sock: net.Socket) {
@@ -24,9 +28,15 @@ export class AdminClient {
         this.failAll(e as Error);
         return;
       }
-      for (const f of frames) this.settle(f.json);
+      for (const f of frames) {
+        if (typeof f.json['push'] === 'string') this.onPush?.(f.json);
+        else this.settle(f.json);
+      }
     });
-    sock.on('close', () => this.failAll(new Unreachable('the daemon closed the connection; check `postern status` and its log')));
+    sock.on('close', () => {
+      this.failAll(new Unreachable('the daemon closed the connection; check `postern status` and its log'));
+      this.onClose?.();
+    });
     sock.on('error', () => undefined);
   }
 

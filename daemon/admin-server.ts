@@ -3,6 +3,7 @@
 // (shared/admin-frame.ts); passphrases and secrets arrive as attachments and
 // are wiped once the request has been answered.
 import net from 'node:net';
+import { randomBytes } from 'node:crypto';
 import { FrameDecoder, encodeFrame, Frame } from '../shared/admin-frame';
 import { ADMIN_OPS, AdminOp, isAdminOp } from '../shared/admin-protocol';
 import { Refusal } from '../shared/errors';
@@ -10,7 +11,18 @@ import { peerCredOfSocket } from '../shared/native';
 import type { Controller } from './controller';
 import type { Logger } from './logger';
 
-type Handler = (c: Controller, args: Record<string, unknown>, att: Buffer[]) => Promise<Record<string, unknown>> | Record<string, unknown>;
+// One admin connection; an approver's becomes `attached` after its proof.
+interface Conn {
+  id: string;
+  attached: boolean;
+  sock: net.Socket;
+}
+
+type Handler = (c: Controller, args: Record<string, unknown>, att: Buffer[], conn: Conn) => Promise<Record<string, unknown>> | Record<string, unknown>;
+
+function attachedOnly(conn: Conn): void {
+  if (!conn.attached) throw new Refusal('denied_by_user', 'only an approver that proved the passphrase may decide; run `postern approver`');
+}
 
 function str(args: Record<string, unknown>, key: string): string {
   const v = args[key];
@@ -36,6 +48,27 @@ const HANDLERS: Record<AdminOp, Handler> = {
   'cred.list': (c) => c.credList(),
   'cred.show': (c, a) => c.credShow(str(a, 'name')),
   'cred.rm': (c, a, att) => c.credRemove(need(att, 0, 'passphrase'), str(a, 'name')),
+  'approver.attach': async (c, _a, att, conn) => {
+    if (conn.attached) return { attached: true, approver: conn.id };
+    const r = await c.attachApprover(need(att, 0, 'passphrase'), {
+      id: conn.id,
+      push: (event) => {
+        if (!conn.sock.destroyed) conn.sock.write(encodeFrame({ id: 0, ...event }));
+      },
+    });
+    conn.attached = true;
+    return r;
+  },
+  'approval.decide': (c, a, _att, conn) => {
+    attachedOnly(conn);
+    return c.decide(a);
+  },
+  'approvals.list': (c, _a, _att, conn) => {
+    attachedOnly(conn);
+    return { pending: c.approvals.list() };
+  },
+  'sessions.list': (c) => c.sessionsList(),
+  'sessions.revoke': (c, a) => c.sessionsRevoke(a),
 };
 
 export function createAdminServer(controller: Controller, log: Logger): net.Server {
@@ -54,6 +87,7 @@ export function createAdminServer(controller: Controller, log: Logger): net.Serv
       return;
     }
     const decoder = new FrameDecoder();
+    const conn: Conn = { id: randomBytes(4).toString('hex'), attached: false, sock };
     sock.on('data', (chunk: Buffer) => {
       let frames: Frame[];
       try {
@@ -63,21 +97,25 @@ export function createAdminServer(controller: Controller, log: Logger): net.Serv
         sock.end();
         return;
       }
-      for (const f of frames) void handle(controller, f, sock, log);
+      for (const f of frames) void handle(controller, f, conn, log);
     });
-    sock.on('close', () => decoder.wipe());
+    sock.on('close', () => {
+      decoder.wipe();
+      if (conn.attached) controller.detachApprover(conn.id);
+    });
     sock.on('error', () => undefined);
   });
 }
 
-async function handle(controller: Controller, frame: Frame, sock: net.Socket, log: Logger): Promise<void> {
+async function handle(controller: Controller, frame: Frame, conn: Conn, log: Logger): Promise<void> {
+  const sock = conn.sock;
   const id = typeof frame.json['id'] === 'number' ? frame.json['id'] : 0;
   const op = frame.json['op'];
   try {
     if (!isAdminOp(op)) throw new Refusal('bad_request', `unknown admin operation ${JSON.stringify(op)}; use a postern CLI of the same version as the daemon`);
     const args = (typeof frame.json['args'] === 'object' && frame.json['args'] !== null ? frame.json['args'] : {}) as Record<string, unknown>;
     if (frame.attachments.length > ADMIN_OPS[op].length) throw new Refusal('bad_request', `too many attachments for ${op}`);
-    const result = await HANDLERS[op](controller, args, frame.attachments);
+    const result = await HANDLERS[op](controller, args, frame.attachments, conn);
     if (!sock.destroyed) sock.write(encodeFrame({ id, ok: true, result }));
   } catch (e) {
     // Only the error's class and code: a library message could quote input.

@@ -1,29 +1,33 @@
 // agent.sock: HTTP/1.1 over a Unix socket, JSON bodies (SPEC §6). Every
-// connection is identified from the kernel before anything is read; a uid
-// not in agent_uids is refused.
+// connection is identified from the kernel (SO_PEERCRED) and /proc before
+// anything is read; a uid not in agent_uids is refused.
 import http from 'node:http';
 import net from 'node:net';
 import { Refusal } from '../shared/errors';
 import { REFUSALS } from '../shared/protocol';
-import { peerCredOfSocket, PeerCred } from '../shared/native';
+import { peerCredOfSocket } from '../shared/native';
 import type { Controller } from './controller';
 import type { Logger } from './logger';
+import { Identifier, Identity } from './pipeline/identify';
+import { parseJsonBody } from './pipeline/validate';
+import { runHttp } from './pipeline/run-http';
+import { PinnedPools } from './pipeline/pin';
 
-const peers = new WeakMap<net.Socket, PeerCred | Refusal>();
+const peers = new WeakMap<net.Socket, Identity | Refusal>();
 
-function identify(controller: Controller, sock: net.Socket): PeerCred {
+function identify(controller: Controller, identifier: Identifier, sock: net.Socket): Identity {
   const known = peers.get(sock);
   if (known instanceof Refusal) throw known;
   if (known) return known;
-  let verdict: PeerCred | Refusal;
+  let verdict: Identity | Refusal;
   try {
     const peer = peerCredOfSocket(sock);
     const allowed = controller.config.config.daemon.agent_uids;
     const ownUid = process.getuid?.() ?? -1;
     const ok = allowed.length === 0 ? peer.uid === ownUid : allowed.includes(peer.uid);
-    verdict = ok ? peer : new Refusal('denied_peer', `uid ${peer.uid} may not use this agent socket; a human can add it to daemon.agent_uids in the config`);
-  } catch {
-    verdict = new Refusal('unidentified_peer', 'the connecting process could not be identified; connect over the Unix socket from a local process');
+    verdict = ok ? identifier.identify(peer.pid, peer.uid) : new Refusal('denied_peer', `uid ${peer.uid} may not use this agent socket; a human can add it to daemon.agent_uids in the config`);
+  } catch (e) {
+    verdict = e instanceof Refusal ? e : new Refusal('unidentified_peer', 'the connecting process could not be identified; connect over the Unix socket from a local process');
   }
   peers.set(sock, verdict);
   if (verdict instanceof Refusal) throw verdict;
@@ -31,6 +35,7 @@ function identify(controller: Controller, sock: net.Socket): PeerCred {
 }
 
 function send(res: http.ServerResponse, status: number, body: unknown): void {
+  if (res.headersSent || res.destroyed) return;
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
   res.end(text);
@@ -40,37 +45,76 @@ function sendRefusal(res: http.ServerResponse, r: Refusal): void {
   send(res, REFUSALS[r.code], { error: r.toJSON() });
 }
 
-type Route = (controller: Controller) => unknown;
+// The JSON of a request may be larger than its decoded body (escapes,
+// base64); it is capped at a generous multiple, then judged exactly.
+function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > limit) {
+        reject(new Refusal('body_too_large', `the request is larger than ${limit} bytes; send a smaller body`));
+        req.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+interface Services {
+  controller: Controller;
+  identifier: Identifier;
+  pools: PinnedPools;
+}
+
+type Route = (s: Services, identity: Identity, req: http.IncomingMessage, signal: AbortSignal) => Promise<unknown> | unknown;
 
 const ROUTES: Record<string, Route> = {
-  'GET /v1/health': (c) => ({ locked: c.locked }),
-  'GET /v1/credentials': (c) => {
-    c.requireUnlocked();
-    const list = c.credList()['credentials'] as Record<string, unknown>[];
+  'GET /v1/health': ({ controller }) => ({ locked: controller.locked }),
+  'GET /v1/credentials': ({ controller }) => {
+    controller.requireUnlocked();
+    const list = controller.credList()['credentials'] as Record<string, unknown>[];
     // Visibility is not authorisation: agents see names and allowed targets.
     return { credentials: list.map(({ name, kind, description, targets }) => ({ name, kind, description, targets })) };
   },
+  'POST /v1/http': async ({ controller, pools }, identity, req, signal) => {
+    controller.requireUnlocked();
+    const raw = await readBody(req, controller.config.config.http.max_request_body * 6 + 64 * 1024);
+    return runHttp({ controller, pools, identity, signal }, parseJsonBody(raw));
+  },
 };
 
-export function createAgentServer(controller: Controller, log: Logger): http.Server {
+export function createAgentServer(controller: Controller, log: Logger, pools: PinnedPools): http.Server {
+  const services: Services = { controller, identifier: new Identifier(), pools };
   const server = http.createServer((req, res) => {
-    let refused = false;
-    try {
-      identify(controller, req.socket);
-      const path = (req.url ?? '').split('?')[0];
-      const route = ROUTES[`${req.method} ${path}`];
-      if (!route) throw new Refusal('bad_request', `no endpoint ${req.method} ${path}; see GET /v1/health, GET /v1/credentials`);
-      controller.touch();
-      send(res, 200, route(controller));
-    } catch (e) {
-      refused = true;
-      const r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
-      if (!(e instanceof Refusal)) log.error({ event: 'agent_error', err: (e as Error)?.name }, 'agent request failed');
-      sendRefusal(res, r);
-      req.resume();
-    } finally {
-      controller.countAgentRequest(refused);
-    }
+    const path = (req.url ?? '').split('?')[0];
+    // A requester that goes away withdraws its approval card.
+    const abort = new AbortController();
+    res.on('close', () => {
+      if (!res.writableFinished) abort.abort();
+    });
+    void (async () => {
+      let refused = false;
+      try {
+        const identity = identify(controller, services.identifier, req.socket);
+        const route = ROUTES[`${req.method} ${path}`];
+        if (!route) throw new Refusal('bad_request', `no endpoint ${req.method} ${path}; see GET /v1/health, GET /v1/credentials, POST /v1/http`);
+        controller.touch();
+        send(res, 200, await route(services, identity, req, abort.signal));
+      } catch (e) {
+        refused = true;
+        const r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
+        if (!(e instanceof Refusal)) log.error({ event: 'agent_error', err: (e as Error)?.name }, 'agent request failed');
+        sendRefusal(res, r);
+        req.resume();
+      } finally {
+        controller.countAgentRequest(refused);
+      }
+    })();
   });
   server.on('clientError', (_e, sock) => {
     if (sock.writable) sock.end('HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{"error":{"code":"bad_request","message":"malformed HTTP request; send HTTP/1.1 with a JSON body"}}');

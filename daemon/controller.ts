@@ -13,6 +13,9 @@ import { UnlockedVault, unlockVaultFile } from './vault/unlocked-vault';
 import { checkRollback } from './vault/rollback';
 import { PassphraseGuard } from './passphrase-guard';
 import type { Journal } from './audit/journal';
+import { SessionStore, Session } from './sessions/sessions';
+import { ApprovalBroker, ApproverLink, Decision } from './sessions/approvals';
+import type { DecideArgs } from '../shared/admin-protocol';
 import type { Logger } from './logger';
 
 export interface ControllerOptions {
@@ -39,6 +42,8 @@ export class Controller {
   private readonly counters = { agent_requests: 0, refusals: 0, unlocks: 0, unlock_failures: 0, locks: 0 };
   private readonly log: Logger;
   private readonly journal: Journal;
+  readonly sessions: SessionStore;
+  readonly approvals = new ApprovalBroker();
   // Vault writes one at a time, each with its journal entries around it.
   private vaultWrites: Promise<unknown> = Promise.resolve();
 
@@ -46,7 +51,19 @@ export class Controller {
     this.config = opts.config;
     this.log = opts.log;
     this.journal = opts.journal;
+    this.sessions = new SessionStore((s, reason) => this.recordBestEffort({ kind: 'session_end', session: s.id, credential: s.credential, reason }));
     prewarmKdf();
+  }
+
+  private lockListeners: (() => void)[] = [];
+
+  // Called at every lock: no connection outlives the authority behind it.
+  onLock(f: () => void): void {
+    this.lockListeners.push(f);
+  }
+
+  get journalHandle(): Journal {
+    return this.journal;
   }
 
   // Every decision goes to the journal (durable before this resolves) and to
@@ -122,8 +139,9 @@ export class Controller {
       vault_generation: this.vault ? this.vault.generation : null,
       audit_head: formatHead(this.journal.head().seq, this.journal.head().hash),
       credentials: this.vault ? this.vault.credentials().length : null,
-      sessions: [],
-      pending_approvals: [],
+      sessions: this.sessions.list().map(describeSession),
+      pending_approvals: this.approvals.list().map((c) => ({ id: c.id, credential: c.credential, pid: c.process.pid, created_at: c.created_at })),
+      approvers: this.approvals.approverCount,
       counters: { ...this.counters },
     };
   }
@@ -224,6 +242,9 @@ export class Controller {
       this.unlockedAt = null;
       this.counters.locks += 1;
       this.lockReason = reason;
+      this.sessions.endAll('locked');
+      for (const f of this.lockListeners) f();
+      this.approvals.cancelAll(new Refusal('vault_locked', 'the vault was locked while this request waited for approval; a human must run `postern unlock`'));
       this.recordBestEffort({ kind: 'lock', reason });
       this.journal.checkpoint().catch(() => undefined);
       prewarmKdf();
@@ -381,6 +402,43 @@ export class Controller {
     return { ...describeCredential(c.entry), definition: c.entry.definition };
   }
 
+  // The approver proves the passphrase once; its connection then receives
+  // cards. Works locked too (the proof then opens the vault file briefly).
+  async attachApprover(passphrase: Buffer, link: ApproverLink): Promise<Record<string, unknown>> {
+    if (this.vault) await this.prove(passphrase);
+    else (await this.openWithPassphrase(passphrase)).wipe();
+    this.approvals.attach(link);
+    this.recordBestEffort({ kind: 'approver_attach', approver: link.id });
+    return { attached: true, approver: link.id, pending: this.approvals.list().length };
+  }
+
+  detachApprover(id: string): void {
+    this.approvals.detach(id);
+  }
+
+  decide(args: Record<string, unknown>): Record<string, unknown> {
+    const a = args as Partial<DecideArgs>;
+    if (typeof a.id !== 'string') throw new Refusal('bad_request', 'approval.decide needs an id');
+    let decision: Decision;
+    if (a.decision === 'deny') decision = { kind: 'deny' };
+    else if (a.decision === 'once') decision = { kind: 'once' };
+    else if (a.decision === 'session' && typeof a.root_key === 'string') decision = { kind: 'session', rootKey: a.root_key };
+    else throw new Refusal('bad_request', 'decision must be deny, once, or session with a root_key');
+    const taken = this.approvals.decide(a.id, decision);
+    return { id: a.id, taken };
+  }
+
+  sessionsList(): Record<string, unknown> {
+    return { sessions: this.sessions.list().map(describeSession) };
+  }
+
+  sessionsRevoke(args: Record<string, unknown>): Record<string, unknown> {
+    if (args['all'] === true) return { revoked: this.sessions.endAll('revoked') };
+    const id = args['id'];
+    if (typeof id !== 'string' || !this.sessions.revoke(id)) throw new Refusal('not_found', `no session ${JSON.stringify(id)}; see \`postern sessions\``);
+    return { revoked: 1 };
+  }
+
   // Lock, record the stop, and close the journal (a final checkpoint when
   // the signing key was ever loaded).
   async shutdown(reason: string): Promise<void> {
@@ -411,4 +469,14 @@ export function describeCredential(entry: { name: string; kind: string; definiti
 // setTimeout holds at most 2^31-1 ms (~24.8 days); longer waits fire at once.
 function clampTimer(ms: number): number {
   return Math.min(ms, 2 ** 31 - 1);
+}
+
+export function describeSession(s: Session): Record<string, unknown> {
+  return {
+    id: s.id,
+    credential: s.credential,
+    root: { pid: s.root.pid, exe: s.root.exe, cmdline: s.root.cmdline, key: s.root.key },
+    created_at: new Date(s.createdAt).toISOString(),
+    expires_at: new Date(s.expiresAt).toISOString(),
+  };
 }

@@ -17,6 +17,7 @@ import { claimHome, listenUnix, removeSocket } from './sockets';
 import { Controller } from './controller';
 import { createAdminServer } from './admin-server';
 import { createAgentServer } from './agent-server';
+import { PinnedPools, caList } from './pipeline/pin';
 import { Journal } from './audit/journal';
 
 export interface DaemonOptions {
@@ -58,7 +59,9 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     throw e;
   }
   const admin = createAdminServer(controller, log);
-  const agent = createAgentServer(controller, log);
+  const pools = new PinnedPools(() => caList(controller.config.caFileContents));
+  controller.onLock(() => void pools.closeAll());
+  const agent = createAgentServer(controller, log, pools);
   const d = config.config.daemon;
   const opened: { server: net.Server | http.Server; path: string }[] = [];
   try {

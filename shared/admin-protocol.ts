@@ -12,6 +12,14 @@ export const ADMIN_OPS = {
   'cred.list': [],
   'cred.show': [],
   'cred.rm': ['passphrase'],
+  // The approver: attach once with the passphrase; the connection then
+  // receives pushed frames `{ push: 'pending', card }` and
+  // `{ push: 'withdrawn', id, reason }`, and may send approval.decide.
+  'approver.attach': ['passphrase'],
+  'approval.decide': [],
+  'approvals.list': [],
+  'sessions.list': [],
+  'sessions.revoke': [],
 } as const;
 
 export type AdminOp = keyof typeof ADMIN_OPS;
@@ -29,3 +37,10 @@ export interface AdminError {
 export type AdminResponse =
   | { id: number; ok: true; result: Record<string, unknown> }
   | { id: number; ok: false; error: AdminError };
+
+// A decision sent by an attached approver (`approval.decide` args).
+export interface DecideArgs {
+  id: string;
+  decision: 'deny' | 'once' | 'session';
+  root_key?: string; // for 'session': the card's process key or one of its ancestors' keys
+}

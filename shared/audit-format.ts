@@ -63,10 +63,14 @@ export interface EventPayload {
 export type EntryBody<T extends Entry = Entry> = T extends Entry ? Omit<T, keyof Common> : never;
 
 export function encodeEntry(seq: number, prev: string, time: string, body: EntryBody): Buffer {
+  return Buffer.from(canonicalText(seq, prev, time, body), 'utf8');
+}
+
+function canonicalText(seq: number, prev: string, time: string, body: EntryBody): string {
   const obj: Record<string, unknown> = { v: AUDIT_VERSION, seq, prev, time, type: body.type };
   const src = body as unknown as Record<string, unknown>;
   for (const k of ENTRY_KEYS[body.type]) obj[k] = src[k];
-  return Buffer.from(JSON.stringify(obj), 'utf8');
+  return JSON.stringify(obj);
 }
 
 // The hash of a line (without its "\n"), hex. Requires sodiumReady().
@@ -81,9 +85,10 @@ const HEX64 = /^[0-9a-f]{64}$/;
 // Strict decoding: the exact keys in the exact order with the right types,
 // so that two different lines can never decode to the same entry.
 export function decodeEntry(line: Buffer): DecodeResult {
+  const text = line.toString('utf8');
   let raw: unknown;
   try {
-    raw = JSON.parse(line.toString('utf8'));
+    raw = JSON.parse(text);
   } catch {
     return { ok: false, why: 'not JSON' };
   }
@@ -101,8 +106,11 @@ export function decodeEntry(line: Buffer): DecodeResult {
   const bad = checkBody(type as EntryType, o);
   if (bad) return { ok: false, why: bad };
   // Re-encoding must give the same bytes (no whitespace, escapes or number
-  // spellings that JSON would also accept).
-  if (!encodeEntry(o['seq'] as number, o['prev'] as string, o['time'] as string, o as unknown as EntryBody).equals(line)) {
+  // spellings that JSON would also accept). Comparing text is comparing
+  // bytes here: every value that passed the checks above is ASCII, so the
+  // canonical text is ASCII, and UTF-8 decoding turns any byte >= 0x80 of
+  // the line into a non-ASCII character that cannot match it.
+  if (canonicalText(o['seq'] as number, o['prev'] as string, o['time'] as string, o as unknown as EntryBody) !== text) {
     return { ok: false, why: 'not in canonical form' };
   }
   return { ok: true, entry: o as unknown as Entry };
@@ -123,13 +131,22 @@ function isB64(x: unknown, bytes?: number): boolean {
   return (bytes === undefined || raw.length === bytes) && raw.toString('base64') === x;
 }
 
-// Exactly what Date#toISOString writes for years 0000-9999 (UTC, milliseconds),
-// so that an independent reader can check it without V8's lenient Date.parse.
+// Exactly what Date#toISOString writes for years 0000-9999 (UTC,
+// milliseconds): a valid proleptic Gregorian date and time, no leap second.
+// Checked by hand rather than with V8's lenient Date.parse, so that an
+// independent reader can apply the same rule.
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 function isIsoTime(x: unknown): boolean {
   if (typeof x !== 'string' || !ISO_TIME.test(x)) return false;
-  const t = Date.parse(x);
-  return !Number.isNaN(t) && new Date(t).toISOString() === x;
+  const num = (at: number, len: number): number => Number(x.slice(at, at + len));
+  const year = num(0, 4);
+  const month = num(5, 2);
+  const day = num(8, 2);
+  if (month < 1 || month > 12 || day < 1) return false;
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  if (day > (month === 2 && leap ? 29 : (DAYS_IN_MONTH[month - 1] as number))) return false;
+  return num(11, 2) <= 23 && num(14, 2) <= 59 && num(17, 2) <= 59;
 }
 
 function checkBody(type: EntryType, o: Record<string, unknown>): string | null {

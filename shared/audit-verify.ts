@@ -166,6 +166,8 @@ class JournalLines {
   private parts: Buffer[] = [];
   private partLen = 0;
   private overlong = false;
+  private spare: Buffer | null = null;
+  private kept = false;
 
   constructor(private readonly base: string) {}
 
@@ -200,9 +202,14 @@ class JournalLines {
       await this.openNext();
       return;
     }
-    const chunk = Buffer.allocUnsafe(READ_CHUNK);
+    // Lines are views on their chunk, so a chunk is reused only when no
+    // line kept a view on it (the inside of an over-long line, say).
+    const chunk = this.spare ?? Buffer.allocUnsafe(READ_CHUNK);
+    this.spare = null;
+    this.kept = false;
     const { bytesRead } = await this.fh.read(chunk, 0, READ_CHUNK, null);
     if (bytesRead === 0) {
+      this.spare = chunk;
       await this.endFile();
       return;
     }
@@ -215,6 +222,7 @@ class JournalLines {
       i = j + 1;
     }
     if (i < data.length) this.take(data.subarray(i));
+    if (!this.kept) this.spare = chunk;
   }
 
   // Adds a piece of the current line; past the longest entry only the fact is kept.
@@ -225,7 +233,10 @@ class JournalLines {
       this.parts = [];
       return;
     }
-    if (piece.length > 0) this.parts.push(piece);
+    if (piece.length > 0) {
+      this.parts.push(piece);
+      this.kept = true;
+    }
     this.partLen += piece.length;
   }
 

@@ -7,6 +7,8 @@ import { MAX_LINE_BYTES } from '../../shared/audit-format';
 const { O_RDONLY, O_RDWR, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = fs.constants;
 const NL = 0x0a;
 const READ_CHUNK = 1024 * 1024;
+// The writer keeps a line and its "\n" within MAX_LINE_BYTES.
+const LONGEST_LINE = MAX_LINE_BYTES - 1;
 
 export type OpenMode = 'read' | 'append' | 'create';
 
@@ -58,14 +60,14 @@ export interface LineWalk {
   end: number;
   // The callback asked to stop at the line starting at `end`.
   stopped: boolean;
-  // A line longer than MAX_LINE_BYTES starts at `end` (nothing after it was read).
+  // A line longer than any entry starts at `end` (nothing after it was read).
   overlong: boolean;
 }
 
 // Calls `onLine(line, offset)` for each "\n"-terminated line in [start, limit),
 // without the "\n". `line` is a view on a reused buffer: copy what you keep.
 // Returning false stops the walk before that line counts as read. Memory
-// stays bounded by READ_CHUNK + MAX_LINE_BYTES whatever the file holds.
+// stays bounded by about 2 × READ_CHUNK whatever the file holds.
 export async function walkLines(
   fh: FileHandle,
   start: number,
@@ -83,13 +85,13 @@ export async function walkLines(
     const data = carry.length > 0 ? Buffer.concat([carry, buf.subarray(0, bytesRead)]) : buf.subarray(0, bytesRead);
     let i = 0;
     for (let j = data.indexOf(NL, i); j !== -1; j = data.indexOf(NL, i)) {
-      if (j - i > MAX_LINE_BYTES) return { end: carryAt + i, stopped: false, overlong: true };
+      if (j - i > LONGEST_LINE) return { end: carryAt + i, stopped: false, overlong: true };
       if (onLine(data.subarray(i, j), carryAt + i) === false) return { end: carryAt + i, stopped: true, overlong: false };
       i = j + 1;
     }
     carry = Buffer.from(data.subarray(i)); // a copy: `buf` is refilled next round
     carryAt += i;
-    if (carry.length > MAX_LINE_BYTES) return { end: carryAt, stopped: false, overlong: true };
+    if (carry.length > LONGEST_LINE) return { end: carryAt, stopped: false, overlong: true };
   }
   return { end: carryAt, stopped: false, overlong: false };
 }

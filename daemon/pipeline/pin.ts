@@ -38,7 +38,8 @@ export function caList(caFile: Buffer | null): string[] {
 export class PinnedPools {
   private pools = new Map<string, Pool>();
 
-  constructor(private readonly ca: string[], private readonly maxConnectionsPerPool = 16) {}
+  // `ca` is asked for each new pool, so a CA file approved later applies.
+  constructor(private readonly ca: () => string[], private readonly maxConnectionsPerPool = 16) {}
 
   get(key: PinKey): Pool {
     const id = `${key.credential}\n${key.origin}\n${key.address}`;
@@ -51,7 +52,7 @@ export class PinnedPools {
         connect: {
           lookup: pinnedLookup(key.address, key.family) as never,
           autoSelectFamily: false,
-          ca: this.ca,
+          ca: this.ca(),
           rejectUnauthorized: true,
           // A bounded session cache per pool; pools are per credential.
           maxCachedSessions: 16,

@@ -88,6 +88,13 @@ export class UnlockedVault {
     }
   }
 
+  // The one door to a credential's secret: opened only for `fn`, wiped after.
+  withCredentialSecret<T>(name: string, fn: (secret: Buffer) => Promise<T>): Promise<T> {
+    const c = this.creds.get(name);
+    if (!c) return Promise.reject(new Error(`no credential ${name}`));
+    return this.sealer.withOpenAsync(c.secret, fn);
+  }
+
   sealSecret(secret: Buffer): SealedSecret {
     return this.sealer.seal(secret);
   }

@@ -8,10 +8,17 @@ export class TestAdmin {
   private next = 1;
   private waiting = new Map<number, (r: Record<string, unknown>) => void>();
   private closed = false;
+  readonly pushes: Record<string, unknown>[] = [];
+  onPush: ((frame: Record<string, unknown>) => void) | null = null;
 
   private constructor(private sock: net.Socket) {
     sock.on('data', (c: Buffer) => {
       for (const f of this.decoder.push(c)) {
+        if (typeof f.json['push'] === 'string') {
+          this.pushes.push(f.json);
+          this.onPush?.(f.json);
+          continue;
+        }
         const cb = this.waiting.get(f.json['id'] as number);
         this.waiting.delete(f.json['id'] as number);
         cb?.(f.json);

@@ -2,7 +2,7 @@
 // (shared/audit-format.ts), and the ways to damage them. `buildJournal` is
 // the one place that makes a journal: switch it to the daemon's writer and
 // every test follows.
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import {
   CHECKPOINT_EVERY,
@@ -149,7 +149,7 @@ function checkpointBody(journalId: string, seq: number, prev: string, signer: Ke
 export function writeFiles(dir: string, files: Buffer[][], name = 'audit.log'): string {
   mkdirSync(dir, { recursive: true });
   const path = join(dir, name);
-  for (let k = 0; k < 1000; k++) rmSync(segmentPath(path, k), { force: true });
+  for (let k = files.length; existsSync(segmentPath(path, k)); k++) rmSync(segmentPath(path, k));
   files.forEach((lines, k) => {
     writeFileSync(segmentPath(path, k), lines.length ? Buffer.concat(lines.flatMap((l) => [l, NL])) : Buffer.alloc(0), { mode: 0o600 });
   });

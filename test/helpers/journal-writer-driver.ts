@@ -100,6 +100,7 @@ export interface ReadEntry {
   hash: string;
   segment: number;
   offset: number;
+  end: number; // offset after its "\n"
 }
 
 export interface ReadJournal {
@@ -131,7 +132,7 @@ export function readJournal(journal: string): ReadJournal {
         return out;
       }
       const e = d.entry;
-      const r: ReadEntry = { entry: e, hash: entryHash(line), segment: n, offset: at };
+      const r: ReadEntry = { entry: e, hash: entryHash(line), segment: n, offset: at, end: nl + 1 };
       const expectSeq = prev ? prev.entry.seq + 1 : 1;
       const expectPrev = prev ? prev.hash : GENESIS_PREV;
       if (e.seq !== expectSeq || e.prev !== expectPrev) out.problems.push(`seq ${e.seq}: does not chain (expected seq ${expectSeq})`);

@@ -9,6 +9,10 @@
 //     (all of them against an independent reading, a sample through `contains`),
 //   - the journal's vault state is at least the last acknowledged one,
 //   - once a key is set and the journal closed, it verifies without any allowance.
+// Every other round also simulates a power loss: the part of the last
+// segment that no one was told is durable is cut at a random byte, which
+// leaves torn lines and half-started segments (kill -9 alone rarely tears
+// a write: the kernel finishes a pwrite it has begun).
 // A new journal starts every ROUNDS_PER_JOURNAL kills so verification stays
 // linear. POSTERN_JOURNAL_KILLS=N runs fewer. Run with
 // `npx tap --timeout 2400 test/long/journal-kill9.test.ts`.
@@ -18,7 +22,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { spawn } from 'node:child_process';
 import { Journal } from '../../daemon/audit/journal';
-import { sodiumReady } from '../../shared/audit-format';
+import { segmentPath, sodiumReady } from '../../shared/audit-format';
 import { AuditKeys, auditKeys, driverArgv, newJournal, readJournal, verify } from '../helpers/journal-writer-driver';
 
 const KILLS = Number(process.env['POSTERN_JOURNAL_KILLS'] ?? 120);
@@ -85,7 +89,8 @@ t.test(`${KILLS} kill -9s of a journal writer: always repairable, verifiable, no
   let file = '';
   let acked = new Map<number, string>();
   let lastVault: { generation: number; hash: string } | null = null;
-  const seen = { repairs: 0, tornLeft: 0, unstartedSegments: 0, restarts: 0, acks: 0, segments: 0, earlyKills: 0, failures: 0 };
+  let durable: { segment: number; size: number } | null = null;
+  const seen = { powerCuts: 0, repairs: 0, tornLeft: 0, unstartedSegments: 0, restarts: 0, acks: 0, segments: 0, earlyKills: 0, failures: 0 };
 
   for (let round = 0; round < KILLS; round++) {
     if (round % ROUNDS_PER_JOURNAL === 0) {
@@ -93,6 +98,7 @@ t.test(`${KILLS} kill -9s of a journal writer: always repairable, verifiable, no
       file = await newJournal(dir, keys);
       acked = new Map();
       lastVault = null;
+      durable = null;
     }
     const early = round % 10 === 9; // now and then during start-up and its repair
     if (early) seen.earlyKills += 1;
@@ -101,6 +107,22 @@ t.test(`${KILLS} kill -9s of a journal writer: always repairable, verifiable, no
     if (life.vault) lastVault = life.vault;
     seen.acks += life.acks.length;
     seen.restarts += 1;
+
+    // Every other round, a power loss as well: the end of the last segment
+    // that nobody was told is durable is cut at a random byte.
+    if (round % 2 === 1) {
+      const before = readJournal(file);
+      const last = before.segments - 1;
+      const lastAck = Math.max(0, ...acked.keys());
+      const ackedEntry = before.entries.find((e) => e.entry.seq === lastAck);
+      let floor = ackedEntry?.segment === last ? ackedEntry.end : 0;
+      if (durable?.segment === last) floor = Math.max(floor, durable.size);
+      const size = fs.statSync(segmentPath(file, last)).size;
+      if (size > floor) {
+        fs.truncateSync(segmentPath(file, last), floor + Math.floor(Math.random() * (size - floor)));
+        seen.powerCuts += 1;
+      }
+    }
 
     // What the kill left, before the writer looks at it.
     const left = readJournal(file);
@@ -133,6 +155,9 @@ t.test(`${KILLS} kill -9s of a journal writer: always repairable, verifiable, no
 
     j.setSigningKey(keys.sign.privateKey);
     await j.close();
+    // Written and closed by this test: durable whatever comes next.
+    const closed = readJournal(file);
+    durable = { segment: closed.segments - 1, size: fs.statSync(segmentPath(file, closed.segments - 1)).size };
     const strict = await verify(file, { pubkey: pub });
     if (!strict.ok) problems.push(`verify after close: ${strict.problem}`);
 
@@ -145,7 +170,8 @@ t.test(`${KILLS} kill -9s of a journal writer: always repairable, verifiable, no
   t.equal(seen.failures, 0, 'every round held');
   t.ok(seen.acks > KILLS * 10, `${seen.acks} acknowledged appends over ${seen.restarts} kills`);
   t.comment(
-    `FIGURE journal kill -9: ${seen.restarts} kills (${seen.earlyKills} during start-up); left behind: ${seen.tornLeft} torn last lines, ` +
+    `FIGURE journal kill -9: ${seen.restarts} kills (${seen.earlyKills} during start-up), ${seen.powerCuts} with the unacknowledged end cut at a random byte; ` +
+      `left behind: ${seen.tornLeft} torn last lines, ` +
       `${seen.unstartedSegments} segments cut short while starting; ${seen.repairs} repair entries written; ` +
       `up to ${seen.segments} segments per journal; ${seen.acks} acknowledged appends checked`,
   );

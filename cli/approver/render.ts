@@ -1,0 +1,133 @@
+// A card as lines of terminal text (SPEC §7): the credential and its approve
+// mode, the concrete action, the process chain (requester first), and the
+// keys that decide. Every string that came from the card goes through
+// escape.ts; a field of the action this file does not know is still shown,
+// so nothing the daemon sends is hidden from the human.
+import type { Card, CardProcess } from './card';
+import { choicesFor } from './keys';
+import { escapeText, hasHidden, quoteArg, showExe, showHost } from './escape';
+
+// Command-line arguments shown per process; the rest is counted.
+export const MAX_ARGS_SHOWN = 64;
+const HIDDEN_FLAG = '  <- holds escaped characters';
+
+type Show = (v: unknown) => string;
+
+// One line of the action: label, the card fields it may come from (first
+// present wins), and how to show the value.
+interface Field {
+  label: string;
+  names: string[];
+  show?: Show;
+}
+
+function plain(v: unknown): string {
+  if (typeof v === 'string') return escapeText(v) + (hasHidden(v) ? HIDDEN_FLAG : '');
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+  if (Array.isArray(v)) return v.map(plain).join(', ');
+  if (v === null || v === undefined) return '(none)';
+  return escapeText(JSON.stringify(v));
+}
+
+const host: Show = (v) => (typeof v === 'string' ? showHost(v) + (hasHidden(v) ? HIDDEN_FLAG : '') : plain(v));
+const addresses: Show = (v) => `${plain(v)}  (checked; the connection goes only there)`;
+const query: Show = (v) => (v === '' || v === undefined || v === null ? '(none)' : plain(v));
+const bytes: Show = (v) => (typeof v === 'number' ? `${v} byte${v === 1 ? '' : 's'}` : plain(v));
+
+const ACTION_FIELDS: Readonly<Record<string, { title: string; fields: Field[] }>> = {
+  http: {
+    title: 'HTTP request',
+    fields: [
+      { label: 'method', names: ['method'] },
+      { label: 'scheme', names: ['scheme'] },
+      { label: 'host', names: ['host'], show: host },
+      { label: 'address', names: ['address', 'addresses', 'checked_address'], show: addresses },
+      { label: 'port', names: ['port'] },
+      { label: 'path', names: ['path'] },
+      { label: 'query', names: ['query'], show: query },
+      { label: 'body size', names: ['body_size', 'body_bytes', 'body_length'], show: bytes },
+      { label: 'body sha256', names: ['body_sha256', 'body_hash'] },
+    ],
+  },
+  ssh: {
+    title: 'SSH command',
+    fields: [
+      { label: 'host', names: ['host'], show: host },
+      { label: 'address', names: ['address', 'addresses', 'checked_address'], show: addresses },
+      { label: 'port', names: ['port'] },
+      { label: 'user', names: ['user'] },
+      { label: 'command', names: ['command'] },
+      { label: 'stdin size', names: ['stdin_size', 'stdin_bytes'], show: bytes },
+      { label: 'stdin sha256', names: ['stdin_sha256', 'stdin_hash'] },
+    ],
+  },
+};
+
+const LABEL_WIDTH = 12;
+
+function row(indent: string, label: string, value: string): string {
+  return `${indent}${label.padEnd(LABEL_WIDTH)} ${value}`;
+}
+
+function actionLines(action: Record<string, unknown>): string[] {
+  const kind = typeof action['kind'] === 'string' ? action['kind'] : '';
+  const known = ACTION_FIELDS[kind];
+  const used = new Set(['kind']);
+  const lines = [known ? known.title : `action of an unknown kind ${quoteArg(kind)} (every field shown)`];
+  for (const f of known?.fields ?? []) {
+    const name = f.names.find((n) => action[n] !== undefined);
+    for (const n of f.names) used.add(n);
+    lines.push(row('    ', f.label, name === undefined ? '(not given by the daemon)' : (f.show ?? plain)(action[name])));
+  }
+  for (const [name, value] of Object.entries(action)) {
+    if (!used.has(name)) lines.push(row('    ', escapeText(name, 40), plain(value)));
+  }
+  return lines;
+}
+
+function processLines(p: CardProcess, title: string, key: string | undefined): string[] {
+  const args = p.cmdline.slice(0, MAX_ARGS_SHOWN).map((a) => quoteArg(a)).join(' ');
+  const more = p.cmdline.length > MAX_ARGS_SHOWN ? ` … [${p.cmdline.length - MAX_ARGS_SHOWN} more arguments not shown]` : '';
+  const flagged = [p.exe, p.cwd, ...p.cmdline].some(hasHidden);
+  return [
+    `  ${key ? `[${key}] ` : '    '}${title}  pid ${p.pid}${p.uid >= 0 ? `  uid ${p.uid}` : ''}${flagged ? '  (holds escaped characters: read carefully)' : ''}`,
+    row('        ', 'exe', showExe(p.exe, p.exe_deleted, p.exe_memfd)),
+    row('        ', 'cwd', escapeText(p.cwd)),
+    row('        ', 'argv', p.cmdline.length === 0 ? '(empty)' : args + more),
+  ];
+}
+
+function expiry(card: Card, now: number): string {
+  const at = Date.parse(card.expires_at);
+  if (Number.isNaN(at)) return '(not given)';
+  const left = Math.max(0, Math.round((at - now) / 1000));
+  return `${new Date(at).toTimeString().slice(0, 8)} (in ${left} s; then it is refused)`;
+}
+
+export interface RenderOptions {
+  now?: number;
+  // Cards waiting behind this one.
+  waiting?: number;
+}
+
+export function renderCard(card: Card, opts: RenderOptions = {}): string[] {
+  const choices = choicesFor(card);
+  const keyOf = (rootKey: string): string | undefined => choices.find((c) => c.args.root_key === rootKey && rootKey !== '')?.key;
+  const waiting = opts.waiting ?? 0;
+  const lines = [
+    `Approval request ${escapeText(card.id, 40)}${waiting > 0 ? `   (${waiting} more waiting)` : ''}`,
+    row('  ', 'credential', escapeText(card.credential)),
+    row('  ', 'approve', card.approve === 'session' ? 'session (a session may be approved)' : 'each-use (asks every time: allow once or deny)'),
+    row('  ', 'expires', expiry(card, opts.now ?? Date.now())),
+    '',
+    `  ${actionLines(card.action).join('\n')}`,
+    '',
+    '  Process chain, requester first (a session covers the chosen process and everything it starts):',
+    ...processLines(card.process, 'requester', keyOf(card.process.key)),
+    ...card.ancestors.flatMap((a, i) => processLines(a, `ancestor ${i + 1}`, keyOf(a.key))),
+    '',
+    ...choices.map((c) => `  ${c.key}  ${c.label}`),
+    '  q  quit the approver (pending requests stay pending)',
+  ];
+  return lines.flatMap((l) => l.split('\n'));
+}

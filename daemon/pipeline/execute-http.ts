@@ -1,0 +1,83 @@
+// Send the request over the pinned pool and read the response within limits
+// (SPEC §6.1 steps 8–9). Redirects are never followed: a 3xx comes back with
+// its Location. postern never retries.
+import type { Pool } from 'undici';
+import { Refusal } from '../../shared/errors';
+
+export interface RawResponse {
+  status: number;
+  headers: Record<string, string | string[]>;
+  body: Buffer; // up to `readLimit` bytes
+  complete: boolean; // false when the body was longer than readLimit
+}
+
+export interface SendOptions {
+  method: string;
+  pathAndQuery: string;
+  headers: Record<string, string>;
+  body: Buffer | null;
+  timeoutMs: number;
+  readLimit: number;
+}
+
+// undici error codes → what the agent is told. Messages are written here,
+// never copied from the library (they can quote the request).
+const TIMEOUTS_AFTER_SEND = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_ABORTED', 'ABORT_ERR']);
+
+function upstreamFailure(e: unknown, host: string, timedOut: boolean): Refusal {
+  const err = e as { code?: string; name?: string; cause?: { code?: string } };
+  const code = err?.code ?? err?.cause?.code ?? err?.name ?? 'unknown';
+  if (code === 'UND_ERR_CONNECT_TIMEOUT') {
+    return new Refusal('upstream_timeout', `connecting to ${host} timed out; the request was not sent — retry later`, { maybe_executed: false });
+  }
+  if (timedOut || TIMEOUTS_AFTER_SEND.has(code)) {
+    return new Refusal('upstream_timeout', `${host} did not answer in time; the request may have reached it — check before retrying`, { maybe_executed: true });
+  }
+  if (/CERT|TLS|SSL|ERR_TLS|UNABLE_TO_VERIFY|SELF_SIGNED|HOSTNAME/i.test(code)) {
+    return new Refusal('upstream_error', `TLS with ${host} failed (${code}); its certificate is not trusted for that name — a human can add its CA with http.ca_file`);
+  }
+  if (code === 'ECONNREFUSED') return new Refusal('upstream_error', `${host} refused the connection; check the host and port`);
+  if (code === 'ECONNRESET' || code === 'UND_ERR_SOCKET' || code === 'EPIPE') return new Refusal('upstream_error', `the connection to ${host} was reset; the request may have reached it — check before retrying`);
+  if (code.startsWith('HPE_') || code === 'UND_ERR_INFO') return new Refusal('upstream_error', `${host} sent an invalid HTTP response (${code})`);
+  return new Refusal('upstream_error', `the request to ${host} failed (${code})`);
+}
+
+export async function sendPinned(pool: Pool, host: string, o: SendOptions): Promise<RawResponse> {
+  const abort = new AbortController();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    abort.abort();
+  }, o.timeoutMs);
+  try {
+    const res = await pool.request({
+      path: o.pathAndQuery,
+      method: o.method as never,
+      headers: o.headers,
+      body: o.body ?? undefined,
+      signal: abort.signal,
+      headersTimeout: o.timeoutMs,
+      bodyTimeout: o.timeoutMs,
+    });
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let complete = true;
+    for await (const chunk of res.body) {
+      const b = chunk as Buffer;
+      if (size + b.length > o.readLimit) {
+        chunks.push(b.subarray(0, o.readLimit - size));
+        size = o.readLimit;
+        complete = false;
+        res.body.destroy();
+        break;
+      }
+      chunks.push(b);
+      size += b.length;
+    }
+    return { status: res.statusCode, headers: res.headers as Record<string, string | string[]>, body: Buffer.concat(chunks), complete };
+  } catch (e) {
+    throw upstreamFailure(e, host, timedOut);
+  } finally {
+    clearTimeout(timer);
+  }
+}
