@@ -10,7 +10,11 @@ import * as lifecycle from './commands/lifecycle';
 import * as cred from './commands/cred';
 import * as config from './commands/config';
 import * as doctor from './commands/doctor';
-import * as audit from './commands/audit'; // TEMP(audit-verify)
+import * as audit from './commands/audit';
+import * as request from './commands/request';
+import * as auditShow from './commands/audit-show';
+import * as approver from './commands/approver';
+import * as sessions from './commands/sessions';
 
 function buildProgram(): { program: Command; ctx: () => Context } {
   const program = new Command('postern');
@@ -23,7 +27,7 @@ function buildProgram(): { program: Command; ctx: () => Context } {
     .configureOutput({ writeErr: (s) => process.stderr.write(s) })
     .showHelpAfterError(false);
   const ctx = (): Context => new Context(program.opts<GlobalOptions>());
-  for (const m of [init, lifecycle, cred, config, doctor, audit /* TEMP(audit-verify) */]) m.register(program, ctx);
+  for (const m of [init, lifecycle, cred, config, doctor, audit, request, approver, sessions, auditShow]) m.register(program, ctx);
   // Sub-commands take the global options anywhere on the line.
   const propagate = (cmd: Command): void => {
     for (const sub of cmd.commands) {
@@ -53,7 +57,9 @@ function fail(e: unknown, json: boolean): never {
   process.stderr.write(`postern: ${message}\n`);
   // For developers: the stack of an unexpected error, only when asked for.
   if (code === EXIT.refused && codeOf(e) === 'internal_error' && process.env['POSTERN_DEBUG'] === '1') process.stderr.write(`${(e as Error)?.stack ?? String(e)}\n`);
-  for (const p of problems) process.stderr.write(`  ${p.path || '(top level)'}: ${p.message}\n`);
+  // The problems list adds detail only when it says more than the message.
+  const extra = problems.filter((p) => p.path !== '' || problems.length > 1);
+  for (const p of extra) process.stderr.write(`  ${p.path || '(top level)'}: ${p.message}\n`);
   process.exit(code);
 }
 

@@ -1,9 +1,9 @@
 // Offline verification of the audit journal (SPEC §9, docs/audit-format.md):
 // the hash chain across every segment, the checkpoint signatures, the key
 // that made them, and the expected head. Streams the files with bounded
-// memory (a few chunks plus a window of at most four lines, each at most
-// MAX_LINE_BYTES) and stops at the first problem, which it names with the
-// entry number and the kind of damage.
+// memory (a chunk or two, and no line kept beyond MAX_LINE_BYTES) and stops
+// at the first problem, which it names with the entry number and the kind
+// of damage.
 import { lstatSync, readdirSync, statSync } from 'node:fs';
 import { open, FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
@@ -363,7 +363,7 @@ function where(r: { file: string; line: number }): string {
   return `${basename(r.file)} line ${r.line}`;
 }
 
-// The link from X to A is broken: say what happened, using up to two more lines (B, C).
+// The link from X to A is broken: say what happened, looking one line further (B).
 function classify(x: Point, a: LineRec, b: Rec | undefined): Verdict {
   const e = x.entry.seq + 1;
   const pa = parse(a);
@@ -566,8 +566,8 @@ export async function verifyJournal(path: string, opts: VerifyOptions = {}): Pro
 
 async function run(src: JournalLines, v: Verifier, base: string, allowUnsignedTail: boolean): Promise<Verdict | null> {
   for (;;) {
-    // A and up to two more lines of lookahead; mostly already queued.
-    if (src.length < 3) await src.ensure(3);
+    // A and one line of lookahead; mostly already queued.
+    if (src.length < 2) await src.ensure(2);
     const a = src.peek(0);
     const x = v.x;
     if (!a) {
@@ -649,6 +649,8 @@ export async function journalHead(path: string): Promise<JournalHead> {
 // The last "\n"-terminated line of a file (a torn tail is skipped), scanning
 // backwards in chunks so that memory stays bounded.
 async function lastCompleteLine(file: string): Promise<Buffer | 'none' | 'overlong'> {
+  // A FIFO or device would block or never end: only regular files are read.
+  if (!statSync(file).isFile()) throw new Refusal('not_found', `${file} is not a regular file; give the journal file (segment 0, or its directory) with --log`);
   const fh = await open(file, 'r');
   try {
     const size = (await fh.stat()).size;

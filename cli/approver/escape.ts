@@ -50,7 +50,7 @@ export function escapeText(text: string, max = MAX_SHOWN): string {
     const last = text.charCodeAt(end - 1);
     if (last >= 0xd800 && last <= 0xdbff) end -= 1;
     shown = text.slice(0, end);
-    cut = text.length - end;
+    for (const _ of text.slice(end)) cut += 1; // code points, not UTF-16 units
   }
   const escaped = shown.replace(SHOWN_ESCAPED, escapeOne);
   return cut > 0 ? `${escaped}… [${cut} more characters not shown]` : escaped;

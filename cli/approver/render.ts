@@ -90,22 +90,19 @@ function processLines(p: CardProcess, title: string, key: string | undefined): s
   const more = p.cmdline.length > MAX_ARGS_SHOWN ? ` … [${p.cmdline.length - MAX_ARGS_SHOWN} more arguments not shown]` : '';
   const flagged = [p.exe, p.cwd, ...p.cmdline].some(hasHidden);
   return [
-    `  ${key ? `[${key}] ` : '    '}${title}  pid ${p.pid}${p.uid >= 0 ? `  uid ${p.uid}` : ''}${flagged ? '  (holds escaped characters: read carefully)' : ''}`,
-    row('        ', 'exe', showExe(p.exe, p.exe_deleted, p.exe_memfd)),
+    `  ${key ? `[${key}]` : '   '} ${title.padEnd(LABEL_WIDTH - 4)} pid ${p.pid}${p.uid >= 0 ? `  uid ${p.uid}` : ''}  exe ${showExe(p.exe, p.exe_deleted, p.exe_memfd)}${flagged ? '  <- holds escaped characters: read carefully' : ''}`,
     row('        ', 'cwd', escapeText(p.cwd)),
     row('        ', 'argv', p.cmdline.length === 0 ? '(empty)' : args + more),
   ];
 }
 
-function expiry(card: Card, now: number): string {
+function expiry(card: Card): string {
   const at = Date.parse(card.expires_at);
   if (Number.isNaN(at)) return '(not given)';
-  const left = Math.max(0, Math.round((at - now) / 1000));
-  return `${new Date(at).toTimeString().slice(0, 8)} (in ${left} s; then it is refused)`;
+  return `${new Date(at).toTimeString().slice(0, 8)} (without a decision by then, the request is refused)`;
 }
 
 export interface RenderOptions {
-  now?: number;
   // Cards waiting behind this one.
   waiting?: number;
 }
@@ -118,7 +115,7 @@ export function renderCard(card: Card, opts: RenderOptions = {}): string[] {
     `Approval request ${escapeText(card.id, 40)}${waiting > 0 ? `   (${waiting} more waiting)` : ''}`,
     row('  ', 'credential', escapeText(card.credential)),
     row('  ', 'approve', card.approve === 'session' ? 'session (a session may be approved)' : 'each-use (asks every time: allow once or deny)'),
-    row('  ', 'expires', expiry(card, opts.now ?? Date.now())),
+    row('  ', 'expires', expiry(card)),
     '',
     `  ${actionLines(card.action).join('\n')}`,
     '',

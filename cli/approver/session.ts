@@ -41,25 +41,21 @@ export class DaemonSource implements CardSource {
   // soon as the approver attaches, before the attach reply).
   private early: Array<(e: SourceEvents) => void> = [];
   private closed = false;
+  private reconnecting = false;
   private finish: { resolve: () => void; reject: (e: Error) => void } | null = null;
   private failure: Error | null = null;
   approverId = '';
 
-  private constructor(client: AdminClient) {
+  private constructor(private readonly config: LoadedConfig, client: AdminClient) {
     this.client = client;
     this.wire(client);
   }
 
   // Connect without sending anything secret: an unreachable daemon is known
   // before the human types the passphrase.
-  static async connect(private_config: LoadedConfig): Promise<DaemonSource> {
-    const client = await AdminClient.connect(private_config);
-    const s = new DaemonSource(client);
-    s.config = private_config;
-    return s;
+  static async connect(config: LoadedConfig): Promise<DaemonSource> {
+    return new DaemonSource(config, await AdminClient.connect(config));
   }
-
-  private config: LoadedConfig | null = null;
 
   // Prove the passphrase. The source takes the Buffer and wipes it on close.
   async attach(passphrase: Buffer): Promise<Record<string, unknown>> {
@@ -117,6 +113,9 @@ export class DaemonSource implements CardSource {
     client.onClose = () => {
       if (this.closed || this.client !== client) return;
       this.client = null;
+      // Before attaching there is nothing to re-attach with; during a
+      // reconnection the loop notices the failed attach itself.
+      if (!this.passphrase || this.reconnecting) return;
       this.emit((e) => {
         e.reset();
         e.notice('the connection to the daemon was lost; reconnecting…');
@@ -126,6 +125,15 @@ export class DaemonSource implements CardSource {
   }
 
   private async reconnect(): Promise<void> {
+    this.reconnecting = true;
+    try {
+      await this.reconnectLoop();
+    } finally {
+      this.reconnecting = false;
+    }
+  }
+
+  private async reconnectLoop(): Promise<void> {
     let delay = FIRST_RETRY_MS;
     let said = false;
     while (!this.closed) {
@@ -133,7 +141,7 @@ export class DaemonSource implements CardSource {
       if (this.closed) return;
       let client: AdminClient | null = null;
       try {
-        client = await AdminClient.connect(this.config as LoadedConfig);
+        client = await AdminClient.connect(this.config);
         if (this.closed || !this.passphrase) {
           client.close();
           return;
@@ -160,6 +168,7 @@ export class DaemonSource implements CardSource {
   private fail(e: Error): void {
     this.failure = e;
     const finish = this.finish;
+    this.finish = null;
     this.close();
     finish?.reject(e);
   }

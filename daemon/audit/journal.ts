@@ -287,12 +287,17 @@ export class Journal {
   // an unstarted segment, the repair, a new event key, the restated vault.
   private async start(unstarted: boolean, repair: { cut_bytes: number; at_offset: number } | null, restate: boolean): Promise<void> {
     const d = new Draft(this.cur);
-    if (unstarted) this.accept(d, this.encode(d.work, () => ({ type: 'segment', segment: d.work.segment })));
-    if (repair) this.accept(d, this.encode(d.work, () => ({ type: 'repair', ...repair })));
-    this.acceptKey(d);
-    if (restate) this.acceptVault(d);
-    if (unstarted) d.work.headerEnd = d.work.offset;
-    await this.flush(d);
+    try {
+      if (unstarted) this.accept(d, this.encode(d.work, () => ({ type: 'segment', segment: d.work.segment })));
+      if (repair) this.accept(d, this.encode(d.work, () => ({ type: 'repair', ...repair })));
+      this.acceptKey(d);
+      if (restate) this.acceptVault(d);
+      if (unstarted) d.work.headerEnd = d.work.offset;
+      await this.flush(d);
+    } catch (e) {
+      wipe(d.work.key);
+      throw e;
+    }
   }
 
   head(): Head {

@@ -1,0 +1,81 @@
+// `postern request http`: a client for the agent socket, for people and
+// scripts. It holds no secret and needs no passphrase: it is an agent.
+import { Command } from 'commander';
+import http from 'node:http';
+import { readFileSync } from 'node:fs';
+import { Context } from '../context';
+import { DaemonRefusal, Unreachable, UsageError } from '../errors';
+
+type Ctx = () => Context;
+
+export function agentCall(socketPath: string, method: string, path: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+    const req = http.request({ socketPath, method, path, headers: { 'content-type': 'application/json', ...(payload ? { 'content-length': payload.length } : {}) } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        try {
+          resolve({ status: res.statusCode ?? 0, json: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown> });
+        } catch {
+          reject(new Unreachable(`the agent socket ${socketPath} answered something that is not postern's JSON`));
+        }
+      });
+    });
+    req.on('error', (e: NodeJS.ErrnoException) => reject(new Unreachable(`the postern daemon is not reachable at ${socketPath} (${e.code}); start it with \`postern daemon\``)));
+    req.end(payload);
+  });
+}
+
+function headerList(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}
+
+export function register(program: Command, ctx: Ctx): void {
+  const request = program.command('request').description('send a request through the agent socket, as an agent would');
+  request
+    .command('http')
+    .description('perform an HTTP request with a credential (POST /v1/http)')
+    .requiredOption('--credential <name>', 'the credential to use')
+    .requiredOption('--url <url>', 'the URL')
+    .option('-X, --method <method>', 'the HTTP method', 'GET')
+    .option('-H, --header <name: value>', 'a header (repeatable)', headerList, [])
+    .option('--data <text>', 'the request body (UTF-8)')
+    .option('--data-file <file>', 'read the body from a file (sent as base64)')
+    .option('--timeout-ms <ms>', 'time limit after approval')
+    .option('--idempotency-key <key>', 'idempotency key')
+    .action(async (o: { credential: string; url: string; method: string; header: string[]; data?: string; dataFile?: string; timeoutMs?: string; idempotencyKey?: string }) => {
+      const c = ctx();
+      const headers: Record<string, string> = {};
+      for (const h of o.header) {
+        const i = h.indexOf(':');
+        if (i <= 0) throw new UsageError(`-H "${h}": write "name: value"`);
+        headers[h.slice(0, i).trim()] = h.slice(i + 1).trim();
+      }
+      if (o.data !== undefined && o.dataFile) throw new UsageError('give --data or --data-file, not both');
+      const body: Record<string, unknown> = { credential: o.credential, method: o.method, url: o.url, headers };
+      if (o.data !== undefined) body['body'] = o.data;
+      if (o.dataFile) body['body_base64'] = readFileSync(o.dataFile).toString('base64');
+      if (o.timeoutMs !== undefined) {
+        const n = Number(o.timeoutMs);
+        if (!Number.isInteger(n) || n <= 0) throw new UsageError('--timeout-ms must be a positive whole number');
+        body['timeout_ms'] = n;
+      }
+      if (o.idempotencyKey) body['idempotency_key'] = o.idempotencyKey;
+      const r = await agentCall(c.config().paths.agentSocket, 'POST', '/v1/http', body);
+      if (r.status !== 200) {
+        const err = (r.json['error'] ?? {}) as Record<string, unknown>;
+        const { code, message, ...detail } = err;
+        if (c.json) process.stdout.write(JSON.stringify(r.json, null, 2) + '\n');
+        throw new DaemonRefusal(String(code), `${String(code)}: ${String(message)}`, detail);
+      }
+      const j = r.json;
+      const bodyText = j['body_encoding'] === 'base64' ? `(${Buffer.from(String(j['body']), 'base64').length} bytes of binary, base64 in --json)` : String(j['body']);
+      const redirect = j['redirect'] as { location: string } | null;
+      c.out(j, [
+        `status ${String(j['status'])} from ${JSON.stringify(j['target'])} (audit #${String(j['audit_seq'])})${j['truncated'] ? ' [truncated]' : ''}${Number(j['redactions']) > 0 ? ` [${String(j['redactions'])} redactions]` : ''}`,
+        ...(redirect ? [`redirect (not followed): ${redirect.location}`] : []),
+        bodyText,
+      ]);
+    });
+}
