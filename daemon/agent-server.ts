@@ -9,7 +9,6 @@ import { peerCredOfSocket } from '../shared/native';
 import type { Controller } from './controller';
 import type { Logger } from './logger';
 import { Identifier, Identity } from './pipeline/identify';
-import { parseJsonBody } from './pipeline/validate';
 import { runHttp } from './pipeline/run-http';
 import { PinnedPools } from './pipeline/pin';
 
@@ -84,7 +83,7 @@ const ROUTES: Record<string, Route> = {
   'POST /v1/http': async ({ controller, pools }, identity, req, signal) => {
     controller.requireUnlocked();
     const raw = await readBody(req, controller.config.config.http.max_request_body * 6 + 64 * 1024);
-    return runHttp({ controller, pools, identity, signal }, parseJsonBody(raw));
+    return runHttp({ controller, pools, identity, signal }, raw);
   },
 };
 

@@ -10,8 +10,12 @@ export POSTERN_HOME="$DEMO/home"
 # have them set by other tools.
 unset NODE_OPTIONS LD_PRELOAD LD_LIBRARY_PATH HOSTALIASES POSTERN_CONFIG
 DAEMON_PID=""
+UPSTREAM_PID=""
+APPROVER_PID=""
 cleanup() {
-  if [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then kill "$DAEMON_PID"; wait "$DAEMON_PID" 2>/dev/null || true; fi
+  for pid in "$APPROVER_PID" "$UPSTREAM_PID" "$DAEMON_PID"; do
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill "$pid"; wait "$pid" 2>/dev/null || true; fi
+  done
   rm -rf "$DEMO"
 }
 trap cleanup EXIT
@@ -38,8 +42,43 @@ methods = ["GET", "POST"]
 paths = ["/repos/acme/app/*"]
 TOML
 
+# A stand-in API: HTTPS on localhost, certificate from a throwaway CA.
+(
+  cd "$DEMO"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem -days 1 -subj "/CN=postern demo CA" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout api.key -out api.csr -subj "/CN=localhost" 2>/dev/null
+  printf 'subjectAltName=DNS:localhost\n' > ext.cnf
+  openssl x509 -req -in api.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out api.pem -days 1 -extfile ext.cnf 2>/dev/null
+)
+node scripts/demo-upstream.js "$DEMO/api.key" "$DEMO/api.pem" "$DEMO/port" &
+UPSTREAM_PID=$!
+for _ in $(seq 1 100); do [ -s "$DEMO/port" ] && break; sleep 0.05; done
+PORT=$(cat "$DEMO/port")
+mkdir -m 700 "$POSTERN_HOME"
+printf '[http]\nca_file = "%s"\n' "$DEMO/ca.pem" > "$POSTERN_HOME/config.toml"
+chmod 600 "$POSTERN_HOME/config.toml"
+cat > "$DEMO/local.toml" <<TOML
+name = "local-api"
+description = "the demo API on localhost"
+kind = "http"
+allow_addresses = ["127.0.0.1/32", "::1/128"]
+
+[inject]
+header = "Authorization"
+template = "Bearer {secret}"
+
+[[allow]]
+host = "localhost"
+ports = [$PORT]
+methods = ["GET", "POST"]
+paths = ["/v1/*", "/redirect"]
+TOML
+sed -e 's/^name = .*/name = "local-no-loopback"/' -e '/^allow_addresses/d' "$DEMO/local.toml" > "$DEMO/strict.toml"
+
 step "1. init: home, config, vault (Argon2id, 'interactive' limits to keep the demo quick), audit keys"
-show init --kdf interactive --passphrase-file "$DEMO/passphrase"
+echo '$ postern init --kdf interactive --passphrase-file '"$DEMO/passphrase"' --json'
+postern init --kdf interactive --passphrase-file "$DEMO/passphrase" --json | tee "$DEMO/init.json"
+PUBKEY=$(node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).audit_public_key)' "$DEMO/init.json")
 ls -l "$POSTERN_HOME"
 
 step "2. start the daemon (it starts locked)"
@@ -65,10 +104,30 @@ if command -v curl >/dev/null; then
   curl -s --unix-socket "$POSTERN_HOME/agent.sock" http://postern/v1/credentials; echo
 fi
 
-step "6. the config changes behind the vault's back: the daemon refuses to unlock"
+step "6. an agent's request: approved by a human (here an approver answering automatically, rooting the session at the demo script so later requests are covered), the secret injected by postern"
+show cred add --file "$DEMO/local.toml" --secret-file "$DEMO/secret" --passphrase-file "$DEMO/passphrase"
+show cred add --file "$DEMO/strict.toml" --secret-file "$DEMO/secret" --passphrase-file "$DEMO/passphrase"
+node dist/cli/main.js approver --auto approve --root-depth 1 --passphrase-file "$DEMO/passphrase" > "$DEMO/approver.log" 2>&1 &
+APPROVER_PID=$!
+for _ in $(seq 1 100); do grep -q . "$DEMO/approver.log" 2>/dev/null && break; sleep 0.05; done
+show request http --credential local-api --url "https://localhost:$PORT/v1/hello"
+echo "(the API echoed the Authorization header it received; postern redacted the secret on the way back)"
+show sessions
+
+step "6b. a redirect comes back, not followed"
+show request http --credential local-api --url "https://localhost:$PORT/redirect"
+
+step "6c. SSRF: the same API through a credential that may not reach loopback"
+if show request http --credential local-no-loopback --url "https://localhost:$PORT/v1/hello"; then echo "unexpected: loopback reached"; exit 1; fi
+if show request http --credential local-api --url "https://127.0.0.1:$PORT/v1/hello"; then echo "unexpected: IP literal accepted"; exit 1; fi
+kill "$APPROVER_PID"; wait "$APPROVER_PID" 2>/dev/null || true; APPROVER_PID=""
+cat "$DEMO/approver.log"
+
+step "6d. the config changes behind the vault's back: the daemon refuses to unlock"
 show lock
-sed -i 's/^# max_response_body = "8MiB"/max_response_body = "1MiB"/' "$POSTERN_HOME/config.toml"
-grep -n '^max_response_body' "$POSTERN_HOME/config.toml"
+# The demo's config ends with its [http] table: a new line lands there.
+printf 'max_response_body = "1MiB"\n' >> "$POSTERN_HOME/config.toml"
+cat "$POSTERN_HOME/config.toml"
 if show unlock --passphrase-file "$DEMO/passphrase"; then echo "unexpected: unlocked with an unapproved config"; exit 1; fi
 
 step "7. a human reviews the change and approves it; then unlock works"
@@ -86,10 +145,14 @@ show status
 step "10. the secret appears nowhere but inside the encrypted vault"
 B64=$(printf '%s' "$SECRET" | base64 -w0)
 HEX=$(printf '%s' "$SECRET" | od -An -tx1 | tr -d ' \n')
-if grep -rlaF -e "$SECRET" -e "$B64" -e "$HEX" "$POSTERN_HOME" "$DEMO/daemon.log"; then echo "LEAK"; exit 1; fi
+if grep -rlaF -e "$SECRET" -e "$B64" -e "$HEX" "$POSTERN_HOME" "$DEMO/daemon.log" "$DEMO/approver.log"; then echo "LEAK"; exit 1; fi
 echo "no trace of the secret in $POSTERN_HOME or the daemon log"
 
-step "daemon log (JSON lines on stderr)"
+step "11. the daemon stops; an auditor verifies the journal offline, pinned to the key init printed"
 kill "$DAEMON_PID"; wait "$DAEMON_PID" || true; DAEMON_PID=""
-cat "$DEMO/daemon.log"
+show audit verify --pubkey "$PUBKEY"
+show audit show --passphrase-file "$DEMO/passphrase" --since 1 | cut -c1-160 | tail -n 12
+
+step "daemon log (JSON lines on stderr)"
+tail -n 8 "$DEMO/daemon.log"
 printf '\ndemo finished\n'

@@ -342,8 +342,9 @@ const ADVICE: Record<ProblemKind, string> = {
   missing_segment: 'a segment file of the journal is missing; restore it from a backup',
 };
 
-function linksFrom(p: { seq: number; hash: string | null }, q: Parsed | null): boolean {
-  return q !== null && q.entry !== null && p.hash !== null && q.entry.seq === p.seq + 1 && q.entry.prev === p.hash;
+// Does q chain from the entry (seq, hash)?
+function linksFrom(seq: number, hash: string | null, q: Parsed | null): boolean {
+  return q !== null && q.entry !== null && hash !== null && q.entry.seq === seq + 1 && q.entry.prev === hash;
 }
 
 function complete(r: Rec | undefined): Parsed | null {
@@ -368,7 +369,7 @@ function classify(x: Point, a: LineRec, b: Rec | undefined): Verdict {
   const e = x.entry.seq + 1;
   const pa = parse(a);
   const pb = complete(b);
-  const bFromX = linksFrom({ seq: x.entry.seq, hash: x.hash }, pb);
+  const bFromX = linksFrom(x.entry.seq, x.hash, pb);
   const ae = pa.entry;
   const at = { file: a.file, line: a.line };
 
@@ -385,7 +386,7 @@ function classify(x: Point, a: LineRec, b: Rec | undefined): Verdict {
     if ((a.bytes as Buffer).equals(x.rec.bytes as Buffer)) {
       return { kind: 'inserted', seq: ae.seq, at, message: `${where(a)} is a second copy of entry ${ae.seq}` };
     }
-    if (linksFrom({ seq: ae.seq, hash: pa.hash }, pb)) {
+    if (linksFrom(ae.seq, pa.hash, pb)) {
       return { kind: 'inserted', seq: ae.seq, at: x.rec, aboutX: true, message: `${where(x.rec)} is an extra entry claiming seq ${ae.seq}: the chain continues from ${where(a)}` };
     }
     return { kind: 'inserted', seq: ae.seq, at, message: `${where(a)} is an extra entry claiming seq ${ae.seq}` };
@@ -397,7 +398,7 @@ function classify(x: Point, a: LineRec, b: Rec | undefined): Verdict {
   }
   if (ae.seq === e) {
     // A's prev is wrong. If B chains from A, A is intact and X changed.
-    const xChanged = pb ? linksFrom({ seq: e, hash: pa.hash }, pb) : hexDistance(ae.prev, x.hash) > 8;
+    const xChanged = pb ? linksFrom(e, pa.hash, pb) : hexDistance(ae.prev, x.hash) > 8;
     if (xChanged) {
       return { kind: 'modified', seq: x.entry.seq, at: x.rec, aboutX: true, message: `entry ${x.entry.seq} (${where(x.rec)}) was changed: entry ${e} names another hash for it` };
     }
@@ -459,7 +460,7 @@ class Verifier {
   }
 
   private problemOf(rec: LineRec, entry: Entry): Verdict | null {
-    const at = { file: rec.file, line: rec.line };
+    const at = rec; // a LineRec names its file and line
     const seq = entry.seq;
     if (entry.type === 'genesis') {
       if (seq !== 1) return { kind: 'inserted', seq, at, message: `entry ${seq} (${where(rec)}) is a second genesis entry` };
@@ -586,7 +587,7 @@ async function run(src: JournalLines, v: Verifier, base: string, allowUnsignedTa
       const first = classifyFirst(a, src.peek(1));
       if (first) return first;
       v.accept(a);
-    } else if (linksFrom({ seq: x.entry.seq, hash: x.hash }, parse(a))) {
+    } else if (linksFrom(x.entry.seq, x.hash, parse(a))) {
       if (v.pending) return v.pending;
       v.accept(a);
     } else {

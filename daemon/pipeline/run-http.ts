@@ -9,7 +9,7 @@ import type { HttpCredentialDef } from '../../shared/credential';
 import type { Controller } from '../controller';
 import type { Identity } from './identify';
 import { stillRunning } from './identify';
-import { validateHttpRequest, HttpRequest } from './validate';
+import { validateHttpRequest, parseJsonBody, HttpRequest } from './validate';
 import { checkPolicy, checkHeadersForCredential, checkQueryForCredential } from './policy';
 import { resolveTarget } from './resolve';
 import { assertAllAllowed } from './classify';
@@ -79,14 +79,16 @@ function isText(contentType: string | undefined, body: Buffer): boolean {
   }
 }
 
-export async function runHttp(ctx: HttpContext, json: unknown): Promise<Record<string, unknown>> {
+// `body` is the raw request body: a body that is not JSON is refused inside
+// the pipeline, so that refusal is journaled and carries its audit_seq too.
+export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<string, unknown>> {
   const c = ctx.controller;
   const vault = c.requireUnlocked();
   const cfg = c.config.config;
   let facts: Record<string, unknown> = { ...who(ctx.identity) };
   try {
     // 1. validate
-    const req = validateHttpRequest(json, { maxRequestBody: cfg.http.max_request_body, maxTimeout: cfg.http.max_timeout });
+    const req = validateHttpRequest(parseJsonBody(body), { maxRequestBody: cfg.http.max_request_body, maxTimeout: cfg.http.max_timeout });
     facts = { ...facts, ...requestFacts(req) };
     // 2. the credential exists
     const stored = vault.credential(req.credential);

@@ -108,7 +108,7 @@ if (process.argv[2] === '--hold') {
     .on('line', (line) => { let c; try { c = JSON.parse(line); } catch { return; } const op = ops[c.op]; if (op) op(c); })
     // The test went away: so does the agent (and, through their stdin, its children).
     .on('close', () => process.exit(0));
-  out({ event: 'ready', pid: process.pid, ppid: process.ppid });
+  out({ event: 'ready', pid: process.pid, ppid: process.ppid, uid: process.getuid() });
 }
 `;
 
@@ -159,6 +159,7 @@ export class Agent {
     private readonly channel: Channel,
     readonly pid: number, // as the agent sees itself (the inner pid in a pid namespace)
     readonly ppid: number,
+    readonly uid: number,
     private readonly proc: ChildProcess | null,
   ) {
     channel.listen((m) => this.onMessage(m));
@@ -195,7 +196,7 @@ export class Agent {
       listen: (fn) => listeners.push(fn),
     };
     const ready = await firstMessage(channel, (m) => m['event'] === 'ready', () => proc.exitCode !== null || proc.signalCode !== null);
-    const agent = new Agent(channel, ready['pid'] as number, ready['ppid'] as number, proc);
+    const agent = new Agent(channel, ready['pid'] as number, ready['ppid'] as number, ready['uid'] as number, proc);
     proc.on('exit', () => agent.markExited());
     if (proc.exitCode !== null || proc.signalCode !== null) agent.markExited();
     return agent;
@@ -243,7 +244,7 @@ export class Agent {
     this.channel.send({ op: 'spawn', id: o.id, argv: o.argv, cwd: o.cwd, lastPid: o.lastPid });
     const ready = await firstMessage(channel, (m) => m['event'] === 'ready' || m['event'] === 'exit', () => gone);
     if (ready['event'] !== 'ready') throw new Error(`child ${o.id} did not start: ${JSON.stringify(ready)}`);
-    const child = new Agent(channel, ready['pid'] as number, ready['ppid'] as number, null);
+    const child = new Agent(channel, ready['pid'] as number, ready['ppid'] as number, ready['uid'] as number, null);
     listeners.push((m) => {
       if (m['event'] === 'exit') child.markExited();
     });

@@ -1,22 +1,20 @@
-// Hostile request input through the real daemon (SPEC §4, §6.1–§6.3): IP
-// literal spellings, userinfo, zone ids, Unicode dots, trailing dots,
-// wildcard confusion, schemes, ports, encoded paths, forbidden headers
-// (generated from the daemon's own table), CR/LF, bodies, malformed JSON,
-// unknown and wrong-kind credentials. One TABLE of rows; each asserts the
-// exact status and code, or success with what the upstream received. For
-// every refusal: the upstream saw nothing and the refusal is journaled.
+// Hostile URLs through the real daemon (SPEC §4, §6.1–§6.3): IP literal
+// spellings with and without a rule naming 127.0.0.1, literals of blocked
+// addresses, userinfo, zone ids, Unicode and trailing dots, wildcard
+// confusion, schemes, ports, encoded paths and methods. One TABLE of rows;
+// each asserts the exact status and code, or success with what the upstream
+// received. For every refusal: the upstream saw no request and no
+// connection, and the refusal is journaled (a new audit_seq).
 //
 // Only 127.0.0.1 is ever connected to: the approver approves nothing else,
 // so a daemon that let another address through would fail the row at
 // approval instead of connecting.
 import t, { Test } from 'tap';
-import net from 'node:net';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startStack, Stack } from '../helpers/stack';
 import type { SeenRequest } from '../helpers/https-upstream';
 import { findCanary, makeCanary } from '../helpers/canary';
-import { FORBIDDEN_HEADERS } from '../../daemon/pipeline/headers';
 
 interface Reply {
   status: number;
@@ -34,10 +32,12 @@ interface Row {
   seen?: (t: Test, seen: SeenRequest, reply: Reply) => void; // for successes
 }
 
-const MIB = 1024 * 1024;
+interface ErrorBody {
+  error: { code: string; message: string; audit_seq: unknown };
+}
 
 // The rows need the upstream port, known once the stack runs.
-function rows(P: number, secret: string): Row[] {
+function rows(P: number): Row[] {
   const url = (host: string, path = '/v1/x'): string => `https://${host}:${P}${path}`;
   const get = (credential: string, u: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ credential, method: 'GET', url: u, ...extra });
   const api = (u: string, extra: Record<string, unknown> = {}): Record<string, unknown> => get('api', u, extra);
@@ -59,14 +59,6 @@ function rows(P: number, secret: string): Row[] {
     ok(`${spelling} matches a rule naming 127.0.0.1`, get('lit', url(spelling, '/')), hostIs('127.0.0.1')),
     policy(`${spelling} without a rule naming 127.0.0.1`, api(url(spelling, '/v1/x')), 'host'),
   ]);
-
-  // ---- Every forbidden header of the daemon's table, in two spellings.
-  const sample: Record<string, string> = { 'proxy-': 'proxy-authorization', 'x-forwarded-': 'x-forwarded-for' };
-  const titleCase = (name: string): string => name.replace(/(^|-)([a-z])/g, (_m, dash: string, ch: string) => dash + ch.toUpperCase());
-  const forbidden: Row[] = FORBIDDEN_HEADERS.flatMap((h) => {
-    const name = h.prefix ? (sample[h.name] ?? `${h.name}x`) : h.name;
-    return [name, titleCase(name)].map((n) => bad(`forbidden header ${n}`, api(url('api.example.test'), { headers: { [n]: '1' } }), new RegExp(`header "${name}" may not be sent`)));
-  });
 
   return [
     ...literals,
@@ -148,7 +140,7 @@ function rows(P: number, secret: string): Row[] {
     bad('%2f lower case', api(url('api.example.test', '/v1/a%2fb')), /encoded/),
     bad('%5c (encoded backslash)', api(url('api.example.test', '/v1/a%5cb')), /encoded/),
     bad('%00', api(url('api.example.test', '/v1/a%00')), /encoded/),
-    bad('a raw backslash', api(url('api.example.test', '/v1\\..\\admin')), /"\\\\"/),
+    bad('a raw backslash', api(url('api.example.test', '/v1\\..\\admin')), /contains "\\"/),
     bad('/a/./b', api(url('api.example.test', '/v1/./x')), /"\." or "\.\." segment/),
     bad('/a/../b', api(url('api.example.test', '/v1/../admin')), /"\." or "\.\." segment/),
     bad('a trailing ..', api(url('api.example.test', '/v1/x/..')), /"\." or "\.\." segment/),
@@ -166,101 +158,12 @@ function rows(P: number, secret: string): Row[] {
     ok('a dot-dot in the query is not a path', api(url('api.example.test', '/v1/x?/../admin')), urlIs('/v1/x?/../admin')),
     ok('a lower-case method is upper-cased', { ...api(url('api.example.test')), method: 'post' }, (t, seen) => t.equal(seen.method, 'POST')),
 
-    // ---- Headers.
-    ...forbidden,
-    bad('the injected header', api(url('api.example.test'), { headers: { 'x-api-key': 'mine' } }), /header "x-api-key" may not be sent: credential api injects/),
-    bad('the injected header, other case', api(url('api.example.test'), { headers: { 'X-API-Key': 'mine' } }), /header "x-api-key" may not be sent/),
-    bad('authorization for a basic credential', get('basic', url('api.example.test'), { headers: { authorization: 'Basic Zm9vOmJhcg==' } }), /header "authorization" may not be sent: credential basic/),
-    ok('authorization is the agent\'s own for a header credential', api(url('api.example.test'), { headers: { authorization: 'Bearer agent' } }), (t, seen) => {
-      t.equal(seen.headers['authorization'], 'Bearer agent');
-      t.equal(seen.headers['x-api-key'], `Key ${secret}`);
-    }),
-    ok('basic credential: the upstream receives Basic user:secret', get('basic', url('api.example.test')), (t, seen) => {
-      t.equal(seen.headers['authorization'], `Basic ${Buffer.from(`bob:${secret}`).toString('base64')}`);
-    }),
-    bad('CR LF in a header name', api(url('api.example.test'), { headers: { 'x-a\r\nhost': 'evil' } }), /CR, LF or NUL/),
-    bad('LF in a header name', api(url('api.example.test'), { headers: { 'x-a\nx-b': '1' } }), /CR, LF or NUL/),
-    bad('NUL in a header name', api(url('api.example.test'), { headers: { 'x-a\u0000': '1' } }), /CR, LF or NUL/),
-    bad('CR LF in a header value', api(url('api.example.test'), { headers: { 'x-a': '1\r\nHost: evil.test' } }), /CR, LF or NUL/),
-    bad('a bare LF in a header value', api(url('api.example.test'), { headers: { 'x-a': '1\nx-b: 2' } }), /CR, LF or NUL/),
-    bad('a bare CR in a header value', api(url('api.example.test'), { headers: { 'x-a': '1\r' } }), /CR, LF or NUL/),
-    bad('NUL in a header value', api(url('api.example.test'), { headers: { 'x-a': '1\u0000' } }), /CR, LF or NUL/),
-    bad('a space in a header name', api(url('api.example.test'), { headers: { 'x a': '1' } }), /not a valid HTTP header name/),
-    bad('a colon in a header name', api(url('api.example.test'), { headers: { 'host:': 'evil' } }), /not a valid HTTP header name/),
-    bad('one header twice in two cases', api(url('api.example.test'), { headers: { 'X-A': '1', 'x-a': '2' } }), /given twice/),
-    bad('a non-ASCII header value', api(url('api.example.test'), { headers: { 'x-a': '\u00e9' } }), /non-ASCII/),
-    bad('a non-string header value', api(url('api.example.test'), { headers: { 'x-a': 1 } }), /string value/),
-    bad('headers as an array', api(url('api.example.test'), { headers: [['x-a', '1']] }), /must be an object/),
-    bad('the injected query parameter', get('q', url('api.example.test', '/v1/x?api_key=mine')), /query parameter "api_key" may not be sent/),
-    bad('the injected query parameter, other case', get('q', url('api.example.test', '/v1/x?API_KEY=mine')), /query parameter "api_key"/),
-    bad('the injected query parameter, percent-encoded', get('q', url('api.example.test', '/v1/x?a=1&api%5Fkey=mine')), /query parameter "api_key"/),
-    bad('the injected query parameter as an array', get('q', url('api.example.test', '/v1/x?api_key[]=mine')), /query parameter "api_key"/),
-    ok('query credential: the secret is appended', get('q', url('api.example.test', '/v1/x?api_keyx=1')), urlIs(`/v1/x?api_keyx=1&api_key=${secret}`)),
-
-    // ---- Bodies.
-    bad('body and body_base64 both', { ...api(url('api.example.test')), method: 'POST', body: 'a', body_base64: 'YQ==' }, /both are given/),
-    no('body over max_request_body', { ...api(url('api.example.test')), method: 'POST', body: 'a'.repeat(MIB + 1) }, 413, 'body_too_large', /1048577 bytes, more than max_request_body/),
-    no('multi-byte body over max_request_body', { ...api(url('api.example.test')), method: 'POST', body: '\u00e9'.repeat(MIB / 2) + 'a' }, 413, 'body_too_large', /1048577 bytes/),
-    no('body_base64 over max_request_body', { ...api(url('api.example.test')), method: 'POST', body_base64: Buffer.alloc(MIB + 1, 7).toString('base64') }, 413, 'body_too_large', /body_base64: the body is 1048577 bytes/),
-    ok('body of exactly max_request_body', { ...api(url('api.example.test')), method: 'POST', body: 'b'.repeat(MIB) }, (t, seen) => t.equal(seen.body.length, MIB)),
-    ok('body_base64 arrives as bytes', { ...api(url('api.example.test')), method: 'POST', body_base64: Buffer.from([0, 255, 13, 10, 1]).toString('base64') }, (t, seen) => t.same([...seen.body], [0, 255, 13, 10, 1])),
-    bad('body_base64 in base64url', { ...api(url('api.example.test')), method: 'POST', body_base64: '-_-_' }, /base64url/),
-    bad('body_base64 not canonical', { ...api(url('api.example.test')), method: 'POST', body_base64: 'QR==' }, /not canonical/),
-    bad('body_base64 with a line break', { ...api(url('api.example.test')), method: 'POST', body_base64: 'YWFh\nYWFh' }, /remove whitespace/),
-    bad('body with an unpaired surrogate', { ...api(url('api.example.test')), method: 'POST', body: 'a\ud800b' }, /unpaired surrogate/),
-    bad('body as a number', { ...api(url('api.example.test')), method: 'POST', body: 42 }, /must be a string/),
-
-    // ---- Malformed JSON and fields.
-    bad('malformed JSON', { raw: Buffer.from('{"credential": "api", ') }, /not valid JSON/),
-    bad('an empty request body', { raw: Buffer.alloc(0) }, /empty/),
-    bad('a JSON array', { raw: Buffer.from('[]') }, /JSON object/),
-    bad('JSON null', { raw: Buffer.from('null') }, /JSON object/),
-    bad('invalid UTF-8', { raw: Buffer.from([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x7d]) }, /UTF-8/),
-    bad('an unknown field', api(url('api.example.test'), { follow_redirects: true }), /unknown field/),
-    bad('no url', { credential: 'api', method: 'GET' }, /url: is required/),
-    bad('url not a string', { credential: 'api', method: 'GET', url: ['https://api.example.test/'] }, /url: must be a string/),
-    bad('timeout_ms 0', api(url('api.example.test'), { timeout_ms: 0 }), /timeout_ms/),
-    bad('timeout_ms over max_timeout', api(url('api.example.test'), { timeout_ms: 10 * 60 * 1000 + 1 }), /timeout_ms/),
-    bad('an idempotency key with a space', api(url('api.example.test'), { idempotency_key: 'a b' }), /idempotency_key/),
-    bad('a credential name that cannot exist', get('../api', url('api.example.test')), /not a credential name/),
-    no('an unknown credential', get('nope', url('api.example.test')), 404, 'unknown_credential', /no credential named "nope"/),
-    bad('an SSH credential on /v1/http', get('box', url('api.example.test')), /ssh credential; use POST \/v1\/ssh/),
   ];
 }
 
-// POST /v1/http with exactly these bytes as the body.
-function rawRequest(sock: string, payload: Buffer): Promise<{ status: number; json: unknown; text: string }> {
-  return new Promise((resolve, reject) => {
-    const s = net.connect(sock);
-    const chunks: Buffer[] = [];
-    s.on('connect', () => {
-      s.write(`POST /v1/http HTTP/1.1\r\nhost: postern\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${payload.length}\r\n\r\n`);
-      s.write(payload);
-    });
-    s.on('data', (d: Buffer) => chunks.push(d));
-    s.on('error', reject);
-    s.on('close', () => {
-      const data = Buffer.concat(chunks).toString('utf8');
-      const split = data.indexOf('\r\n\r\n');
-      const text = data.slice(split + 4);
-      let json: unknown = null;
-      try {
-        json = JSON.parse(text);
-      } catch {
-        json = null;
-      }
-      resolve({ status: Number(data.split(' ')[1]), json, text });
-    });
-  });
-}
-
-interface ErrorBody {
-  error: { code: string; message: string; audit_seq: unknown };
-}
-
-t.test('hostile request input through the real daemon', async (t) => {
+t.test('hostile URLs through the real daemon', async (t) => {
   const s: Stack = await startStack({
-    names: ['api.example.test', '*.wild.test', '127.0.0.1'],
+    names: ['api.example.test', '*.wild.test', 'x.y.wild.test', '127.0.0.1'],
     records: { 'api.example.test': { A: ['127.0.0.1'] }, 'a.wild.test': { A: ['127.0.0.1'] }, 'x.y.wild.test': { A: ['127.0.0.1'] } },
   });
   t.teardown(() => s.close());
@@ -269,23 +172,20 @@ t.test('hostile request input through the real daemon', async (t) => {
   s.addCredential('api', `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "X-Api-Key"\ntemplate = "Key {secret}"\n` +
     `[[allow]]\nhost = "api.example.test"\nports = [${P}]\nmethods = ["GET", "POST"]\npaths = ["/v1/*"]\n` +
     `[[allow]]\nhost = "*.wild.test"\nports = [${P}]\n`, secret);
+  // Rules naming literals; allow_addresses opens 127.0.0.1 and link-local
+  // (which still leaves the metadata address blocked).
   s.addCredential('lit', `name = "lit"\nkind = "http"\nallow_addresses = ["127.0.0.1/32", "169.254.0.0/16"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n` +
     ['127.0.0.1', '10.0.0.1', '169.254.169.254', '[::ffff:10.0.0.1]', '[::1]'].map((h) => `[[allow]]\nhost = "${h}"\nports = [${P}]\n`).join(''), secret);
-  s.addCredential('basic', `name = "basic"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nbasic_user = "bob"\n[[allow]]\nhost = "api.example.test"\nports = [${P}]\npaths = ["/v1/*"]\n`, secret);
-  s.addCredential('q', `name = "q"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nquery = "api_key"\n[[allow]]\nhost = "api.example.test"\nports = [${P}]\npaths = ["/v1/*"]\n`, secret);
-  s.addCredential('box', `name = "box"\nkind = "ssh"\nhost = "127.0.0.1"\nport = 22\nuser = "deploy"\nauth = "password"\nhost_key = "SHA256:+DiY3wvvV6TuJJhbpZisF/zLDA0zPMSvHdkr4UvCOqU"\ncommands = ["true"]\n`, secret);
-  // Only 127.0.0.1 is ever approved.
   await s.approver((card) => (card.action['address'] === '127.0.0.1' ? { decision: 'session', root_key: card.process.key } : { decision: 'deny' }));
 
-  const table = rows(P, secret);
+  const table = rows(P);
   t.ok(table.length >= 80, `${table.length} rows`);
-
   const texts: string[] = [];
   let lastSeq = 0;
   for (const row of table) {
     await t.test(row.what, async (t) => {
       const before = { requests: s.up.requests.length, connections: s.up.connections() };
-      const r = 'raw' in row.req && Buffer.isBuffer(row.req.raw) ? await rawRequest(s.sock, row.req.raw) : await s.request(row.req);
+      const r = await s.request(row.req);
       texts.push(r.text);
       t.same(findCanary(r.text, secret), [], 'no form of the secret in the reply');
       t.equal(r.status, row.status, r.text.slice(0, 600));

@@ -1,0 +1,197 @@
+// Hostile request fields through the real daemon (SPEC §6.1–§6.3): every
+// forbidden header of the daemon's own table (in two spellings), the
+// injected header, Authorization for a basic credential, the injected query
+// parameter, CR/LF/NUL in header names and values, bodies (both forms, over
+// max_request_body, malformed), malformed JSON, bad fields, an unknown
+// credential and an SSH credential on /v1/http. One TABLE of rows; each
+// asserts the exact status and code, or success with what the upstream
+// received. For every refusal: the upstream saw no request and no
+// connection, and the refusal is journaled (a new audit_seq).
+//
+// Only 127.0.0.1 is ever connected to: the approver approves nothing else.
+import t, { Test } from 'tap';
+import net from 'node:net';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { startStack, Stack } from '../helpers/stack';
+import type { SeenRequest } from '../helpers/https-upstream';
+import { findCanary, makeCanary } from '../helpers/canary';
+import { FORBIDDEN_HEADERS } from '../../daemon/pipeline/headers';
+
+interface Reply {
+  status: number;
+  body: string;
+  target: { host: string; address: string; port: number };
+}
+
+interface Row {
+  what: string;
+  // A JSON request, or the raw bytes of one (for malformed JSON).
+  req: Record<string, unknown> | { raw: Buffer };
+  status: number;
+  code?: string; // absent: success
+  message?: RegExp;
+  seen?: (t: Test, seen: SeenRequest, reply: Reply) => void; // for successes
+}
+
+interface ErrorBody {
+  error: { code: string; message: string; audit_seq: unknown };
+}
+
+const MIB = 1024 * 1024;
+
+// The rows need the upstream port, known once the stack runs.
+function rows(P: number, secret: string): Row[] {
+  const url = (host: string, path = '/v1/x'): string => `https://${host}:${P}${path}`;
+  const get = (credential: string, u: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ credential, method: 'GET', url: u, ...extra });
+  const api = (u: string, extra: Record<string, unknown> = {}): Record<string, unknown> => get('api', u, extra);
+  const ok = (what: string, req: Record<string, unknown>, seen?: Row['seen']): Row => ({ what, req, status: 200, ...(seen ? { seen } : {}) });
+  const no = (what: string, req: Row['req'], status: number, code: string, message?: RegExp): Row => ({ what, req, status, code, ...(message ? { message } : {}) });
+  const bad = (what: string, req: Row['req'], message?: RegExp): Row => no(what, req, 400, 'bad_request', message);
+  const urlIs = (path: string): Row['seen'] => (t, seen) => t.equal(seen.url, path, 'the path and query are sent as written');
+
+  // ---- Every forbidden header of the daemon's table, in two spellings.
+  const sample: Record<string, string> = { 'proxy-': 'proxy-authorization', 'x-forwarded-': 'x-forwarded-for' };
+  const titleCase = (name: string): string => name.replace(/(^|-)([a-z])/g, (_m, dash: string, ch: string) => dash + ch.toUpperCase());
+  const forbidden: Row[] = FORBIDDEN_HEADERS.flatMap((h) => {
+    const name = h.prefix ? (sample[h.name] ?? `${h.name}x`) : h.name;
+    return [name, titleCase(name)].map((n) => bad(`forbidden header ${n}`, api(url('api.example.test'), { headers: { [n]: '1' } }), new RegExp(`header "${name}" may not be sent`)));
+  });
+
+  return [
+    // ---- Headers.
+    ...forbidden,
+    bad('the injected header', api(url('api.example.test'), { headers: { 'x-api-key': 'mine' } }), /header "x-api-key" may not be sent: credential api injects/),
+    bad('the injected header, other case', api(url('api.example.test'), { headers: { 'X-API-Key': 'mine' } }), /header "x-api-key" may not be sent/),
+    bad('authorization for a basic credential', get('basic', url('api.example.test'), { headers: { authorization: 'Basic Zm9vOmJhcg==' } }), /header "authorization" may not be sent: credential basic/),
+    ok('authorization is the agent\'s own for a header credential', api(url('api.example.test'), { headers: { authorization: 'Bearer agent' } }), (t, seen) => {
+      t.equal(seen.headers['authorization'], 'Bearer agent');
+      t.equal(seen.headers['x-api-key'], `Key ${secret}`);
+    }),
+    ok('basic credential: the upstream receives Basic user:secret', get('basic', url('api.example.test')), (t, seen) => {
+      t.equal(seen.headers['authorization'], `Basic ${Buffer.from(`bob:${secret}`).toString('base64')}`);
+    }),
+    bad('CR LF in a header name', api(url('api.example.test'), { headers: { 'x-a\r\nhost': 'evil' } }), /CR, LF or NUL/),
+    bad('LF in a header name', api(url('api.example.test'), { headers: { 'x-a\nx-b': '1' } }), /CR, LF or NUL/),
+    bad('NUL in a header name', api(url('api.example.test'), { headers: { 'x-a\u0000': '1' } }), /CR, LF or NUL/),
+    bad('CR LF in a header value', api(url('api.example.test'), { headers: { 'x-a': '1\r\nHost: evil.test' } }), /CR, LF or NUL/),
+    bad('a bare LF in a header value', api(url('api.example.test'), { headers: { 'x-a': '1\nx-b: 2' } }), /CR, LF or NUL/),
+    bad('a bare CR in a header value', api(url('api.example.test'), { headers: { 'x-a': '1\r' } }), /CR, LF or NUL/),
+    bad('NUL in a header value', api(url('api.example.test'), { headers: { 'x-a': '1\u0000' } }), /CR, LF or NUL/),
+    bad('a space in a header name', api(url('api.example.test'), { headers: { 'x a': '1' } }), /not a valid HTTP header name/),
+    bad('a colon in a header name', api(url('api.example.test'), { headers: { 'host:': 'evil' } }), /not a valid HTTP header name/),
+    bad('one header twice in two cases', api(url('api.example.test'), { headers: { 'X-A': '1', 'x-a': '2' } }), /given twice/),
+    bad('a non-ASCII header value', api(url('api.example.test'), { headers: { 'x-a': '\u00e9' } }), /non-ASCII/),
+    bad('a non-string header value', api(url('api.example.test'), { headers: { 'x-a': 1 } }), /string value/),
+    bad('headers as an array', api(url('api.example.test'), { headers: [['x-a', '1']] }), /must be an object/),
+    bad('the injected query parameter', get('q', url('api.example.test', '/v1/x?api_key=mine')), /query parameter "api_key" may not be sent/),
+    bad('the injected query parameter, other case', get('q', url('api.example.test', '/v1/x?API_KEY=mine')), /query parameter "api_key"/),
+    bad('the injected query parameter, percent-encoded', get('q', url('api.example.test', '/v1/x?a=1&api%5Fkey=mine')), /query parameter "api_key"/),
+    bad('the injected query parameter as an array', get('q', url('api.example.test', '/v1/x?api_key[]=mine')), /query parameter "api_key"/),
+    ok('query credential: the secret is appended', get('q', url('api.example.test', '/v1/x?api_keyx=1')), urlIs(`/v1/x?api_keyx=1&api_key=${secret}`)),
+
+    // ---- Bodies.
+    bad('body and body_base64 both', { ...api(url('api.example.test')), method: 'POST', body: 'a', body_base64: 'YQ==' }, /both are given/),
+    no('body over max_request_body', { ...api(url('api.example.test')), method: 'POST', body: 'a'.repeat(MIB + 1) }, 413, 'body_too_large', /1048577 bytes, more than max_request_body/),
+    no('multi-byte body over max_request_body', { ...api(url('api.example.test')), method: 'POST', body: '\u00e9'.repeat(MIB / 2) + 'a' }, 413, 'body_too_large', /1048577 bytes/),
+    no('body_base64 over max_request_body', { ...api(url('api.example.test')), method: 'POST', body_base64: Buffer.alloc(MIB + 1, 7).toString('base64') }, 413, 'body_too_large', /body_base64: the body is 1048577 bytes/),
+    ok('body of exactly max_request_body', { ...api(url('api.example.test')), method: 'POST', body: 'b'.repeat(MIB) }, (t, seen) => t.equal(seen.body.length, MIB)),
+    ok('body_base64 arrives as bytes', { ...api(url('api.example.test')), method: 'POST', body_base64: Buffer.from([0, 255, 13, 10, 1]).toString('base64') }, (t, seen) => t.same([...seen.body], [0, 255, 13, 10, 1])),
+    bad('body_base64 in base64url', { ...api(url('api.example.test')), method: 'POST', body_base64: '-_-_' }, /base64url/),
+    bad('body_base64 not canonical', { ...api(url('api.example.test')), method: 'POST', body_base64: 'QR==' }, /not canonical/),
+    bad('body_base64 with a line break', { ...api(url('api.example.test')), method: 'POST', body_base64: 'YWFh\nYWFh' }, /remove whitespace/),
+    bad('body with an unpaired surrogate', { ...api(url('api.example.test')), method: 'POST', body: 'a\ud800b' }, /unpaired surrogate/),
+    bad('body as a number', { ...api(url('api.example.test')), method: 'POST', body: 42 }, /must be a string/),
+
+    // ---- Malformed JSON and fields.
+    bad('malformed JSON', { raw: Buffer.from('{"credential": "api", ') }, /not valid JSON/),
+    bad('an empty request body', { raw: Buffer.alloc(0) }, /empty/),
+    bad('a JSON array', { raw: Buffer.from('[]') }, /JSON object/),
+    bad('JSON null', { raw: Buffer.from('null') }, /JSON object/),
+    bad('invalid UTF-8', { raw: Buffer.from([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x7d]) }, /UTF-8/),
+    bad('an unknown field', api(url('api.example.test'), { follow_redirects: true }), /unknown field/),
+    bad('no url', { credential: 'api', method: 'GET' }, /url: is required/),
+    bad('url not a string', { credential: 'api', method: 'GET', url: ['https://api.example.test/'] }, /url: must be a string/),
+    bad('timeout_ms 0', api(url('api.example.test'), { timeout_ms: 0 }), /timeout_ms/),
+    bad('timeout_ms over max_timeout', api(url('api.example.test'), { timeout_ms: 10 * 60 * 1000 + 1 }), /timeout_ms/),
+    bad('an idempotency key with a space', api(url('api.example.test'), { idempotency_key: 'a b' }), /idempotency_key/),
+    bad('a credential name that cannot exist', get('../api', url('api.example.test')), /not a credential name/),
+    no('an unknown credential', get('nope', url('api.example.test')), 404, 'unknown_credential', /no credential named "nope"/),
+    bad('an SSH credential on /v1/http', get('box', url('api.example.test')), /ssh credential; use POST \/v1\/ssh/),
+  ];
+}
+
+// POST /v1/http with exactly these bytes as the body.
+function rawRequest(sock: string, payload: Buffer): Promise<{ status: number; json: unknown; text: string }> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(sock);
+    const chunks: Buffer[] = [];
+    s.on('connect', () => {
+      s.write(`POST /v1/http HTTP/1.1\r\nhost: postern\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${payload.length}\r\n\r\n`);
+      s.write(payload);
+    });
+    s.on('data', (d: Buffer) => chunks.push(d));
+    s.on('error', reject);
+    s.on('close', () => {
+      const data = Buffer.concat(chunks).toString('utf8');
+      const text = data.slice(data.indexOf('\r\n\r\n') + 4);
+      let json: unknown = null;
+      try {
+        json = JSON.parse(text);
+      } catch {
+        json = null;
+      }
+      resolve({ status: Number(data.split(' ')[1]), json, text });
+    });
+  });
+}
+
+t.test('hostile request fields through the real daemon', async (t) => {
+  const s: Stack = await startStack();
+  t.teardown(() => s.close());
+  const P = s.up.port;
+  const secret = makeCanary('TOKEN');
+  s.addCredential('api', `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "X-Api-Key"\ntemplate = "Key {secret}"\n` +
+    `[[allow]]\nhost = "api.example.test"\nports = [${P}]\nmethods = ["GET", "POST"]\npaths = ["/v1/*"]\n`, secret);
+  s.addCredential('basic', `name = "basic"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nbasic_user = "bob"\n[[allow]]\nhost = "api.example.test"\nports = [${P}]\npaths = ["/v1/*"]\n`, secret);
+  s.addCredential('q', `name = "q"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nquery = "api_key"\n[[allow]]\nhost = "api.example.test"\nports = [${P}]\npaths = ["/v1/*"]\n`, secret);
+  s.addCredential('box', `name = "box"\nkind = "ssh"\nhost = "127.0.0.1"\nport = 22\nuser = "deploy"\nauth = "password"\nhost_key = "SHA256:+DiY3wvvV6TuJJhbpZisF/zLDA0zPMSvHdkr4UvCOqU"\ncommands = ["true"]\n`, secret);
+  await s.approver((card) => (card.action['address'] === '127.0.0.1' ? { decision: 'session', root_key: card.process.key } : { decision: 'deny' }));
+
+  const table = rows(P, secret);
+  t.ok(table.length >= 80, `${table.length} rows`);
+  const texts: string[] = [];
+  let lastSeq = 0;
+  for (const row of table) {
+    await t.test(row.what, async (t) => {
+      const before = { requests: s.up.requests.length, connections: s.up.connections() };
+      const r = 'raw' in row.req && Buffer.isBuffer(row.req.raw) ? await rawRequest(s.sock, row.req.raw) : await s.request(row.req);
+      texts.push(r.text);
+      t.same(findCanary(r.text, secret), [], 'no form of the secret in the reply');
+      t.equal(r.status, row.status, r.text.slice(0, 600));
+      if (row.code === undefined) {
+        const reply = r.json as Reply;
+        t.equal(reply?.status, 200, 'the upstream answered');
+        t.equal(s.up.requests.length, before.requests + 1, 'the upstream saw exactly one request');
+        const seen = s.up.requests.at(-1);
+        if (seen && row.seen) row.seen(t, seen, reply);
+        return;
+      }
+      const err = (r.json as ErrorBody | null)?.error;
+      t.equal(err?.code, row.code);
+      if (row.message) t.match(err?.message, row.message);
+      t.type(err?.audit_seq, 'number', 'the refusal is journaled');
+      if (typeof err?.audit_seq === 'number') {
+        t.ok(err.audit_seq > lastSeq, 'with a new journal entry');
+        lastSeq = err.audit_seq;
+      }
+      t.equal(s.up.requests.length, before.requests, 'the upstream saw no request');
+      t.equal(s.up.connections(), before.connections, 'no connection was made');
+    });
+  }
+
+  await s.d.stop();
+  t.same(findCanary(texts.join('\n'), secret), [], 'no reply carries the secret');
+  t.same(findCanary(s.d.logs(), secret), [], 'the daemon log holds no form of the secret');
+  t.same(findCanary(readFileSync(join(s.h.home, 'audit.log')), secret), [], 'the journal holds no form of the secret');
+});
