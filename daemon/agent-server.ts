@@ -106,8 +106,15 @@ export function createAgentServer(controller: Controller, log: Logger, pools: Pi
         send(res, 200, await route(services, identity, req, abort.signal));
       } catch (e) {
         refused = true;
-        const r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
+        let r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
         if (!(e instanceof Refusal)) log.error({ event: 'agent_error', err: (e as Error)?.name }, 'agent request failed');
+        // Every refusal is journaled; those the pipeline did not journal
+        // itself (peer, lock, endpoint, oversized body) are recorded here.
+        if (r.detail?.['audit_seq'] === undefined) {
+          const peer = peers.get(req.socket);
+          const head = await controller.record({ kind: 'agent_refused', code: r.code, endpoint: `${req.method} ${path}`, pid: peer && !(peer instanceof Refusal) ? peer.process.pid : null }).catch(() => null);
+          if (head) r = new Refusal(r.code, r.message, { ...(r.detail ?? {}), audit_seq: head.seq });
+        }
         sendRefusal(res, r);
         req.resume();
       } finally {
