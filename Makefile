@@ -27,7 +27,7 @@ check: install
 	node scripts/lint.mjs
 
 # The long suites (200 kill -9s, figures at --kdf moderate) run on their own
-# with a 40-minute limit per file; everything else must finish in 60 s a file.
+# with a 40-minute limit per file; everything else must finish in 180 s a file.
 LONG_TIMEOUT := 2400
 
 test: build check

@@ -78,7 +78,8 @@ export function createAdminServer(controller: Controller, log: Logger): net.Serv
     try {
       peer = peerCredOfSocket(sock);
     } catch {
-      sock.destroy();
+      // Say why rather than just closing: the CLI would report "not reachable".
+      sock.end(encodeFrame({ id: 0, ok: false, error: { code: 'unidentified_peer', message: 'the daemon could not identify this process (another pid namespace?); run the CLI where the daemon runs' } }));
       return;
     }
     if (peer.uid !== ownUid) {

@@ -90,7 +90,7 @@ function processLines(p: CardProcess, title: string, key: string | undefined): s
   const more = p.cmdline.length > MAX_ARGS_SHOWN ? ` … [${p.cmdline.length - MAX_ARGS_SHOWN} more arguments not shown]` : '';
   const flagged = [p.exe, p.cwd, ...p.cmdline].some(hasHidden);
   return [
-    `  ${key ? `[${key}]` : '   '} ${title.padEnd(LABEL_WIDTH - 4)} pid ${p.pid}${p.uid >= 0 ? `  uid ${p.uid}` : ''}  exe ${showExe(p.exe, p.exe_deleted, p.exe_memfd)}${flagged ? '  <- holds escaped characters: read carefully' : ''}`,
+    `  ${key ? `[${key}]` : '   '} ${title.padEnd(11)} pid ${p.pid}${p.uid >= 0 ? `  uid ${p.uid}` : ''}  exe ${showExe(p.exe, p.exe_deleted, p.exe_memfd)}${flagged ? '  <- holds escaped characters: read carefully' : ''}`,
     row('        ', 'cwd', escapeText(p.cwd)),
     row('        ', 'argv', p.cmdline.length === 0 ? '(empty)' : args + more),
   ];

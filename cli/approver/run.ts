@@ -24,7 +24,7 @@ export interface Terminal {
 }
 
 export interface InteractiveOptions {
-  title?: string;
+  approverId?: string;
   graceMs?: number;
   now?: () => number;
 }
@@ -50,10 +50,12 @@ class InteractiveApprover {
   private inFlight: string | null = null;
   private shownId: string | null = null;
   private shownAt = 0;
+  private connection: string;
   private readonly grace: number;
   private readonly now: () => number;
 
-  constructor(private readonly source: CardSource, private readonly term: Terminal, private readonly opts: InteractiveOptions) {
+  constructor(private readonly source: CardSource, private readonly term: Terminal, opts: InteractiveOptions) {
+    this.connection = `attached as approver ${escapeText(opts.approverId ?? '?', 40)}`;
     this.grace = opts.graceMs ?? KEY_GRACE_MS;
     this.now = opts.now ?? Date.now;
   }
@@ -73,6 +75,11 @@ class InteractiveApprover {
     },
     reset: () => {
       this.queue.clear();
+      this.connection = 'NOT CONNECTED: reconnecting to the daemon…';
+      this.render();
+    },
+    attached: (id) => {
+      this.connection = `attached as approver ${escapeText(id, 40)}`;
       this.render();
     },
     notice: (text) => this.note(text),
@@ -94,7 +101,7 @@ class InteractiveApprover {
       ? renderCard(head, { waiting: this.queue.size - 1 })
       : ['No request is waiting for approval.', '', '  q  quit the approver'];
     const status = this.inFlight ? ['', `  sending the decision on ${escapeText(this.inFlight, 40)}…`] : [];
-    const lines = [`postern approver${this.opts.title ? ` — ${this.opts.title}` : ''}`, '', ...body, ...status, '', ...(this.notes.length ? ['Recent:', ...this.notes.map((n) => `  ${n}`)] : [])];
+    const lines = [`postern approver — ${this.connection}`, '', ...body, ...status, '', ...(this.notes.length ? ['Recent:', ...this.notes.map((n) => `  ${n}`)] : [])];
     this.term.write(frame(lines));
   }
 
@@ -126,7 +133,7 @@ class InteractiveApprover {
         this.queue.remove(card.id);
         this.note(taken ? `request ${id} (${escapeText(card.credential, 80)}, pid ${card.process.pid}): ${decisionWords(choice.args, card)}` : `request ${id}: your decision was not taken (another approver decided first, or the request expired or was withdrawn)`);
       })
-      .catch((e: unknown) => this.note(`request ${id}: the decision was not sent: ${describeError(e)}`))
+      .catch((e: unknown) => this.note(`request ${id}: the decision was not sent: ${escapeText(describeError(e), 300)}`))
       .finally(() => {
         this.inFlight = null;
         this.render();
@@ -200,6 +207,7 @@ export async function runAuto(source: CardSource, o: AutoOptions, stop: AbortSig
       if (!mine.has(id)) say('withdrawn', `withdrawn ${escapeText(id, 40)}: ${escapeText(reason, 200)}`, { id, reason });
     },
     reset: () => mine.clear(),
+    attached: () => undefined,
     notice: (text) => say('notice', text),
   };
   const onStop = (): void => source.close();

@@ -16,6 +16,8 @@ export interface SourceEvents {
   // The connection was replaced: forget every card; the daemon sends again
   // what is still pending when the approver attaches.
   reset(): void;
+  // Attached again after a reconnection, as this approver id.
+  attached(approverId: string): void;
   notice(text: string): void;
 }
 
@@ -44,7 +46,7 @@ export class DaemonSource implements CardSource {
   private reconnecting = false;
   private finish: { resolve: () => void; reject: (e: Error) => void } | null = null;
   private failure: Error | null = null;
-  approverId = '';
+  private approverId = '';
 
   private constructor(private readonly config: LoadedConfig, client: AdminClient) {
     this.client = client;
@@ -150,7 +152,11 @@ export class DaemonSource implements CardSource {
         this.wire(client);
         const r = await client.request('approver.attach', {}, [this.passphrase]);
         this.approverId = String(r['approver'] ?? '');
-        this.emit((e) => e.notice(`re-attached to the daemon (approver ${this.approverId})`));
+        const id = this.approverId;
+        this.emit((e) => {
+          e.attached(id);
+          e.notice(`re-attached to the daemon (approver ${id})`);
+        });
         return;
       } catch (e) {
         if (!(e instanceof Unreachable)) return this.fail(e as Error);

@@ -63,11 +63,14 @@ async function runApprover(c: Context, o: ApproverFlags): Promise<void> {
   const onSignal = (): void => stop.abort();
   const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
   try {
-    const attached = await source.attach(await getPassphrase(o));
+    const pass = await getPassphrase(o);
+    // Proving it can take a few seconds (the daemon derives the key when locked).
+    if (p.auto === null) process.stdout.write('checking the passphrase with the daemon…\n');
+    const attached = await source.attach(pass);
     for (const s of signals) process.on(s, onSignal);
     const id = String(attached['approver'] ?? '');
     if (p.auto === null) {
-      await runInteractive(source, { input: process.stdin, write: (t) => process.stdout.write(t) }, stop.signal, { title: `attached as approver ${id}` });
+      await runInteractive(source, { input: process.stdin, write: (t) => process.stdout.write(t) }, stop.signal, { approverId: id });
       return;
     }
     const print = (line: string): void => void process.stdout.write(`${line}\n`);

@@ -47,7 +47,7 @@ function setup(): { src: Fixture; input: PassThrough & { raw: boolean[] }; scree
   let out = '';
   const clock = { now: 1_000_000 };
   const stop = new AbortController();
-  const done = runInteractive(src, term, stop.signal, { title: 'test', now: () => clock.now });
+  const done = runInteractive(src, term, stop.signal, { approverId: 'ap1', now: () => clock.now });
   const screen = (): string => {
     const frames = out.split('\x1b[H\x1b[2J');
     return frames[frames.length - 1] ?? '';
@@ -126,8 +126,12 @@ t.test('a decision not taken, and one that fails, are reported', async (t) => {
   t.match(screen(), /request ddd: the decision was not sent: a session may be rooted only/);
   t.match(screen(), /Approval request ddd/, 'the card stays for another decision');
 
+  t.match(screen(), /^postern approver — attached as approver ap1$/m);
   src.events.reset();
   t.match(screen(), /No request is waiting/, 'a reconnection forgets the cards (the daemon sends them again)');
+  t.match(screen(), /^postern approver — NOT CONNECTED: reconnecting to the daemon…$/m, 'and says it is not connected');
+  src.events.attached('ap2');
+  t.match(screen(), /^postern approver — attached as approver ap2$/m);
   stop.abort();
   await done;
   t.ok(src.closed, 'a stop signal closes the source');

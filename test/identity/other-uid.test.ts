@@ -49,7 +49,7 @@ t.test('agent_uids decides who may use the agent socket', async (t) => {
   t.equal(nobody.uid, NOBODY, 'the agent runs as uid 65534');
   const body = (s: Stack): unknown => ({ credential: 'api', method: 'GET', url: s.url('api.example.test', '/v1/x') });
 
-  t.test('agent_uids = [] (the daemon\'s own uid only): another uid is refused', async (t) => {
+  await t.test('agent_uids = [] (the daemon\'s own uid only): another uid is refused', async (t) => {
     const r = await nobody.request(own.sock, body(own));
     t.equal(r.status, 403, r.text);
     t.equal(errorCode(r.json), 'denied_peer');
@@ -64,7 +64,7 @@ t.test('agent_uids decides who may use the agent socket', async (t) => {
     await root.exit();
   });
 
-  t.test('agent_uids = [65534]: that uid is served, with a card naming it; the daemon\'s uid no longer is', async (t) => {
+  await t.test('agent_uids = [65534]: that uid is served, with a card naming it; the daemon\'s uid no longer is', async (t) => {
     const r = await nobody.request(listed.sock, body(listed));
     t.equal(r.status, 200, r.text);
     t.equal(listedCards.length, 1, 'served after a human approved its card');

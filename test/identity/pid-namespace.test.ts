@@ -35,7 +35,7 @@ t.test('same inner pid, new instance: a new card (daemon outside the agents\' pi
   t.equal(ctl.pid, 1, 'the controller is the init of its namespace');
 
   const P = 3131;
-  const x = await ctl.spawn({ id: 'x', lastPid: P - 1 });
+  const x = await ctl.spawnAt({ id: 'x' }, P);
   t.equal(x.pid, P, 'X runs at inner pid P');
   let r = await x.request(s.sock, body);
   t.equal(r.status, 200, r.text);
@@ -52,7 +52,7 @@ t.test('same inner pid, new instance: a new card (daemon outside the agents\' pi
   t.equal(cards.length, 1, 'X is covered by the session rooted at X');
 
   await x.exit();
-  const y = await ctl.spawn({ id: 'y', lastPid: P - 1 });
+  const y = await ctl.spawnAt({ id: 'y' }, P);
   t.equal(y.pid, P, 'Y reuses inner pid P');
   plan = () => ({ decision: 'deny' });
   r = await y.request(s.sock, body);

@@ -111,9 +111,9 @@ t.test('a recycled pid never inherits an approval (daemon and agents in one pid 
   t.teardown(() => ctl.kill());
   t.equal(ctl.ppid, 0, "the controller is inside the namespace (its parent, nsenter, is outside)");
 
-  t.test('X approved for a session; Y with the same pid must ask again', async (t) => {
+  await t.test('X approved for a session; Y with the same pid must ask again', async (t) => {
     const P = 4242;
-    const x = await ctl.spawn({ id: 'x', lastPid: P - 1 });
+    const x = await ctl.spawnAt({ id: 'x' }, P);
     t.equal(x.pid, P, 'X runs at the forced pid');
     plan = (card) => ({ decision: 'session', root_key: card.process.key });
     let r = await x.request(sock, body);
@@ -127,7 +127,7 @@ t.test('a recycled pid never inherits an approval (daemon and agents in one pid 
     t.same(await sessionRoots(), [xCard.process.key], 'one session, rooted at X');
 
     await x.exit();
-    const y = await ctl.spawn({ id: 'y', lastPid: P - 1 });
+    const y = await ctl.spawnAt({ id: 'y' }, P);
     t.equal(y.pid, P, 'Y got the very pid X had');
     plan = () => ({ decision: 'deny' });
     r = await y.request(sock, body);
@@ -144,10 +144,10 @@ t.test('a recycled pid never inherits an approval (daemon and agents in one pid 
     await y.exit();
   });
 
-  t.test("an approval decided after the requester's pid was recycled is refused at decision time", async (t) => {
+  await t.test("an approval decided after the requester's pid was recycled is refused at decision time", async (t) => {
     const P = 5242;
     const replyFile = join(h.dir, 'held-reply');
-    const x = await ctl.spawn({ id: 'x2', lastPid: P - 1 });
+    const x = await ctl.spawnAt({ id: 'x2' }, P);
     t.equal(x.pid, P);
     const before = cards.length;
     plan = () => null; // the human has not decided yet
@@ -158,7 +158,7 @@ t.test('a recycled pid never inherits an approval (daemon and agents in one pid 
     const xCard = cards[before]!;
     t.equal(xCard.process.pid, P);
     await x.exit();
-    const y = await ctl.spawn({ id: 'y2', lastPid: P - 1 });
+    const y = await ctl.spawnAt({ id: 'y2' }, P);
     t.equal(y.pid, P, 'Y now holds the pid of the waiting requester');
     const pending = (await admin.request('approvals.list'))['result'] as { pending: { id: string }[] };
     t.ok(pending.pending.some((c) => c.id === xCard.id), "X's card is still pending (its connection is open)");
