@@ -155,7 +155,7 @@ function setUpLineHash(lib: unknown): void {
 
 class JournalLines {
   segments = 0; // files opened
-  private queue: Rec[] = [];
+  private queue: Array<Rec | undefined> = [];
   private qh = 0;
   private done = false;
   private seg = -1;
@@ -180,6 +180,8 @@ class JournalLines {
   }
 
   shift(): void {
+    // Drop the record now (its line and chunk can go), compact now and then.
+    this.queue[this.qh] = undefined;
     this.qh += 1;
     if (this.qh > 4096 && this.qh * 2 > this.queue.length) {
       this.queue = this.queue.slice(this.qh);
