@@ -74,6 +74,8 @@ const HANDLERS: Record<AdminOp, Handler> = {
 export function createAdminServer(controller: Controller, log: Logger): net.Server {
   const ownUid = process.getuid?.() ?? -1;
   return net.createServer((sock) => {
+    // First of all: a peer that vanishes must never crash the daemon.
+    sock.on('error', () => undefined);
     let peer;
     try {
       peer = peerCredOfSocket(sock);
@@ -104,7 +106,6 @@ export function createAdminServer(controller: Controller, log: Logger): net.Serv
       decoder.wipe();
       if (conn.attached) controller.detachApprover(conn.id);
     });
-    sock.on('error', () => undefined);
   });
 }
 
