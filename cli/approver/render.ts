@@ -85,15 +85,42 @@ function actionLines(action: Record<string, unknown>): string[] {
   return lines;
 }
 
-function processLines(p: CardProcess, title: string, key: string | undefined): string[] {
-  const args = p.cmdline.slice(0, MAX_ARGS_SHOWN).map((a) => quoteArg(a)).join(' ');
+const FLAG_PROCESS = '  <- holds escaped characters: read carefully';
+
+function argvText(p: CardProcess): string {
+  if (p.cmdline.length === 0) return '(empty)';
   const more = p.cmdline.length > MAX_ARGS_SHOWN ? ` … [${p.cmdline.length - MAX_ARGS_SHOWN} more arguments not shown]` : '';
-  const flagged = [p.exe, p.cwd, ...p.cmdline].some(hasHidden);
-  return [
-    `  ${key ? `[${key}]` : '   '} ${title.padEnd(11)} pid ${p.pid}${p.uid >= 0 ? `  uid ${p.uid}` : ''}  exe ${showExe(p.exe, p.exe_deleted, p.exe_memfd)}${flagged ? '  <- holds escaped characters: read carefully' : ''}`,
-    row('        ', 'cwd', escapeText(p.cwd)),
-    row('        ', 'argv', p.cmdline.length === 0 ? '(empty)' : args + more),
-  ];
+  return p.cmdline.slice(0, MAX_ARGS_SHOWN).map((a) => quoteArg(a)).join(' ') + more;
+}
+
+function processHead(p: CardProcess, title: string, key: string | undefined): string {
+  return `  ${key ? `[${key}]` : '   '} ${title.padEnd(11)} pid ${p.pid}${p.uid >= 0 ? `  uid ${p.uid}` : ''}  exe ${showExe(p.exe, p.exe_deleted, p.exe_memfd)}`;
+}
+
+const flagged = (p: CardProcess): string => ([p.exe, p.cwd, ...p.cmdline].some(hasHidden) ? FLAG_PROCESS : '');
+
+// The requester gets three lines; each ancestor one (a chain can be long,
+// and the card must fit a terminal).
+function requesterLines(p: CardProcess, key: string | undefined): string[] {
+  return [processHead(p, 'requester', key) + flagged(p), row('        ', 'cwd', escapeText(p.cwd)), row('        ', 'argv', argvText(p))];
+}
+
+function ancestorLine(p: CardProcess, depth: number, key: string | undefined): string {
+  return `${processHead(p, `ancestor ${depth}`, key)}  cwd ${escapeText(p.cwd)}  argv ${argvText(p)}${flagged(p)}`;
+}
+
+// The keys, in two lines: the session keys are marked on the chain itself.
+function keyLines(card: Card): string[] {
+  const choices = choicesFor(card);
+  const lines = ['  d  deny      o  allow once      q  quit the approver (pending requests stay pending)'];
+  if (card.approve !== 'session') return [...lines, '  (each-use: no session can be approved for this credential)'];
+  const parts: string[] = [];
+  const s = choices.find((c) => c.key === 's');
+  if (s) parts.push(`s  ${s.label}`);
+  const digits = choices.filter((c) => /^[1-9]$/.test(c.key));
+  if (digits.length === 1) parts.push(`1  ${digits[0]!.label}`);
+  else if (digits.length > 1) parts.push(`1…${digits.length}  session rooted at that ancestor (marked [1]…[${digits.length}] above)`);
+  return parts.length ? [...lines, `  ${parts.join('      ')}`] : lines;
 }
 
 function expiry(card: Card): string {
@@ -120,11 +147,10 @@ export function renderCard(card: Card, opts: RenderOptions = {}): string[] {
     `  ${actionLines(card.action).join('\n')}`,
     '',
     '  Process chain, requester first (a session covers the chosen process and everything it starts):',
-    ...processLines(card.process, 'requester', keyOf(card.process.key)),
-    ...card.ancestors.flatMap((a, i) => processLines(a, `ancestor ${i + 1}`, keyOf(a.key))),
+    ...requesterLines(card.process, keyOf(card.process.key)),
+    ...card.ancestors.map((a, i) => ancestorLine(a, i + 1, keyOf(a.key))),
     '',
-    ...choices.map((c) => `  ${c.key}  ${c.label}`),
-    '  q  quit the approver (pending requests stay pending)',
+    ...keyLines(card),
   ];
   return lines.flatMap((l) => l.split('\n'));
 }

@@ -21,6 +21,14 @@ const MAX_NOTES = 8;
 export interface Terminal {
   input: NodeJS.ReadableStream & { setRawMode?(raw: boolean): unknown; isTTY?: boolean };
   write(text: string): void;
+  // The window size, when known; the screen is redrawn on `resize`.
+  size?(): { rows: number; columns: number } | undefined;
+  onResize?(redraw: () => void): () => void;
+}
+
+// Rows the lines take on a terminal this wide (long lines wrap).
+function rowsTaken(lines: string[], columns: number): number {
+  return lines.reduce((n, l) => n + Math.max(1, Math.ceil([...l].length / Math.max(1, columns))), 0);
 }
 
 export interface InteractiveOptions {
@@ -102,6 +110,12 @@ class InteractiveApprover {
       : ['No request is waiting for approval.', '', '  q  quit the approver'];
     const status = this.inFlight ? ['', `  sending the decision on ${escapeText(this.inFlight, 40)}…`] : [];
     const lines = [`postern approver — ${this.connection}`, '', ...body, ...status, '', ...(this.notes.length ? ['Recent:', ...this.notes.map((n) => `  ${n}`)] : [])];
+    // A card taller than the window scrolls its top (the action) out of
+    // sight; the last line, always visible, says so.
+    const size = this.term.size?.();
+    if (head && size && rowsTaken(lines, size.columns) + 1 > size.rows) {
+      lines.push(`!! this card is taller than the terminal (${size.rows} rows): scroll up or enlarge the window, and read all of it before deciding`);
+    }
     this.term.write(frame(lines));
   }
 
@@ -150,6 +164,7 @@ export async function runInteractive(source: CardSource, term: Terminal, stop: A
   };
   const onEnd = (): void => source.close();
   const onStop = (): void => source.close();
+  const stopResize = term.onResize?.(() => ui.render());
   term.input.setRawMode?.(true);
   term.input.on('data', onData);
   term.input.on('end', onEnd);
@@ -161,6 +176,7 @@ export async function runInteractive(source: CardSource, term: Terminal, stop: A
     await source.run(ui.events);
   } finally {
     stop.removeEventListener('abort', onStop);
+    stopResize?.();
     term.input.removeListener('data', onData);
     term.input.removeListener('end', onEnd);
     term.input.setRawMode?.(false);

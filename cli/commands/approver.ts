@@ -70,7 +70,17 @@ async function runApprover(c: Context, o: ApproverFlags): Promise<void> {
     for (const s of signals) process.on(s, onSignal);
     const id = String(attached['approver'] ?? '');
     if (p.auto === null) {
-      await runInteractive(source, { input: process.stdin, write: (t) => process.stdout.write(t) }, stop.signal, { approverId: id });
+      const out = process.stdout;
+      const terminal = {
+        input: process.stdin,
+        write: (text: string) => void out.write(text),
+        size: () => (out.isTTY ? { rows: out.rows, columns: out.columns } : undefined),
+        onResize: (redraw: () => void) => {
+          out.on('resize', redraw);
+          return () => void out.removeListener('resize', redraw);
+        },
+      };
+      await runInteractive(source, terminal, stop.signal, { approverId: id });
       return;
     }
     const print = (line: string): void => void process.stdout.write(`${line}\n`);

@@ -49,20 +49,22 @@ t.test('an HTTP card: credential, mode, the concrete action, the chain, the keys
   t.match(out, /\[s\] requester +pid 4242 {2}uid 1000 {2}exe \/usr\/bin\/curl$/m);
   t.match(out, /^ +argv +"curl" "-s" "https:\/\/api\.github\.com\/x"$/m);
   t.match(out, /^ +cwd +\/home\/dev\/app$/m);
-  t.match(out, /^ {2}d {2}deny$/m);
-  t.match(out, /^ {2}o {2}allow once$/m);
-  t.match(out, /^ {2}s {2}session rooted at the requester \(pid 4242\)$/m);
-  t.match(out, /^ {2}1 {2}session rooted at ancestor 1 \(pid 4200\)$/m);
-  t.match(out, /^ {2}2 {2}session rooted at ancestor 2 \(pid 4100\)$/m);
-  t.match(out, /^ {2}q {2}quit/m);
+  // Ancestors take one line each.
+  t.match(out, /^ {2}\[1\] ancestor 1 +pid 4200 {2}uid 1000 {2}exe \/usr\/bin\/node {2}cwd \/home\/dev\/app {2}argv "node" "agent\.js"$/m);
+  t.match(out, /^ {2}\[2\] ancestor 2 +pid 4100 {2}uid 1000 {2}exe \/usr\/bin\/bash {2}cwd \/home\/dev\/app {2}argv "bash"$/m);
+  t.match(out, /^ {2}d {2}deny {6}o {2}allow once {6}q {2}quit the approver/m);
+  t.match(out, /^ {2}s {2}session rooted at the requester \(pid 4242\) {6}1…2 {2}session rooted at that ancestor \(marked \[1\]…\[2\] above\)$/m);
+  const one = text(card({ ancestors: [proc(4200)] }));
+  t.match(one, /^ {2}s {2}session rooted at the requester \(pid 4242\) {6}1 {2}session rooted at ancestor 1 \(pid 4200\)$/m, 'a single ancestor is named');
   t.notMatch(text(card()), /more waiting/, 'no count when nothing else waits');
 });
 
 t.test('each-use: only deny and allow once are offered', async (t) => {
   const out = text(card({ approve: 'each-use' }));
   t.match(out, /approve +each-use/);
-  t.match(out, /^ {2}o {2}allow once$/m);
-  t.notMatch(out, /^ {2}[s1-9] {2}/m, 'no session keys');
+  t.match(out, /^ {2}d {2}deny {6}o {2}allow once/m);
+  t.match(out, /^ {2}\(each-use: no session can be approved for this credential\)$/m);
+  t.notMatch(out, /session rooted/, 'no session keys');
   t.notMatch(out, /\[s\]|\[1\]/, 'no key marks on the chain');
 });
 
@@ -119,6 +121,7 @@ t.test('many arguments and ancestors beyond the keys', async (t) => {
   const out = text(card({ process: proc(5, { cmdline: many }), ancestors }));
   t.match(out, /"a63" … \[36 more arguments not shown\]/);
   t.match(out, /\[9\] ancestor 9 /);
+  t.match(out, /1…9 {2}session rooted at that ancestor \(marked \[1\]…\[9\] above\)$/m);
   t.match(out, /^ {6}ancestor 10 +pid 109/m, 'ancestor 10 is shown, without a key');
   t.notMatch(out, /^ {2}10 {2}/m);
 });
@@ -134,7 +137,7 @@ t.test('readCard: defensive reading of what the daemon pushed', async (t) => {
   t.same(c.ancestors, []);
   t.equal(c.credential, '(not given)');
   const out = renderCard(c).join('\n');
-  t.notMatch(out, /^ {2}s {2}/m, 'no session without a process key');
+  t.notMatch(out, /session rooted/, 'no session without a process key');
 });
 
 function escapeRe(s: string): string {

@@ -40,10 +40,14 @@ function card(id: string, pid: number, approve: 'session' | 'each-use' = 'sessio
   };
 }
 
-function setup(): { src: Fixture; input: PassThrough & { raw: boolean[] }; screen(): string; clock: { now: number }; done: Promise<void>; stop: AbortController } {
+function setup(size?: { rows: number; columns: number }): { src: Fixture; input: PassThrough & { raw: boolean[] }; screen(): string; clock: { now: number }; done: Promise<void>; stop: AbortController } {
   const src = new Fixture();
   const input = Object.assign(new PassThrough(), { raw: [] as boolean[] });
-  const term = { input: Object.assign(input, { setRawMode: (b: boolean) => input.raw.push(b) }), write: (s: string) => (out += s) };
+  const term = {
+    input: Object.assign(input, { setRawMode: (b: boolean) => input.raw.push(b) }),
+    write: (s: string) => void (out += s),
+    size: () => size,
+  };
   let out = '';
   const clock = { now: 1_000_000 };
   const stop = new AbortController();
@@ -142,4 +146,17 @@ t.test('the end of the input stops the loop', async (t) => {
   input.end();
   await done;
   t.ok(src.closed);
+});
+
+t.test('a card taller than the terminal says so on its last line', async (t) => {
+  const size = { rows: 200, columns: 200 };
+  const { src, input, screen, done } = setup(size);
+  src.events.pending(card('eee', 30));
+  t.notMatch(screen(), /taller than the terminal/, 'it fits in 200 rows');
+  size.rows = 20;
+  src.events.notice('redraw');
+  const lines = screen().trimEnd().split('\n');
+  t.match(lines[lines.length - 1], /^!! this card is taller than the terminal \(20 rows\): scroll up or enlarge the window/);
+  input.write('q');
+  await done;
 });

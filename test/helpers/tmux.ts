@@ -1,10 +1,12 @@
 // A real terminal for tests: a command in a detached tmux session of a fixed
 // size, on a tmux server of its own (its own socket), so the session's
 // environment is exactly the one given here and tests never share a server.
-// The pane stays after the command exits, so its last screen and exit
-// status can still be read.
+// The pane stays after the command exits, so its last screen can still be
+// read; the exit status is written to a file by the shell that runs the
+// command (tmux's own #{pane_dead_status} was seen empty for a dead pane
+// under load).
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -29,6 +31,10 @@ export class Tmux {
     private readonly env: NodeJS.ProcessEnv,
   ) {}
 
+  private get exitFile(): string {
+    return join(this.dir, 'exit-status');
+  }
+
   // `argv` runs through `env -u NODE_OPTIONS`: tap puts its own
   // NODE_OPTIONS into every child's environment, and postern refuses it.
   static start(argv: string[], o: TmuxOptions = {}): Tmux {
@@ -39,7 +45,8 @@ export class Tmux {
     const env = { ...(o.env ?? process.env) };
     delete env['TMUX'];
     const t = new Tmux(name, name, dir, env);
-    const command = ['env', '-u', 'NODE_OPTIONS', ...argv].map(shellQuote).join(' ');
+    const run = 'env -u NODE_OPTIONS "$@"; echo $? > "$0.tmp" && mv "$0.tmp" "$0"';
+    const command = ['/bin/sh', '-c', run, t.exitFile, ...argv].map(shellQuote).join(' ');
     t.tmux(['-f', conf, 'new-session', '-d', '-s', name, '-x', String(o.width ?? 200), '-y', String(o.height ?? 50), ...(o.cwd ? ['-c', o.cwd] : []), command]);
     return t;
   }
@@ -80,8 +87,13 @@ export class Tmux {
 
   // The command's exit status once it has exited, else null.
   exitStatus(): number | null {
-    const [dead, status] = this.tmux(['display-message', '-p', '-t', this.name, '#{pane_dead} #{pane_dead_status}']).trim().split(' ');
-    return dead === '1' ? Number(status) : null;
+    let text: string;
+    try {
+      text = readFileSync(this.exitFile, 'utf8');
+    } catch {
+      return null;
+    }
+    return /^\d+\n$/.test(text) ? Number(text) : null;
   }
 
   async waitExit(ms = 10_000): Promise<number> {
@@ -92,11 +104,6 @@ export class Tmux {
       if (Date.now() > deadline) throw new Error(`the command in tmux did not exit within ${ms} ms; the screen shows:\n${this.screen()}`);
       await new Promise((r) => setTimeout(r, 50));
     }
-  }
-
-  // The pid of the command in the pane.
-  pid(): number {
-    return Number(this.tmux(['display-message', '-p', '-t', this.name, '#{pane_pid}']).trim());
   }
 
   kill(): void {
