@@ -9,32 +9,13 @@
 // Only 127.0.0.1 is ever connected to: the approver approves nothing else,
 // so a daemon that let another address through would fail the row at
 // approval instead of connecting.
-import t, { Test } from 'tap';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import t from 'tap';
 import { startStack, Stack } from '../helpers/stack';
-import type { SeenRequest } from '../helpers/https-upstream';
-import { findCanary, makeCanary } from '../helpers/canary';
+import { makeCanary } from '../helpers/canary';
+import { Row, runRows } from '../helpers/request-rows';
 
-interface Reply {
-  status: number;
-  body: string;
-  target: { host: string; address: string; port: number };
-}
 
-interface Row {
-  what: string;
-  // A JSON request, or the raw bytes of one (for malformed JSON).
-  req: Record<string, unknown> | { raw: Buffer };
-  status: number;
-  code?: string; // absent: success
-  message?: RegExp;
-  seen?: (t: Test, seen: SeenRequest, reply: Reply) => void; // for successes
-}
 
-interface ErrorBody {
-  error: { code: string; message: string; audit_seq: unknown };
-}
 
 // The rows need the upstream port, known once the stack runs.
 function rows(P: number): Row[] {
@@ -178,40 +159,5 @@ t.test('hostile URLs through the real daemon', async (t) => {
     ['127.0.0.1', '10.0.0.1', '169.254.169.254', '[::ffff:10.0.0.1]', '[::1]'].map((h) => `[[allow]]\nhost = "${h}"\nports = [${P}]\n`).join(''), secret);
   await s.approver((card) => (card.action['address'] === '127.0.0.1' ? { decision: 'session', root_key: card.process.key } : { decision: 'deny' }));
 
-  const table = rows(P);
-  t.ok(table.length >= 80, `${table.length} rows`);
-  const texts: string[] = [];
-  let lastSeq = 0;
-  for (const row of table) {
-    await t.test(row.what, async (t) => {
-      const before = { requests: s.up.requests.length, connections: s.up.connections() };
-      const r = await s.request(row.req);
-      texts.push(r.text);
-      t.same(findCanary(r.text, secret), [], 'no form of the secret in the reply');
-      t.equal(r.status, row.status, r.text.slice(0, 600));
-      if (row.code === undefined) {
-        const reply = r.json as Reply;
-        t.equal(reply?.status, 200, 'the upstream answered');
-        t.equal(s.up.requests.length, before.requests + 1, 'the upstream saw exactly one request');
-        const seen = s.up.requests.at(-1);
-        if (seen && row.seen) row.seen(t, seen, reply);
-        return;
-      }
-      const err = (r.json as ErrorBody | null)?.error;
-      t.equal(err?.code, row.code);
-      if (row.message) t.match(err?.message, row.message);
-      t.type(err?.audit_seq, 'number', 'the refusal is journaled');
-      if (typeof err?.audit_seq === 'number') {
-        t.ok(err.audit_seq > lastSeq, 'with a new journal entry');
-        lastSeq = err.audit_seq;
-      }
-      t.equal(s.up.requests.length, before.requests, 'the upstream saw no request');
-      t.equal(s.up.connections(), before.connections, 'no connection was made');
-    });
-  }
-
-  await s.d.stop();
-  t.same(findCanary(texts.join('\n'), secret), [], 'no reply carries the secret');
-  t.same(findCanary(s.d.logs(), secret), [], 'the daemon log holds no form of the secret');
-  t.same(findCanary(readFileSync(join(s.h.home, 'audit.log')), secret), [], 'the journal holds no form of the secret');
+  await runRows(t, s, rows(P), secret);
 });
