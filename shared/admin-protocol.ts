@@ -44,3 +44,33 @@ export interface DecideArgs {
   decision: 'deny' | 'once' | 'session';
   root_key?: string; // for 'session': the card's process key or one of its ancestors' keys
 }
+
+// The approval card: the protocol between the daemon and approvers.
+// What the human is asked to approve; every string here may be agent-
+// controlled and is escaped by whoever displays it.
+export interface CardAction {
+  kind: 'http' | 'ssh';
+  [field: string]: unknown;
+}
+
+export interface Card {
+  id: string;
+  credential: string;
+  approve: 'session' | 'each-use';
+  created_at: string;
+  expires_at: string;
+  process: CardProcess;
+  ancestors: CardProcess[];
+  action: CardAction;
+}
+
+export interface CardProcess {
+  key: string;
+  pid: number;
+  uid: number;
+  exe: string;
+  exe_deleted: boolean;
+  exe_memfd: boolean;
+  cwd: string;
+  cmdline: string[];
+}

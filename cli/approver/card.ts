@@ -2,7 +2,7 @@
 // received, so a field of the wrong type becomes a visible placeholder rather
 // than a crash, and an unknown approve mode is treated as the stricter
 // each-use (fewer ways to say yes).
-import type { Card, CardAction, CardProcess } from '../../daemon/sessions/approvals';
+import type { Card, CardAction, CardProcess } from '../../shared/admin-protocol';
 
 export type { Card, CardAction, CardProcess };
 

@@ -5,6 +5,9 @@
 import { randomBytes } from 'node:crypto';
 import { Refusal } from '../../shared/errors';
 import type { Identity } from '../pipeline/identify';
+import type { Card, CardProcess, CardAction } from '../../shared/admin-protocol';
+
+export type { Card, CardProcess, CardAction };
 
 export const MAX_PENDING_PER_PROCESS = 16;
 
@@ -12,35 +15,6 @@ export type Decision =
   | { kind: 'deny' }
   | { kind: 'once' }
   | { kind: 'session'; rootKey: string };
-
-// What the human is asked to approve; every string here may be agent-
-// controlled and is escaped by whoever displays it.
-export interface CardAction {
-  kind: 'http' | 'ssh';
-  [field: string]: unknown;
-}
-
-export interface Card {
-  id: string;
-  credential: string;
-  approve: 'session' | 'each-use';
-  created_at: string;
-  expires_at: string;
-  process: CardProcess;
-  ancestors: CardProcess[];
-  action: CardAction;
-}
-
-export interface CardProcess {
-  key: string;
-  pid: number;
-  uid: number;
-  exe: string;
-  exe_deleted: boolean;
-  exe_memfd: boolean;
-  cwd: string;
-  cmdline: string[];
-}
 
 export interface ApproverLink {
   id: string;
