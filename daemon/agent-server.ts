@@ -11,6 +11,8 @@ import type { Logger } from './logger';
 import { Identifier, Identity } from './pipeline/identify';
 import { runHttp } from './pipeline/run-http';
 import { PinnedPools } from './pipeline/pin';
+import { IdempotencyStore } from './pipeline/idempotency';
+import { InFlight, RateBudgets } from './pipeline/budgets';
 
 const peers = new WeakMap<net.Socket, Identity | Refusal>();
 
@@ -64,10 +66,17 @@ function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
   });
 }
 
-interface Services {
+// What outlives one request: connection pools, idempotency records, budgets.
+export interface RequestServices {
+  pools: PinnedPools;
+  idempotency: IdempotencyStore;
+  budgets: RateBudgets;
+  inFlight: InFlight;
+}
+
+interface Services extends RequestServices {
   controller: Controller;
   identifier: Identifier;
-  pools: PinnedPools;
 }
 
 type Route = (s: Services, identity: Identity, req: http.IncomingMessage, signal: AbortSignal) => Promise<unknown> | unknown;
@@ -80,15 +89,21 @@ const ROUTES: Record<string, Route> = {
     // Visibility is not authorisation: agents see names and allowed targets.
     return { credentials: list.map(({ name, kind, description, targets }) => ({ name, kind, description, targets })) };
   },
-  'POST /v1/http': async ({ controller, pools }, identity, req, signal) => {
-    controller.requireUnlocked();
-    const raw = await readBody(req, controller.config.config.http.max_request_body * 6 + 64 * 1024);
-    return runHttp({ controller, pools, identity, signal }, raw);
+  'POST /v1/http': async (s, identity, req, signal) => {
+    s.controller.requireUnlocked();
+    // Counted from here until the reply, approval wait included.
+    const leave = s.inFlight.enter();
+    try {
+      const raw = await readBody(req, s.controller.config.config.http.max_request_body * 6 + 64 * 1024);
+      return await runHttp({ controller: s.controller, pools: s.pools, idempotency: s.idempotency, budgets: s.budgets, identity, signal }, raw);
+    } finally {
+      leave();
+    }
   },
 };
 
-export function createAgentServer(controller: Controller, log: Logger, pools: PinnedPools): http.Server {
-  const services: Services = { controller, identifier: new Identifier(), pools };
+export function createAgentServer(controller: Controller, log: Logger, request: RequestServices): http.Server {
+  const services: Services = { controller, identifier: new Identifier(), ...request };
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
     // A requester that goes away withdraws its approval card.

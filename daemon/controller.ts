@@ -51,15 +51,32 @@ export class Controller {
     this.config = opts.config;
     this.log = opts.log;
     this.journal = opts.journal;
-    this.sessions = new SessionStore((s, reason) => this.recordBestEffort({ kind: 'session_end', session: s.id, credential: s.credential, reason }));
+    this.sessions = new SessionStore((s, reason) => {
+      for (const f of this.sessionEndListeners) f(s);
+      this.recordBestEffort({ kind: 'session_end', session: s.id, credential: s.credential, reason });
+    });
     prewarmKdf();
   }
 
   private lockListeners: (() => void)[] = [];
+  private sessionEndListeners: ((s: Session) => void)[] = [];
+  private credentialListeners: ((name: string) => void)[] = [];
 
-  // Called at every lock: no connection outlives the authority behind it.
+  // Called at every lock: no connection or record outlives the authority
+  // behind it.
   onLock(f: () => void): void {
     this.lockListeners.push(f);
+  }
+
+  // Called when a session ends, whatever the reason (expiry, root exit,
+  // revoke, lock).
+  onSessionEnd(f: (s: Session) => void): void {
+    this.sessionEndListeners.push(f);
+  }
+
+  // Called after a credential was updated or removed.
+  onCredentialChange(f: (name: string) => void): void {
+    this.credentialListeners.push(f);
   }
 
   get journalHandle(): Journal {
@@ -380,6 +397,7 @@ export class Controller {
     const sealed = secret ? vault.sealSecret(secret) : current.secret;
     const changes = diffDefinitions(current.entry.definition as unknown as CredentialDef, def);
     await this.writeVault(vault, { kind: 'cred_update', credential: name, definition_hash: hash, previous_definition_hash: current.entry.definition_hash, secret_replaced: Boolean(secret) }, (m) => m.set(name, { entry: { ...current.entry, definition: def as unknown as Record<string, unknown>, definition_hash: hash, updated_at: new Date().toISOString() }, secret: sealed }));
+    for (const f of this.credentialListeners) f(name);
     return { name, definition_hash: hash, secret_replaced: Boolean(secret), changes, generation: vault.generation };
   }
 
@@ -388,6 +406,7 @@ export class Controller {
     const vault = await this.prove(passphrase);
     if (!vault.credential(name)) throw new Refusal('not_found', `no credential named "${name}"; see \`postern cred list\``);
     await this.writeVault(vault, { kind: 'cred_rm', credential: name }, (m) => m.delete(name));
+    for (const f of this.credentialListeners) f(name);
     return { name, removed: true, generation: vault.generation };
   }
 

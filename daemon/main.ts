@@ -16,8 +16,10 @@ import { checkHome } from './home-check';
 import { claimHome, listenUnix, removeSocket } from './sockets';
 import { Controller } from './controller';
 import { createAdminServer } from './admin-server';
-import { createAgentServer } from './agent-server';
+import { createAgentServer, RequestServices } from './agent-server';
 import { PinnedPools, caList } from './pipeline/pin';
+import { IdempotencyStore } from './pipeline/idempotency';
+import { InFlight, RateBudgets } from './pipeline/budgets';
 import { Journal } from './audit/journal';
 
 export interface DaemonOptions {
@@ -59,9 +61,23 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     throw e;
   }
   const admin = createAdminServer(controller, log);
-  const pools = new PinnedPools(() => caList(controller.config.caFileContents));
-  controller.onLock(() => void pools.closeAll());
-  const agent = createAgentServer(controller, log, pools);
+  const request: RequestServices = {
+    pools: new PinnedPools(() => caList(controller.config.caFileContents)),
+    idempotency: new IdempotencyStore(),
+    budgets: new RateBudgets(),
+    inFlight: new InFlight(() => controller.config.config.http.max_concurrent),
+  };
+  // Nothing a request left behind outlives the authority that allowed it.
+  controller.onLock(() => {
+    void request.pools.closeAll();
+    request.idempotency.purgeAll();
+  });
+  controller.onSessionEnd((s) => request.idempotency.purgeScope(`session:${s.id}`));
+  controller.onCredentialChange((name) => {
+    void request.pools.closeCredential(name);
+    request.budgets.forget(name);
+  });
+  const agent = createAgentServer(controller, log, request);
   const d = config.config.daemon;
   const opened: { server: net.Server | http.Server; path: string }[] = [];
   try {

@@ -37,8 +37,8 @@ function upstreamFailure(e: unknown, host: string, timedOut: boolean): Refusal {
     return new Refusal('upstream_error', `TLS with ${host} failed (${code}); its certificate is not trusted for that name — a human can add its CA with http.ca_file`);
   }
   if (code === 'ECONNREFUSED') return new Refusal('upstream_error', `${host} refused the connection; check the host and port`);
-  if (code === 'ECONNRESET' || code === 'UND_ERR_SOCKET' || code === 'EPIPE') return new Refusal('upstream_error', `the connection to ${host} was reset; the request may have reached it — check before retrying`);
-  if (code.startsWith('HPE_') || code === 'UND_ERR_INFO') return new Refusal('upstream_error', `${host} sent an invalid HTTP response (${code})`);
+  if (code === 'ECONNRESET' || code === 'UND_ERR_SOCKET' || code === 'EPIPE') return new Refusal('upstream_error', `the connection to ${host} was reset; the request may have reached it — check before retrying`, { maybe_executed: true });
+  if (code.startsWith('HPE_') || code === 'UND_ERR_INFO') return new Refusal('upstream_error', `${host} sent an invalid HTTP response (${code}); the request may have reached it — check before retrying`, { maybe_executed: true });
   return new Refusal('upstream_error', `the request to ${host} failed (${code})`);
 }
 

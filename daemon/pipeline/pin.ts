@@ -35,40 +35,60 @@ export function caList(caFile: Buffer | null): string[] {
   return list;
 }
 
+// Pools kept at most; beyond it the least recently used one is closed (its
+// idle connections go; a request still on it finishes first).
+export const MAX_POOLS = 256;
+
 export class PinnedPools {
-  private pools = new Map<string, Pool>();
+  // Map order is use order: the first entry is the least recently used.
+  private pools = new Map<string, { credential: string; pool: Pool }>();
 
   // `ca` is asked for each new pool, so a CA file approved later applies.
-  constructor(private readonly ca: () => string[], private readonly maxConnectionsPerPool = 16) {}
+  constructor(private readonly ca: () => string[], private readonly maxConnectionsPerPool = 64) {}
 
   get(key: PinKey): Pool {
     const id = `${key.credential}\n${key.origin}\n${key.address}`;
-    let pool = this.pools.get(id);
-    if (!pool || pool.destroyed || pool.closed) {
-      pool = new Pool(key.origin, {
-        connections: this.maxConnectionsPerPool,
-        pipelining: 1,
-        allowH2: false,
-        connect: {
-          lookup: pinnedLookup(key.address, key.family) as never,
-          autoSelectFamily: false,
-          ca: this.ca(),
-          rejectUnauthorized: true,
-          // A bounded session cache per pool; pools are per credential.
-          maxCachedSessions: 16,
-        },
-      });
-      this.pools.set(id, pool);
+    const known = this.pools.get(id);
+    if (known && !known.pool.destroyed && !known.pool.closed) {
+      this.pools.delete(id);
+      this.pools.set(id, known);
+      return known.pool;
+    }
+    const pool = new Pool(key.origin, {
+      connections: this.maxConnectionsPerPool,
+      pipelining: 1,
+      allowH2: false,
+      connect: {
+        lookup: pinnedLookup(key.address, key.family) as never,
+        autoSelectFamily: false,
+        ca: this.ca(),
+        rejectUnauthorized: true,
+        // A bounded session cache per pool; pools are per credential.
+        maxCachedSessions: 16,
+      },
+    });
+    this.pools.delete(id);
+    this.pools.set(id, { credential: key.credential, pool });
+    while (this.pools.size > MAX_POOLS) {
+      const [oldest, entry] = this.pools.entries().next().value as [string, { pool: Pool }];
+      this.pools.delete(oldest);
+      void entry.pool.close().catch(() => undefined);
     }
     return pool;
   }
 
-  // Lock and credential changes: no connection outlives the authority that
-  // opened it.
+  // A credential updated or removed: its connections go with it.
+  async closeCredential(credential: string): Promise<void> {
+    const mine = [...this.pools].filter(([, e]) => e.credential === credential);
+    for (const [id] of mine) this.pools.delete(id);
+    await Promise.all(mine.map(([, e]) => e.pool.destroy().catch(() => undefined)));
+  }
+
+  // Lock: no connection outlives the authority that opened it.
   async closeAll(): Promise<void> {
     const all = [...this.pools.values()];
     this.pools.clear();
-    await Promise.all(all.map((p) => p.destroy().catch(() => undefined)));
+    await Promise.all(all.map((e) => e.pool.destroy().catch(() => undefined)));
   }
 
   get size(): number {

@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import { Refusal } from '../../shared/errors';
 import { DnsServer, parseDnsServer } from '../../shared/config';
+import { canonicalJson } from '../../shared/canonical-json';
 import type { HttpCredentialDef } from '../../shared/credential';
 import type { Controller } from '../controller';
 import type { Identity } from './identify';
@@ -17,11 +18,16 @@ import { formatOrigin } from './target';
 import { PinnedPools } from './pin';
 import { inject } from './inject';
 import { sendPinned, RawResponse } from './execute-http';
-import { redact, redactionPatterns, maxPatternLength } from './redact';
+import { buildRedactor, Redactor } from './redact';
+import { shapeResponse } from './response';
+import { IdempotencyStore, Outcome, Ticket } from './idempotency';
+import { RateBudgets } from './budgets';
 
 export interface HttpContext {
   controller: Controller;
   pools: PinnedPools;
+  idempotency: IdempotencyStore;
+  budgets: RateBudgets;
   identity: Identity;
   signal: AbortSignal;
 }
@@ -30,6 +36,10 @@ export interface HttpContext {
 function who(identity: Identity): Record<string, unknown> {
   const p = identity.process;
   return { pid: p.pid, uid: p.uid, exe: p.exe, instance: p.key };
+}
+
+function sha256(b: Buffer): string {
+  return createHash('sha256').update(b).digest('hex');
 }
 
 function requestFacts(req: HttpRequest): Record<string, unknown> {
@@ -42,8 +52,18 @@ function requestFacts(req: HttpRequest): Record<string, unknown> {
     port: t.port,
     path: t.path,
     body_bytes: req.body?.length ?? 0,
-    body_sha256: req.body ? createHash('sha256').update(req.body).digest('hex') : null,
+    body_sha256: req.body ? sha256(req.body) : null,
+    ...(req.idempotencyKey !== null ? { idempotency_key: req.idempotencyKey } : {}),
   };
+}
+
+// Two requests are "the same" for idempotency when they would send the same
+// bytes: credential, method, URL, headers (sorted) and body. The timeout is
+// not part of the request.
+function requestHash(req: HttpRequest): string {
+  const t = req.target;
+  const headers = [...req.headers].map(([k, v]) => [k.toLowerCase(), v]).sort((a, b) => (a[0]! < b[0]! ? -1 : a[0]! > b[0]! ? 1 : a[1]! < b[1]! ? -1 : 1));
+  return sha256(Buffer.from(canonicalJson({ credential: req.credential, method: req.method, url: `${formatOrigin(t)}${t.path}${t.query}`, headers, body: req.body ? sha256(req.body) : null })));
 }
 
 async function refuse(c: Controller, e: unknown, facts: Record<string, unknown>): Promise<never> {
@@ -67,18 +87,6 @@ function dnsServers(list: readonly string[]): DnsServer[] {
   });
 }
 
-function isText(contentType: string | undefined, body: Buffer): boolean {
-  const ct = (contentType ?? '').toLowerCase();
-  const textual = ct.startsWith('text/') || /json|xml|javascript|x-www-form-urlencoded|charset=/.test(ct);
-  if (!textual && ct !== '') return false;
-  try {
-    new TextDecoder('utf-8', { fatal: true }).decode(body);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 // `body` is the raw request body: a body that is not JSON is refused inside
 // the pipeline, so that refusal is journaled and carries its audit_seq too.
 export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<string, unknown>> {
@@ -86,6 +94,7 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
   const vault = c.requireUnlocked();
   const cfg = c.config.config;
   let facts: Record<string, unknown> = { ...who(ctx.identity) };
+  let ticket: Ticket | null = null;
   try {
     // 1. validate
     const req = validateHttpRequest(parseJsonBody(body), { maxRequestBody: cfg.http.max_request_body, maxTimeout: cfg.http.max_timeout });
@@ -95,10 +104,12 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
     if (!stored) throw new Refusal('unknown_credential', `no credential named "${req.credential}"; see GET /v1/credentials`);
     if (stored.entry.kind !== 'http') throw new Refusal('bad_request', `credential "${req.credential}" is an ${stored.entry.kind} credential; use POST /v1/ssh`);
     const def = stored.entry.definition as unknown as HttpCredentialDef;
-    // 3. policy
+    // 3. policy, and the credential's budget (checked now so no human is
+    // asked about a request that would be refused anyway; spent at step 7)
     const match = checkPolicy(def, req);
     const headers = checkHeadersForCredential(req, def);
     checkQueryForCredential(req, def);
+    ctx.budgets.check(def.name, def.rate);
     // 4. one resolution; every address classified
     const resolution = await resolveTarget(req.target.host.replace(/^\[|\]$/g, ''), req.target.hostKind, { dnsServers: dnsServers(cfg.http.dns_servers), timeoutMs: Math.min(cfg.http.timeout, 10_000) });
     assertAllAllowed(req.target.host, resolution.addresses.map((a) => a.address), def.allow_addresses);
@@ -107,21 +118,32 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
     // 5. approval: a covering session, else a human's decision
     const approval = await approve(ctx, req, def, match.approve, pinned.address);
     facts = { ...facts, approval };
+    // 6. idempotency: each-use requests are never replayed (a human saw
+    // this one and approved it again)
+    if (req.idempotencyKey !== null && match.approve !== 'each-use') {
+      const scope = approval === 'once' ? `process:${ctx.identity.process.key}` : approval;
+      const found = ctx.idempotency.lookup(scope, def.name, req.idempotencyKey, requestHash(req));
+      if (found.kind === 'replay') return await replay(c, found.outcome, facts);
+      ticket = found.ticket;
+    }
+    ctx.budgets.take(def.name, def.rate);
     // 7. intent, durable before anything leaves the machine
     c.journalHandle.assertSameFile();
     const intent = await c.record({ kind: 'http_intent', ...facts });
     // 8–9. connect to the checked address, inject, send, read
     const started = Date.now();
     const timeoutMs = req.timeoutMs ?? cfg.http.timeout;
+    const cap = cfg.http.max_response_body;
     const pool = ctx.pools.get({ credential: def.name, origin: formatOrigin(req.target), address: pinned.address, family: pinned.family });
     let raw: RawResponse;
-    let patterns: Buffer[] = [];
+    let redactor: Redactor | null = null;
+    let readLimit = cap;
     try {
       raw = await vault.withCredentialSecret(def.name, async (secret) => {
         const injected = inject(def, secret, headers, req.target);
         try {
-          patterns = def.redact_response ? redactionPatterns(injected.needles) : [];
-          const readLimit = cfg.http.max_response_body + maxPatternLength(patterns);
+          redactor = def.redact_response ? buildRedactor(injected.needles, def.name) : null;
+          readLimit = cap + (redactor?.maxMatchLength ?? 0);
           return await sendPinned(pool, req.target.host, { method: req.method, pathAndQuery: injected.pathAndQuery, headers: injected.headers, body: req.body, timeoutMs, readLimit });
         } finally {
           for (const n of injected.needles) n.fill(0);
@@ -130,21 +152,49 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
     } catch (e) {
       const r = e instanceof Refusal ? e : new Refusal('upstream_error', 'the request failed; see the daemon log');
       const out = await c.record({ kind: 'http_outcome', intent_seq: intent.seq, error: r.code, maybe_executed: r.detail?.['maybe_executed'] ?? null, duration_ms: Date.now() - started }).catch(() => null);
-      throw new Refusal(r.code, r.message, { ...(r.detail ?? {}), audit_seq: out?.seq ?? intent.seq });
+      throw settle(ticket, new Refusal(r.code, r.message, { ...(r.detail ?? {}), audit_seq: out?.seq ?? intent.seq }));
     }
-    const reply = shapeResponse(raw, def, patterns, cfg.http.max_response_body);
-    for (const p of patterns) p.fill(0);
+    let reply;
+    try {
+      reply = await shapeResponse(raw, def, redactor, cap, readLimit, req.target.host);
+    } catch (e) {
+      const r = e instanceof Refusal ? e : new Refusal('upstream_error', 'the response could not be read; see the daemon log', { maybe_executed: true });
+      const out = await c.record({ kind: 'http_outcome', intent_seq: intent.seq, status: raw.status, error: r.code, maybe_executed: true, duration_ms: Date.now() - started }).catch(() => null);
+      throw settle(ticket, new Refusal(r.code, r.message, { ...(r.detail ?? {}), audit_seq: out?.seq ?? intent.seq }));
+    } finally {
+      redactor = null;
+    }
     // 10. outcome
     const outcome = await c.record({
-      kind: 'http_outcome', intent_seq: intent.seq, status: raw.status, bytes: raw.body.length, truncated: reply['truncated'],
-      redactions: reply['redactions'], body_sha256: createHash('sha256').update(raw.body).digest('hex'), duration_ms: Date.now() - started,
+      kind: 'http_outcome', intent_seq: intent.seq, status: raw.status, bytes: raw.body.length, truncated: reply.truncated,
+      redactions: reply.redactions, body_sha256: sha256(raw.body), duration_ms: Date.now() - started,
     });
     // 11. reply
-    return { ...reply, target: { host: req.target.host, address: pinned.address, port: req.target.port }, audit_seq: outcome.seq };
+    const result = { ...reply, target: { host: req.target.host, address: pinned.address, port: req.target.port }, audit_seq: outcome.seq };
+    ticket?.finish({ kind: 'reply', reply: result, auditSeq: outcome.seq });
+    return result;
   } catch (e) {
+    // A refusal before the request left, or one that says it certainly did
+    // not execute, frees the key: a retry with it runs.
+    if (ticket && !(e instanceof Refusal && e.detail?.['maybe_executed'] === true)) ticket.abandon();
     if (e instanceof Refusal && e.detail?.['audit_seq'] !== undefined) throw e;
     return refuse(c, e, facts);
   }
+}
+
+// After the intent: a refusal that says the request may have executed is
+// what a retry with the same key gets; any other frees the key.
+function settle(ticket: Ticket | null, r: Refusal): Refusal {
+  if (ticket && r.detail?.['maybe_executed'] === true) ticket.finish({ kind: 'refusal', refusal: r, auditSeq: Number(r.detail['audit_seq']) });
+  return r;
+}
+
+// The recorded outcome, marked as a replay; the replay itself is journaled.
+async function replay(c: Controller, outcome: Outcome, facts: Record<string, unknown>): Promise<Record<string, unknown>> {
+  const head = await c.record({ kind: 'http_replayed', ...facts, replayed_seq: outcome.auditSeq });
+  if (outcome.kind === 'reply') return { ...outcome.reply, replayed: true, replayed_audit_seq: outcome.auditSeq, audit_seq: head.seq };
+  const r = outcome.refusal;
+  throw new Refusal(r.code, r.message, { ...(r.detail ?? {}), replayed: true, replayed_audit_seq: outcome.auditSeq, audit_seq: head.seq });
 }
 
 async function approve(ctx: HttpContext, req: HttpRequest, def: HttpCredentialDef, mode: 'session' | 'each-use', address: string): Promise<string> {
@@ -166,38 +216,4 @@ async function approve(ctx: HttpContext, req: HttpRequest, def: HttpCredentialDe
   const s = c.sessions.add(def.name, root, c.config.config.daemon.session_ttl);
   await c.record({ kind: 'session_start', session: s.id, credential: def.name, root_pid: root.pid, root_exe: root.exe, root_instance: root.key, expires_at: new Date(s.expiresAt).toISOString() });
   return `session:${s.id}`;
-}
-
-function shapeResponse(raw: RawResponse, def: HttpCredentialDef, patterns: Buffer[], cap: number): Record<string, unknown> {
-  let redactions = 0;
-  const scrub = (b: Buffer): Buffer => {
-    if (patterns.length === 0) return b;
-    const r = redact(b, patterns, def.name);
-    redactions += r.count;
-    return r.data;
-  };
-  const headers: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(raw.headers)) {
-    if (name === 'set-cookie' && !def.pass_set_cookie) continue;
-    headers[name] = Array.isArray(value) ? value.map((v) => scrub(Buffer.from(v, 'latin1')).toString('latin1')) : scrub(Buffer.from(value, 'latin1')).toString('latin1');
-  }
-  // Redact first (over the bytes read beyond the cap), then truncate.
-  let body = scrub(raw.body);
-  let truncated = !raw.complete;
-  if (body.length > cap) {
-    body = body.subarray(0, cap);
-    truncated = true;
-  }
-  const location = headers['location'];
-  const redirect = raw.status >= 300 && raw.status < 400 && typeof location === 'string' ? { location } : null;
-  const text = isText(typeof headers['content-type'] === 'string' ? headers['content-type'] : undefined, body);
-  return {
-    status: raw.status,
-    headers,
-    body: text ? body.toString('utf8') : body.toString('base64'),
-    body_encoding: text ? 'utf8' : 'base64',
-    truncated,
-    redactions,
-    redirect,
-  };
 }

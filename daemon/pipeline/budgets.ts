@@ -1,0 +1,82 @@
+// Request budgets (SPEC §3 http.max_concurrent, §4 rate): how many requests
+// may be in flight at once, and how many a credential may send per period.
+import { Refusal } from '../../shared/errors';
+import { parseRate } from '../../shared/credential';
+
+// Requests in flight (waiting for approval included) across the daemon.
+export class InFlight {
+  private count = 0;
+
+  constructor(private readonly limit: () => number) {}
+
+  // A slot, or 429 busy. The caller releases it when the reply is sent.
+  enter(): () => void {
+    if (this.count >= this.limit()) {
+      throw new Refusal('busy', `postern already has ${this.count} requests in flight (http.max_concurrent); wait for some to finish and retry`);
+    }
+    this.count += 1;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.count -= 1;
+    };
+  }
+
+  get current(): number {
+    return this.count;
+  }
+}
+
+interface Bucket {
+  rate: string;
+  tokens: number;
+  at: number;
+}
+
+// A token bucket per credential: `N/period` allows a burst of N and refills
+// N per period, continuously. Buckets start full and reset when the rate in
+// the definition changes; they do not survive a restart.
+export class RateBudgets {
+  private buckets = new Map<string, Bucket>();
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  private bucket(credential: string, rate: string): { b: Bucket; count: number; perMs: number } {
+    const r = parseRate(rate);
+    if (!r) throw new Refusal('internal_error', `credential "${credential}" has an unreadable rate`);
+    let b = this.buckets.get(credential);
+    const t = this.now();
+    if (!b || b.rate !== rate) {
+      b = { rate, tokens: r.count, at: t };
+      this.buckets.set(credential, b);
+    }
+    b.tokens = Math.min(r.count, b.tokens + ((t - b.at) * r.count) / r.per_ms);
+    b.at = t;
+    return { b, count: r.count, perMs: r.per_ms };
+  }
+
+  private refusal(credential: string, rate: string, tokens: number, count: number, perMs: number): Refusal {
+    const waitMs = Math.ceil(((1 - tokens) * perMs) / count);
+    return new Refusal('rate_limited', `credential "${credential}" allows ${rate}; its budget is spent — retry in ${Math.max(1, Math.ceil(waitMs / 1000))} s`, { retry_after_ms: waitMs });
+  }
+
+  // Before asking a human: refuse early if the budget is already spent.
+  check(credential: string, rate: string | undefined): void {
+    if (rate === undefined) return;
+    const { b, count, perMs } = this.bucket(credential, rate);
+    if (b.tokens < 1) throw this.refusal(credential, rate, b.tokens, count, perMs);
+  }
+
+  // Just before the request is sent: spend one token, or refuse.
+  take(credential: string, rate: string | undefined): void {
+    if (rate === undefined) return;
+    const { b, count, perMs } = this.bucket(credential, rate);
+    if (b.tokens < 1) throw this.refusal(credential, rate, b.tokens, count, perMs);
+    b.tokens -= 1;
+  }
+
+  forget(credential: string): void {
+    this.buckets.delete(credential);
+  }
+}

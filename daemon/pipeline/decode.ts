@@ -1,0 +1,104 @@
+// Undo a Content-Encoding the upstream applied although postern asked for
+// `identity` (SPEC §6.1 step 9): redaction must see the bytes the agent
+// will see. Decompression is capped, so a small bomb cannot become a large
+// allocation; a body that decompresses beyond the cap is truncated.
+import zlib from 'node:zlib';
+import { Refusal } from '../../shared/errors';
+
+export interface Decoded {
+  data: Buffer;
+  complete: boolean; // false when the limit cut the output (or the input was already cut)
+  decoded: boolean; // true when a coding was removed
+}
+
+type Coding = 'gzip' | 'deflate' | 'br';
+
+const CODINGS: Record<string, Coding | null> = {
+  identity: null,
+  gzip: 'gzip',
+  'x-gzip': 'gzip',
+  deflate: 'deflate',
+  br: 'br',
+};
+
+// "gzip, br" means gzip was applied first: undo br, then gzip. Unknown
+// codings are refused by name: what postern cannot read it cannot redact.
+export function parseContentEncoding(value: string | string[] | undefined, host: string): Coding[] {
+  if (value === undefined) return [];
+  const text = Array.isArray(value) ? value.join(',') : value;
+  const out: Coding[] = [];
+  for (const part of text.split(',')) {
+    const name = part.trim().toLowerCase();
+    if (name === '') continue;
+    if (!(name in CODINGS)) {
+      throw new Refusal('upstream_error', `${host} answered with content-encoding ${JSON.stringify(name.slice(0, 40))}, which postern cannot decode and so cannot check for the secret; the request was executed — do not repeat it blindly`, { maybe_executed: true });
+    }
+    const c = CODINGS[name];
+    if (c) out.push(c);
+  }
+  return out.reverse();
+}
+
+// zlib-wrapped deflate starts with a header whose check bits hold; some
+// servers send raw deflate under the same name.
+function isZlibWrapped(b: Buffer): boolean {
+  return b.length >= 2 && ((b[0] as number) & 0x0f) === 8 && (((b[0] as number) << 8) | (b[1] as number)) % 31 === 0;
+}
+
+function decompressor(coding: Coding, input: Buffer, inputComplete: boolean): zlib.Gunzip | zlib.Inflate | zlib.InflateRaw | zlib.BrotliDecompress {
+  // Input cut by the read limit ends mid-stream: flush what it holds rather
+  // than failing.
+  const flush = inputComplete ? undefined : zlib.constants.Z_SYNC_FLUSH;
+  switch (coding) {
+    case 'gzip':
+      return zlib.createGunzip(flush === undefined ? {} : { finishFlush: flush });
+    case 'deflate':
+      return isZlibWrapped(input) ? zlib.createInflate(flush === undefined ? {} : { finishFlush: flush }) : zlib.createInflateRaw(flush === undefined ? {} : { finishFlush: flush });
+    case 'br':
+      return zlib.createBrotliDecompress(inputComplete ? {} : { finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH });
+  }
+}
+
+function decodeOne(coding: Coding, input: Buffer, inputComplete: boolean, limit: number, host: string): Promise<{ data: Buffer; complete: boolean }> {
+  return new Promise((resolve, reject) => {
+    const z = decompressor(coding, input, inputComplete);
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    const finish = (complete: boolean): void => {
+      if (done) return;
+      done = true;
+      resolve({ data: Buffer.concat(chunks), complete });
+    };
+    z.on('data', (c: Buffer) => {
+      if (done) return;
+      if (size + c.length > limit) {
+        chunks.push(c.subarray(0, limit - size));
+        size = limit;
+        finish(false);
+        z.destroy();
+        return;
+      }
+      chunks.push(c);
+      size += c.length;
+    });
+    z.on('end', () => finish(inputComplete));
+    z.on('error', () => {
+      if (done) return;
+      done = true;
+      reject(new Refusal('upstream_error', `${host} sent a ${coding} body that does not decode; the request was executed — do not repeat it blindly`, { maybe_executed: true }));
+    });
+    z.end(input);
+  });
+}
+
+export async function decodeBody(codings: Coding[], body: Buffer, complete: boolean, limit: number, host: string): Promise<Decoded> {
+  let data = body;
+  let whole = complete;
+  for (const c of codings) {
+    const r = await decodeOne(c, data, whole, limit, host);
+    data = r.data;
+    whole = r.complete;
+  }
+  return { data, complete: whole, decoded: codings.length > 0 };
+}

@@ -1,0 +1,71 @@
+// SPEC §6.1 step 9 and §6.4: turn what the upstream sent into what the
+// agent gets. In order: undo a Content-Encoding (capped), drop Set-Cookie
+// unless the credential passes it, redact headers and body (over the bytes
+// read beyond the cap), then truncate at max_response_body.
+import type { HttpCredentialDef } from '../../shared/credential';
+import type { RawResponse } from './execute-http';
+import { parseContentEncoding, decodeBody } from './decode';
+import { Redactor, redact, redactText } from './redact';
+
+export interface AgentResponse {
+  status: number;
+  headers: Record<string, string | string[]>;
+  body: string;
+  body_encoding: 'utf8' | 'base64';
+  truncated: boolean;
+  redactions: number;
+  redirect: { location: string } | null;
+}
+
+// Text when the type says so (or says nothing) and the bytes are UTF-8;
+// anything else goes back as base64, byte for byte.
+export function isText(contentType: string | undefined, body: Buffer): boolean {
+  const ct = (contentType ?? '').toLowerCase();
+  const textual = ct.startsWith('text/') || /json|xml|javascript|x-www-form-urlencoded|charset=/.test(ct);
+  if (!textual && ct !== '') return false;
+  try {
+    new TextDecoder('utf-8', { fatal: true }).decode(body);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// Headers that describe the bytes on the wire rather than the body returned.
+const WIRE_HEADERS_WHEN_DECODED = ['content-encoding', 'content-length'];
+
+export async function shapeResponse(raw: RawResponse, def: HttpCredentialDef, redactor: Redactor | null, cap: number, readLimit: number, host: string): Promise<AgentResponse> {
+  const codings = parseContentEncoding(raw.headers['content-encoding'], host);
+  const decoded = await decodeBody(codings, raw.body, raw.complete, readLimit, host);
+  let redactions = 0;
+  const scrub = (v: string): string => {
+    const r = redactText(redactor, v);
+    redactions += r.count;
+    return r.text;
+  };
+  const headers: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(raw.headers)) {
+    if (name === 'set-cookie' && !def.pass_set_cookie) continue;
+    if (decoded.decoded && WIRE_HEADERS_WHEN_DECODED.includes(name)) continue;
+    // An upstream may echo the secret as a header name, too.
+    const shown = scrub(name);
+    const values = Array.isArray(value) ? value.map(scrub) : scrub(value);
+    const before = headers[shown];
+    headers[shown] = before === undefined ? values : [...[before].flat(), ...[values].flat()];
+  }
+  const body = redact(redactor, decoded.data, cap);
+  redactions += body.count;
+  const truncated = !decoded.complete || body.cut;
+  const location = headers['location'];
+  const redirect = raw.status >= 300 && raw.status < 400 && typeof location === 'string' ? { location } : null;
+  const text = isText(typeof headers['content-type'] === 'string' ? headers['content-type'] : undefined, body.data);
+  return {
+    status: raw.status,
+    headers,
+    body: text ? body.data.toString('utf8') : body.data.toString('base64'),
+    body_encoding: text ? 'utf8' : 'base64',
+    truncated,
+    redactions,
+    redirect,
+  };
+}
