@@ -30,9 +30,10 @@ check: install
 # with a 40-minute limit per file; everything else must finish in 180 s a file.
 LONG_TIMEOUT := 2400
 
+# A failure is printed again at the end of the output, with its context.
 test: build check
-	npx tap
-	npx tap --timeout $(LONG_TIMEOUT) --exclude 'test/helpers/**' test/long/*.test.ts
+	scripts/run-tests.sh .tap/main.log
+	scripts/run-tests.sh .tap/long.log --timeout $(LONG_TIMEOUT) --exclude 'test/helpers/**' test/long/*.test.ts
 
 demo: build
 	bash scripts/demo.sh

@@ -91,6 +91,20 @@ export class Controller {
     return this.journal.append(payload);
   }
 
+  // A request's outcome: the reply waits only for the entry's place in the
+  // journal (its seq), not for its fdatasync, which the next group commit
+  // does. The intent before it was durable before anything was sent; a
+  // crash in between leaves an intent without its outcome, as a crash
+  // during the request would.
+  async recordOutcome(payload: EventPayload): Promise<{ seq: number; hash: string }> {
+    this.log.info(payload, payload.kind);
+    const { assigned, durable } = this.journal.appendSoon(payload);
+    durable.catch((e: unknown) => {
+      this.log.error({ event: 'audit_write_failed', kind: payload.kind, code: e instanceof Refusal ? e.code : (e as Error)?.name }, 'could not journal an outcome');
+    });
+    return assigned;
+  }
+
   // For events that must not block what they describe (lock, stop): a
   // journal failure is logged, and the action goes ahead.
   private recordBestEffort(payload: EventPayload): void {

@@ -17,7 +17,7 @@ import { claimHome, listenUnix, removeSocket } from './sockets';
 import { Controller } from './controller';
 import { createAdminServer } from './admin-server';
 import { createAgentServer, RequestServices } from './agent-server';
-import { PinnedPools, caList } from './pipeline/pin';
+import { PinnedPools } from './pipeline/pin';
 import { IdempotencyStore } from './pipeline/idempotency';
 import { InFlight, RateBudgets } from './pipeline/budgets';
 import { Journal } from './audit/journal';
@@ -62,7 +62,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   }
   const admin = createAdminServer(controller, log);
   const request: RequestServices = {
-    pools: new PinnedPools(() => caList(controller.config.caFileContents)),
+    pools: new PinnedPools(() => controller.config.caFileContents),
     idempotency: new IdempotencyStore(),
     budgets: new RateBudgets(),
     inFlight: new InFlight(() => controller.config.config.http.max_concurrent),

@@ -76,6 +76,9 @@ interface Pending {
   job: Job;
   resolve(head: Head | null): void;
   reject(e: unknown): void;
+  // Told the entry's seq and hash as soon as it has its place in a batch,
+  // before the batch is written.
+  assigned?(head: Head): void;
 }
 
 // The lines of a batch not yet written, and whom to tell once they are durable.
@@ -318,6 +321,30 @@ export class Journal {
     return (await this.enqueue({ type: 'event', payload })) as Head;
   }
 
+  // For a record that must not hold up the reply it describes (a request's
+  // outcome): `assigned` resolves as soon as the entry has its seq and hash
+  // in a batch, `durable` once that batch is written and synced. If the
+  // batch fails, both reject (the journal then refuses further appends).
+  appendSoon(payload: EventPayload): { assigned: Promise<Head>; durable: Promise<Head> } {
+    if (typeof payload !== 'object' || payload === null || typeof payload.kind !== 'string') throw new TypeError('Journal.appendSoon: payload must be an object with a string `kind`');
+    let told: (h: Head) => void = () => undefined;
+    let failed: (e: unknown) => void = () => undefined;
+    const assigned = new Promise<Head>((resolve, reject) => {
+      told = resolve;
+      failed = reject;
+    });
+    if (this.broken || this.shut) {
+      const e = this.broken ?? refuse.closed(this.file);
+      failed(e);
+      return { assigned, durable: Promise.reject(e) };
+    }
+    const durable = this.push({ type: 'event', payload }, told).catch((e: unknown) => {
+      failed(e);
+      throw e;
+    }) as Promise<Head>;
+    return { assigned, durable };
+  }
+
   async appendVault(generation: number, vaultHash: string): Promise<Head> {
     if (!Number.isSafeInteger(generation) || generation < 0 || !HEX64.test(vaultHash)) throw new TypeError('Journal.appendVault: generation must be a count and vaultHash 64 hex digits');
     return (await this.enqueue({ type: 'vault', generation, vaultHash })) as Head;
@@ -421,9 +448,9 @@ export class Journal {
     return this.push(job);
   }
 
-  private push(job: Job): Promise<Head | null> {
+  private push(job: Job, assigned?: (head: Head) => void): Promise<Head | null> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ job, resolve, reject });
+      this.queue.push(assigned ? { job, resolve, reject, assigned } : { job, resolve, reject });
       if (!this.running) {
         this.running = true;
         // After the current turn, so appends made together share one batch.
@@ -471,7 +498,9 @@ export class Journal {
           p.reject(e);
           continue;
         }
-        d.settled.push([p, this.accept(d, enc)]);
+        const head = this.accept(d, enc);
+        d.settled.push([p, head]);
+        p.assigned?.(head);
         if (this.signKey && d.work.sinceCheckpoint >= CHECKPOINT_AFTER) this.acceptCheckpoint(d);
       }
       await this.flush(d);

@@ -6,7 +6,7 @@
 // per (credential, origin, checked address): no two credentials ever share a
 // connection, and a new address never reuses an old pool.
 import { Pool } from 'undici';
-import { rootCertificates } from 'node:tls';
+import { rootCertificates, createSecureContext, SecureContext } from 'node:tls';
 import type { LookupAddress } from 'node:dns';
 
 export interface PinKey {
@@ -42,9 +42,19 @@ export const MAX_POOLS = 256;
 export class PinnedPools {
   // Map order is use order: the first entry is the least recently used.
   private pools = new Map<string, { credential: string; pool: Pool }>();
+  // Parsing Node's ~150 roots costs milliseconds: one context serves every
+  // connection until the CA file changes.
+  private context: { caFile: Buffer | null; ctx: SecureContext } | null = null;
 
-  // `ca` is asked for each new pool, so a CA file approved later applies.
-  constructor(private readonly ca: () => string[], private readonly maxConnectionsPerPool = 64) {}
+  // `caFile` is asked for each new pool, so a CA file approved later applies.
+  constructor(private readonly caFile: () => Buffer | null, private readonly maxConnectionsPerPool = 64) {}
+
+  private secureContext(): SecureContext {
+    const file = this.caFile();
+    const same = this.context && (this.context.caFile === file || (this.context.caFile !== null && file !== null && this.context.caFile.equals(file)));
+    if (!same || !this.context) this.context = { caFile: file, ctx: createSecureContext({ ca: caList(file) }) };
+    return this.context.ctx;
+  }
 
   get(key: PinKey): Pool {
     const id = `${key.credential}\n${key.origin}\n${key.address}`;
@@ -61,7 +71,7 @@ export class PinnedPools {
       connect: {
         lookup: pinnedLookup(key.address, key.family) as never,
         autoSelectFamily: false,
-        ca: this.ca(),
+        secureContext: this.secureContext(),
         rejectUnauthorized: true,
         // A bounded session cache per pool; pools are per credential.
         maxCachedSessions: 16,

@@ -13,18 +13,11 @@
 //    (%XX, either case — so fully or partly encoded text matches), as a
 //    JSON escape (\uXXXX in either case, or \" \\ \/), or, for a space, as
 //    "+" (form encoding).
-// All forms of all needles are compiled into one regular expression over the
-// bytes (latin1), longest first, so the whole injected value wins over the
-// secret inside it. The whole body is searched at once, after it has been
-// read and decompressed, so chunk boundaries do not matter.
-
-export interface Redactor {
-  label: string;
-  // Longest text one occurrence can take in the response: what must be read
-  // beyond the cap so an occurrence that straddles it is still found.
-  maxMatchLength: number;
-  regex: RegExp;
-}
+// The forms are matched byte by byte (no regular expression, so nothing
+// derived from the secret lives in an unwipeable string), longest first, so
+// the whole injected value wins over the secret inside it. The whole body is
+// searched at once, after it has been read and decompressed, so chunk
+// boundaries do not matter.
 
 export interface Redacted {
   data: Buffer;
@@ -59,86 +52,248 @@ const MIN_FORM = 4;
 // The longest escape of one byte: \u00XX.
 const MAX_ESCAPE = 6;
 
-function hexDigitClass(nibble: number): string {
-  const d = nibble.toString(16);
-  return /[a-f]/.test(d) ? `[${d}${d.toUpperCase()}]` : d;
+const PERCENT = 0x25;
+const BACKSLASH = 0x5c;
+const PLUS = 0x2b;
+const SPACE = 0x20;
+
+function hexValue(c: number | undefined): number {
+  if (c === undefined) return -1;
+  if (c >= 0x30 && c <= 0x39) return c - 0x30;
+  const l = c | 0x20;
+  return l >= 0x61 && l <= 0x66 ? l - 0x61 + 10 : -1;
 }
 
-function hexByte(b: number): string {
-  return hexDigitClass(b >> 4) + hexDigitClass(b & 15);
+function hexPair(data: Uint8Array, at: number): number {
+  const hi = hexValue(data[at]);
+  const lo = hexValue(data[at + 1]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
-function literal(code: number): string {
-  return `\\x${code.toString(16).padStart(2, '0')}`;
+function hexQuad(data: Uint8Array, at: number): number {
+  const a = hexPair(data, at);
+  const b = hexPair(data, at + 2);
+  return a < 0 || b < 0 ? -1 : a * 256 + b;
 }
 
-// One byte of a form: every way it may be written in the response.
-function byteAlternatives(b: number, anyCase: boolean): string[] {
-  const ch = String.fromCharCode(b);
-  const alts: string[] = [];
-  if (anyCase && /[a-zA-Z]/.test(ch)) alts.push(`[${literal(ch.toLowerCase().charCodeAt(0))}${literal(ch.toUpperCase().charCodeAt(0))}]`);
-  else alts.push(literal(b));
-  alts.push(`%${hexByte(b)}`);
-  if (b < 0x80) alts.push(`\\\\[uU]00${hexByte(b)}`);
-  if (ch === '"' || ch === '\\' || ch === '/') alts.push(`\\\\${literal(b)}`);
-  if (ch === ' ') alts.push('\\+');
-  return alts;
+function foldCase(c: number): number {
+  return c >= 0x41 && c <= 0x5a ? c | 0x20 : c;
 }
 
-// A character above ASCII, as JSON writes it: \uXXXX (a surrogate pair
-// above the BMP), either case.
-function jsonUnicodeEscape(cp: number): string {
-  const unit = (u: number): string => `\\\\[uU]${[12, 8, 4, 0].map((s) => hexDigitClass((u >> s) & 15)).join('')}`;
-  if (cp < 0x10000) return unit(cp);
-  const v = cp - 0x10000;
-  return unit(0xd800 + (v >> 10)) + unit(0xdc00 + (v & 0x3ff));
+// One form, ready to match: its bytes, whether letters match in any case,
+// and for each byte that starts a character above ASCII, that character's
+// code point and length (for JSON's \uXXXX). Held in typed arrays so the
+// request can wipe them.
+interface Compiled {
+  bytes: Uint8Array;
+  anyCase: boolean;
+  codePoints: Uint32Array | null;
+  charLengths: Uint8Array | null;
 }
 
-// The regular expression source of one form: each UTF-8 character either as
-// its bytes (each raw or escaped) or, when above ASCII, as a JSON \u escape.
-function formSource(text: Buffer, anyCase: boolean): string {
-  let src = '';
+function compile(text: Buffer, anyCase: boolean): Compiled {
+  const bytes = new Uint8Array(text);
+  if (anyCase || bytes.every((b) => b < 0x80)) return { bytes, anyCase, codePoints: null, charLengths: null };
+  const codePoints = new Uint32Array(bytes.length);
+  const charLengths = new Uint8Array(bytes.length);
   let i = 0;
-  const decoded = anyCase ? null : new TextDecoder('utf-8', { fatal: false }).decode(text);
-  const chars = decoded !== null && Buffer.from(decoded, 'utf8').equals(text) ? [...decoded] : null;
-  if (chars) {
-    for (const c of chars) {
-      const bytes = Buffer.from(c, 'utf8');
-      const perByte = [...bytes].map((b) => `(?:${byteAlternatives(b, false).join('|')})`).join('');
-      src += bytes.length === 1 ? perByte : `(?:${perByte}|${jsonUnicodeEscape(c.codePointAt(0) as number)})`;
+  while (i < bytes.length) {
+    const b = bytes[i] as number;
+    const len = b < 0x80 ? 1 : b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+    if (len > 1 && i + len <= bytes.length) {
+      const cp = Buffer.from(bytes.subarray(i, i + len)).toString('utf8').codePointAt(0) as number;
+      if (cp !== 0xfffd) {
+        codePoints[i] = cp;
+        charLengths[i] = len;
+      }
     }
-    return src;
+    i += len;
   }
-  for (; i < text.length; i++) src += `(?:${byteAlternatives(text[i] as number, anyCase).join('|')})`;
-  return src;
+  return { bytes, anyCase, codePoints, charLengths };
 }
 
-// Null when there is nothing to search for (redaction off, or needles too
-// short). The needles are read here and not kept; the caller wipes them.
+// The code point written as JSON writes it (\uXXXX, a surrogate pair above
+// the BMP, hex in any case) at `p`: where it ends, or -1.
+function matchUnicodeEscape(data: Uint8Array, p: number, cp: number): number {
+  const units = cp < 0x10000 ? [cp] : [0xd800 + ((cp - 0x10000) >> 10), 0xdc00 + ((cp - 0x10000) & 0x3ff)];
+  for (const u of units) {
+    if (data[p] !== BACKSLASH || ((data[p + 1] as number) | 0x20) !== 0x75 || hexQuad(data, p + 2) !== u) return -1;
+    p += 6;
+  }
+  return p;
+}
+
+// Byte `j` of the form onward, matched at `p`: where the match ends, or -1.
+// Each byte may be raw, %XX, \u00XX, a JSON short escape, or "+" for a
+// space. The ways to write a byte start with different characters except
+// when the byte is itself "%" or "\\", so only those branch.
+function matchFrom(f: Compiled, data: Uint8Array, j: number, p: number): number {
+  const { bytes } = f;
+  for (; j < bytes.length; j++) {
+    const cp = f.codePoints ? (f.codePoints[j] as number) : 0;
+    if (cp > 0x7f && data[p] === BACKSLASH) {
+      const q = matchUnicodeEscape(data, p, cp);
+      if (q < 0) return -1;
+      p = q;
+      j += (f.charLengths![j] as number) - 1;
+      continue;
+    }
+    const u = bytes[j] as number;
+    const c = data[p];
+    if (c === undefined) return -1;
+    if (u === PERCENT || u === BACKSLASH) {
+      // Raw first, then the escapes, each tried to the end.
+      if (c === u) {
+        const q = matchFrom(f, data, j + 1, p + 1);
+        if (q >= 0) return q;
+      }
+      const q = matchEscape(data, p, u);
+      return q < 0 ? -1 : matchFrom(f, data, j + 1, q);
+    }
+    if (c === u || (f.anyCase && foldCase(c) === foldCase(u))) {
+      p += 1;
+      continue;
+    }
+    if (c === PLUS && u === SPACE) {
+      p += 1;
+      continue;
+    }
+    const q = matchEscape(data, p, u);
+    if (q < 0) return -1;
+    p = q;
+  }
+  return p;
+}
+
+function matchEscape(data: Uint8Array, p: number, u: number): number {
+  const c = data[p];
+  if (c === PERCENT) return hexPair(data, p + 1) === u ? p + 3 : -1;
+  if (c !== BACKSLASH) return -1;
+  const n = data[p + 1];
+  if (n === u && (u === 0x22 || u === BACKSLASH || u === 0x2f)) return p + 2;
+  if (u < 0x80 && n !== undefined && (n | 0x20) === 0x75 && hexQuad(data, p + 2) === u) return p + 6;
+  return -1;
+}
+
+const NONE: Compiled[] = [];
+
+export interface Redactor {
+  label: string;
+  // Longest text one occurrence can take in the response: what must be read
+  // beyond the cap so an occurrence that straddles it is still found.
+  maxMatchLength: number;
+  // Forms by their first byte (both cases for any-case forms), longest
+  // first; and those starting with a character above ASCII, which JSON may
+  // write as \uXXXX.
+  byFirst: Compiled[][];
+  unicodeFirst: Compiled[];
+  starts: Uint8Array; // 256 flags: bytes that may begin an occurrence
+  wipe(): void;
+}
+
+// Null when there is nothing to search for (needles too short). The needles
+// are copied; the caller wipes its own, and calls wipe() on this when the
+// response is done.
 export function buildRedactor(needles: Buffer[], label: string): Redactor | null {
-  const forms = new Map<string, { text: Buffer; anyCase: boolean }>();
+  const unique = new Map<string, Compiled>();
   for (const n of needles) {
     if (n.length < MIN_NEEDLE) continue;
     for (const f of REDACTION_FORMS) {
       for (const form of f.encode(n)) {
         if (form.text.length < MIN_FORM) continue;
-        forms.set(`${form.anyCase ? 'i' : 's'}${form.text.toString('hex')}`, form);
+        const c = compile(form.text, form.anyCase);
+        const id = `${form.anyCase ? 'i' : 's'}${form.text.toString('hex')}`;
+        if (!unique.has(id)) unique.set(id, c);
+        else c.bytes.fill(0);
+        if (form.text !== n) form.text.fill(0);
       }
     }
   }
-  if (forms.size === 0) return null;
-  const sorted = [...forms.values()].sort((a, b) => b.text.length - a.text.length);
-  const source = sorted.map((f) => formSource(f.text, f.anyCase)).join('|');
-  return { label, maxMatchLength: sorted[0]!.text.length * MAX_ESCAPE, regex: new RegExp(source, 'g') };
+  if (unique.size === 0) return null;
+  const forms = [...unique.values()].sort((a, b) => b.bytes.length - a.bytes.length);
+  unique.clear();
+  const byFirst: Compiled[][] = new Array<Compiled[]>(256).fill(NONE);
+  const add = (b: number, f: Compiled): void => {
+    if (byFirst[b] === NONE) byFirst[b] = [];
+    (byFirst[b] as Compiled[]).push(f);
+  };
+  const unicodeFirst: Compiled[] = [];
+  for (const f of forms) {
+    const b = f.bytes[0] as number;
+    add(b, f);
+    if (f.anyCase && foldCase(b) !== b) add(foldCase(b), f);
+    if (f.anyCase && b >= 0x61 && b <= 0x7a) add(b - 0x20, f);
+    if (f.codePoints && (f.codePoints[0] as number) > 0x7f) unicodeFirst.push(f);
+  }
+  const starts = new Uint8Array(256);
+  for (let b = 0; b < 256; b++) starts[b] = (byFirst[b] as Compiled[]).length > 0 ? 1 : 0;
+  starts[PERCENT] = 1;
+  starts[BACKSLASH] = 1;
+  if ((byFirst[SPACE] as Compiled[]).length > 0) starts[PLUS] = 1;
+  return {
+    label,
+    maxMatchLength: (forms[0] as Compiled).bytes.length * MAX_ESCAPE,
+    byFirst,
+    unicodeFirst,
+    starts,
+    wipe() {
+      for (const f of forms) {
+        f.bytes.fill(0);
+        f.codePoints?.fill(0);
+      }
+      byFirst.fill(NONE);
+      unicodeFirst.length = 0;
+      starts.fill(0);
+    },
+  };
 }
 
-// Occurrences as [start, end) byte ranges, in order, not overlapping.
+// The forms worth trying at `i`: those whose first byte is written there
+// raw or escaped. Most positions have none.
+function candidates(r: Redactor, data: Uint8Array, i: number): Compiled[] {
+  const c = data[i] as number;
+  const raw = r.byFirst[c] as Compiled[];
+  let escaped = NONE;
+  if (c === PERCENT) {
+    const v = hexPair(data, i + 1);
+    if (v >= 0) escaped = r.byFirst[v] as Compiled[];
+  } else if (c === BACKSLASH) {
+    const n = data[i + 1];
+    if (n !== undefined && (n | 0x20) === 0x75) {
+      const v = hexQuad(data, i + 2);
+      escaped = v >= 0 && v < 0x80 ? (r.byFirst[v] as Compiled[]) : r.unicodeFirst;
+    } else if (n === 0x22 || n === BACKSLASH || n === 0x2f) {
+      escaped = r.byFirst[n] as Compiled[];
+    }
+  } else if (c === PLUS) {
+    escaped = r.byFirst[SPACE] as Compiled[];
+  }
+  if (escaped.length === 0) return raw;
+  if (raw.length === 0) return escaped;
+  return [...raw, ...escaped].sort((a, b) => b.bytes.length - a.bytes.length);
+}
+
+// Occurrences as [start, end) byte ranges, in order, not overlapping; at
+// each position the longest form that matches wins.
 function findAll(r: Redactor, data: Buffer): [number, number][] {
-  const text = data.toString('latin1');
   const out: [number, number][] = [];
-  r.regex.lastIndex = 0;
-  for (let m = r.regex.exec(text); m !== null; m = r.regex.exec(text)) {
-    out.push([m.index, m.index + m[0].length]);
+  const { starts } = r;
+  const n = data.length;
+  for (let i = 0; i < n; ) {
+    while (i < n && starts[data[i] as number] === 0) i++;
+    if (i >= n) break;
+    const list = candidates(r, data, i);
+    let end = -1;
+    for (const f of list) {
+      end = matchFrom(f, data, 0, i);
+      if (end > i) break;
+    }
+    if (end > i) {
+      out.push([i, end]);
+      i = end;
+    } else {
+      i += 1;
+    }
   }
   return out;
 }

@@ -100,32 +100,51 @@ async function query(run: () => Promise<RecordWithTtl[]>): Promise<Outcome> {
   }
 }
 
+// One c-ares channel per (servers, timeout), shared by the requests using
+// it: making a channel reads /etc/resolv.conf and opens sockets, which cost
+// more than the queries. Node's c-ares keeps no answer cache (each request
+// still sends its own A and AAAA query: the tests count them). tries: 1:
+// one query per type. With several servers listed, c-ares asks the next one
+// only when a server cannot be reached (connection refused); a SERVFAIL or
+// REFUSED answer is final, and a silent server uses up the timeout.
+const resolvers = new Map<string, dns.Resolver>();
+
+function resolverFor(opts: ResolveOptions): dns.Resolver {
+  const id = `${opts.timeoutMs}|${opts.dnsServers.map(formatDnsServer).join(',')}`;
+  let r = resolvers.get(id);
+  if (!r) {
+    if (resolvers.size >= 8) resolvers.clear();
+    r = new dns.Resolver({ timeout: opts.timeoutMs, tries: 1 });
+    if (opts.dnsServers.length > 0) r.setServers(opts.dnsServers.map(formatDnsServer));
+    resolvers.set(id, r);
+  }
+  return r;
+}
+
 export async function resolveTarget(host: string, hostKind: HostKind, opts: ResolveOptions): Promise<Resolution> {
   if (hostKind !== 'name') return literal(host, hostKind);
   if (isIP(host.replace(/^\[(.*)\]$/, '$1')) !== 0) throw new TypeError(`resolve: ${JSON.stringify(host)} is an IP literal, not a name`);
   if (isLocalhost(host)) return { addresses: LOCALHOST.map((a) => ({ ...a })), source: 'localhost' };
 
-  // A channel per resolution: no answer outlives the request that asked,
-  // and cancel() below touches only this request's queries. tries: 1: one
-  // query per type. With several servers listed, c-ares asks the next one
-  // only when a server cannot be reached (connection refused); a SERVFAIL
-  // or REFUSED answer is final, and a silent server uses up the timeout.
-  const resolver = new dns.Resolver({ timeout: opts.timeoutMs, tries: 1 });
-  if (opts.dnsServers.length > 0) resolver.setServers(opts.dnsServers.map(formatDnsServer));
+  const resolver = resolverFor(opts);
   const servers = opts.dnsServers.length > 0
     ? `DNS server ${opts.dnsServers.map(formatDnsServer).join(', ')}`
     : "the system's DNS servers (/etc/resolv.conf)";
 
   // c-ares gives each listed server the full timeout in turn and rounds
   // short timeouts up (to ~250 ms here); this bounds the whole resolution
-  // to timeoutMs. Its ECANCELLED is reported as the timeout it is.
-  const guard = setTimeout(() => resolver.cancel(), opts.timeoutMs);
+  // to timeoutMs. A query still running then is left to c-ares's own
+  // timeout; its late answer is dropped.
+  let guard: NodeJS.Timeout | undefined;
+  const late = new Promise<Outcome>((resolve) => {
+    guard = setTimeout(() => resolve({ ok: false, code: 'ETIMEOUT' }), opts.timeoutMs);
+  });
   let v4: Outcome;
   let v6: Outcome;
   try {
     [v4, v6] = await Promise.all([
-      query(() => resolver.resolve4(host, { ttl: true })),
-      query(() => resolver.resolve6(host, { ttl: true })),
+      Promise.race([query(() => resolver.resolve4(host, { ttl: true })), late]),
+      Promise.race([query(() => resolver.resolve6(host, { ttl: true })), late]),
     ]);
   } finally {
     clearTimeout(guard);

@@ -136,36 +136,37 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
     const cap = cfg.http.max_response_body;
     const pool = ctx.pools.get({ credential: def.name, origin: formatOrigin(req.target), address: pinned.address, family: pinned.family });
     let raw: RawResponse;
-    let redactor: Redactor | null = null;
-    let readLimit = cap;
+    // Built while the secret is open; wiped once the response is shaped.
+    const scan: { redactor: Redactor | null; readLimit: number } = { redactor: null, readLimit: cap };
     try {
       raw = await vault.withCredentialSecret(def.name, async (secret) => {
         const injected = inject(def, secret, headers, req.target);
         try {
-          redactor = def.redact_response ? buildRedactor(injected.needles, def.name) : null;
-          readLimit = cap + (redactor?.maxMatchLength ?? 0);
-          return await sendPinned(pool, req.target.host, { method: req.method, pathAndQuery: injected.pathAndQuery, headers: injected.headers, body: req.body, timeoutMs, readLimit });
+          scan.redactor = def.redact_response ? buildRedactor(injected.needles, def.name) : null;
+          scan.readLimit = cap + (scan.redactor?.maxMatchLength ?? 0);
+          return await sendPinned(pool, req.target.host, { method: req.method, pathAndQuery: injected.pathAndQuery, headers: injected.headers, body: req.body, timeoutMs, readLimit: scan.readLimit });
         } finally {
           for (const n of injected.needles) n.fill(0);
         }
       });
     } catch (e) {
+      scan.redactor?.wipe();
       const r = e instanceof Refusal ? e : new Refusal('upstream_error', 'the request failed; see the daemon log');
       const out = await c.record({ kind: 'http_outcome', intent_seq: intent.seq, error: r.code, maybe_executed: r.detail?.['maybe_executed'] ?? null, duration_ms: Date.now() - started }).catch(() => null);
       throw settle(ticket, new Refusal(r.code, r.message, { ...(r.detail ?? {}), audit_seq: out?.seq ?? intent.seq }));
     }
     let reply;
     try {
-      reply = await shapeResponse(raw, def, redactor, cap, readLimit, req.target.host);
+      reply = await shapeResponse(raw, def, scan.redactor, cap, scan.readLimit, req.target.host);
     } catch (e) {
       const r = e instanceof Refusal ? e : new Refusal('upstream_error', 'the response could not be read; see the daemon log', { maybe_executed: true });
       const out = await c.record({ kind: 'http_outcome', intent_seq: intent.seq, status: raw.status, error: r.code, maybe_executed: true, duration_ms: Date.now() - started }).catch(() => null);
       throw settle(ticket, new Refusal(r.code, r.message, { ...(r.detail ?? {}), audit_seq: out?.seq ?? intent.seq }));
     } finally {
-      redactor = null;
+      scan.redactor?.wipe();
     }
     // 10. outcome
-    const outcome = await c.record({
+    const outcome = await c.recordOutcome({
       kind: 'http_outcome', intent_seq: intent.seq, status: raw.status, bytes: raw.body.length, truncated: reply.truncated,
       redactions: reply.redactions, body_sha256: sha256(raw.body), duration_ms: Date.now() - started,
     });

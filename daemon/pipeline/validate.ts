@@ -153,7 +153,20 @@ function checkIdempotencyKey(v: unknown): Check<string> {
   return ok(v);
 }
 
-function schemaFor(limits: RequestLimits) {
+// Building a zod schema costs more than using it: one per max_timeout.
+const schemas = new Map<number, ReturnType<typeof buildSchema>>();
+
+function schemaFor(limits: RequestLimits): ReturnType<typeof buildSchema> {
+  let s = schemas.get(limits.maxTimeout);
+  if (!s) {
+    if (schemas.size > 8) schemas.clear();
+    s = buildSchema(limits);
+    schemas.set(limits.maxTimeout, s);
+  }
+  return s;
+}
+
+function buildSchema(limits: RequestLimits) {
   return z.strictObject({
     credential: field(checkCredential),
     method: field(checkMethod),
