@@ -9,6 +9,7 @@ const { join } = require('node:path');
 const BENCHES = [
   ['audit verify throughput', 'verify.js'],
   ['durable audit appends, 64 writers', 'append.js'],
+  ['HTTP through postern versus direct undici', 'http.js'],
 ];
 
 const env = { ...process.env };
