@@ -31,7 +31,8 @@ export function parseContentEncoding(value: string | string[] | undefined, host:
     const name = part.trim().toLowerCase();
     if (name === '') continue;
     if (!(name in CODINGS)) {
-      throw new Refusal('upstream_error', `${host} answered with content-encoding ${JSON.stringify(name.slice(0, 40))}, which postern cannot decode and so cannot check for the secret; the request was executed — do not repeat it blindly`, { maybe_executed: true });
+      // The name is not quoted: the upstream chose it, and it could be the secret.
+      throw new Refusal('upstream_error', `${host} answered with a content-encoding postern cannot decode (it decodes gzip, deflate and br), so the body cannot be checked for the secret; the request was executed — do not repeat it blindly`, { maybe_executed: true });
     }
     const c = CODINGS[name];
     if (c) out.push(c);

@@ -53,7 +53,12 @@ export async function shapeResponse(raw: RawResponse, def: HttpCredentialDef, re
     const before = headers[shown];
     headers[shown] = before === undefined ? values : [...[before].flat(), ...[values].flat()];
   }
-  const body = redact(redactor, decoded.data, cap);
+  // Decoded data that stops early (compressed input cut by the read limit)
+  // may end inside an occurrence: keep only what lies a whole occurrence
+  // length before its end.
+  const margin = redactor?.maxMatchLength ?? 0;
+  const cut = decoded.complete ? cap : Math.min(cap, Math.max(0, decoded.data.length - margin));
+  const body = redact(redactor, decoded.data, cut);
   redactions += body.count;
   const truncated = !decoded.complete || body.cut;
   const location = headers['location'];
