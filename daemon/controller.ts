@@ -420,6 +420,7 @@ export class Controller {
     const vault = await this.prove(passphrase);
     if (!vault.credential(name)) throw new Refusal('not_found', `no credential named "${name}"; see \`postern cred list\``);
     await this.writeVault(vault, { kind: 'cred_rm', credential: name }, (m) => m.delete(name));
+    this.sessions.endForCredential(name, 'credential_removed');
     for (const f of this.credentialListeners) f(name);
     return { name, removed: true, generation: vault.generation };
   }

@@ -76,6 +76,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   controller.onCredentialChange((name) => {
     void request.pools.closeCredential(name);
     request.budgets.forget(name);
+    request.idempotency.purgeCredential(name);
   });
   const agent = createAgentServer(controller, log, request);
   const d = config.config.daemon;

@@ -33,12 +33,16 @@ function upstreamFailure(e: unknown, host: string, timedOut: boolean): Refusal {
   if (timedOut || TIMEOUTS_AFTER_SEND.has(code)) {
     return new Refusal('upstream_timeout', `${host} did not answer in time; the request may have reached it — check before retrying`, { maybe_executed: true });
   }
+  if (/WRONG_VERSION_NUMBER|PACKET_LENGTH_TOO_LONG|HTTP_REQUEST/i.test(code)) {
+    return new Refusal('upstream_error', `${host} did not answer with TLS (${code}); check the scheme and port`);
+  }
   if (/CERT|TLS|SSL|ERR_TLS|UNABLE_TO_VERIFY|SELF_SIGNED|HOSTNAME/i.test(code)) {
     return new Refusal('upstream_error', `TLS with ${host} failed (${code}); its certificate is not trusted for that name — a human can add its CA with http.ca_file`);
   }
   if (code === 'ECONNREFUSED') return new Refusal('upstream_error', `${host} refused the connection; check the host and port`);
   if (code === 'ECONNRESET' || code === 'UND_ERR_SOCKET' || code === 'EPIPE') return new Refusal('upstream_error', `the connection to ${host} was reset; the request may have reached it — check before retrying`, { maybe_executed: true });
-  if (code.startsWith('HPE_') || code === 'UND_ERR_INFO') return new Refusal('upstream_error', `${host} sent an invalid HTTP response (${code}); the request may have reached it — check before retrying`, { maybe_executed: true });
+  // undici's parser error carries no code, only its name.
+  if (code.startsWith('HPE_') || code === 'HTTPParserError' || code === 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH' || code === 'UND_ERR_INFO') return new Refusal('upstream_error', `${host} sent an invalid HTTP response (${code}); the request may have reached it — check before retrying`, { maybe_executed: true });
   return new Refusal('upstream_error', `the request to ${host} failed (${code})`);
 }
 
@@ -56,8 +60,10 @@ export async function sendPinned(pool: Pool, host: string, o: SendOptions): Prom
       headers: o.headers,
       body: o.body ?? undefined,
       signal: abort.signal,
-      headersTimeout: o.timeoutMs,
-      bodyTimeout: o.timeoutMs,
+      // undici's own timers tick coarsely (~500 ms) and fire early; the
+      // timer above is the only deadline.
+      headersTimeout: 0,
+      bodyTimeout: 0,
     });
     const chunks: Buffer[] = [];
     let size = 0;

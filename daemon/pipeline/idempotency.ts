@@ -15,6 +15,7 @@ export type Outcome = { kind: 'reply'; reply: Record<string, unknown>; auditSeq:
 
 interface Entry {
   scope: string;
+  credential: string;
   requestHash: string;
   createdAt: number;
   outcome: Outcome | null; // null while the first request is in flight
@@ -49,7 +50,7 @@ export class IdempotencyStore {
       }
       return { kind: 'replay', outcome: e.outcome };
     }
-    const entry: Entry = { scope, requestHash, createdAt: this.now(), outcome: null };
+    const entry: Entry = { scope, credential, requestHash, createdAt: this.now(), outcome: null };
     this.entries.set(id, entry);
     while (this.entries.size > this.max) this.entries.delete(this.entries.keys().next().value as string);
     return {
@@ -68,6 +69,11 @@ export class IdempotencyStore {
   // Session end or revoke: that session's records go.
   purgeScope(scope: string): void {
     for (const [id, e] of this.entries) if (e.scope === scope) this.entries.delete(id);
+  }
+
+  // A credential updated or removed: what was recorded under it goes.
+  purgeCredential(credential: string): void {
+    for (const [id, e] of this.entries) if (e.credential === credential) this.entries.delete(id);
   }
 
   // Lock: everything goes.

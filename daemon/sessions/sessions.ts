@@ -13,7 +13,7 @@ export interface Session {
   expiresAt: number;
 }
 
-export type EndReason = 'expired' | 'root_exited' | 'revoked' | 'locked';
+export type EndReason = 'expired' | 'root_exited' | 'revoked' | 'locked' | 'credential_removed';
 
 export class SessionStore {
   private sessions = new Map<string, Session>();
@@ -55,6 +55,14 @@ export class SessionStore {
     if (!s) return null;
     this.end(s, 'revoked');
     return s;
+  }
+
+  // A credential removed: its sessions end, so one added later under the
+  // same name starts without any.
+  endForCredential(credential: string, reason: EndReason): number {
+    const mine = [...this.sessions.values()].filter((s) => s.credential === credential);
+    for (const s of mine) this.end(s, reason);
+    return mine.length;
   }
 
   endAll(reason: EndReason): number {
