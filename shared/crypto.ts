@@ -64,10 +64,28 @@ function asBuffer(u: Uint8Array): Buffer {
 }
 
 // node:crypto is far faster than the wasm randombytes. Buffer.alloc (not the
-// shared pool) so wiping one result never touches another.
+// shared pool) so wiping one result never touches another. Small requests
+// (nonces, one or two per journal entry) are served from a block filled at
+// once, each part handed out once and zeroed in the block as it goes.
+const POOL_BYTES = 4096;
+const SMALL = 64;
+let pool: Buffer | null = null;
+let poolAt = POOL_BYTES;
+
 export function randomBytes(n: number): Buffer {
   const b = Buffer.alloc(n);
-  randomFillSync(b);
+  if (n > SMALL) {
+    randomFillSync(b);
+    return b;
+  }
+  if (!pool) pool = Buffer.alloc(POOL_BYTES);
+  if (poolAt + n > POOL_BYTES) {
+    randomFillSync(pool);
+    poolAt = 0;
+  }
+  pool.copy(b, 0, poolAt, poolAt + n);
+  pool.fill(0, poolAt, poolAt + n);
+  poolAt += n;
   return b;
 }
 
