@@ -10,6 +10,8 @@ import type { Controller } from './controller';
 import type { Logger } from './logger';
 import { Identifier, Identity } from './pipeline/identify';
 import { runHttp } from './pipeline/run-http';
+import { runSsh } from './pipeline/run-ssh';
+import { SshConnections } from './pipeline/ssh-connections';
 import { PinnedPools } from './pipeline/pin';
 import { IdempotencyStore } from './pipeline/idempotency';
 import { InFlight, RateBudgets } from './pipeline/budgets';
@@ -69,6 +71,7 @@ function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
 // What outlives one request: connection pools, idempotency records, budgets.
 export interface RequestServices {
   pools: PinnedPools;
+  ssh: SshConnections;
   idempotency: IdempotencyStore;
   budgets: RateBudgets;
   inFlight: InFlight;
@@ -77,6 +80,19 @@ export interface RequestServices {
 interface Services extends RequestServices {
   controller: Controller;
   identifier: Identifier;
+}
+
+// A request that acts: counted from here until the reply, approval wait
+// included, against http.max_concurrent; its body read within limits.
+async function counted(s: Services, req: http.IncomingMessage, run: (raw: Buffer) => Promise<unknown>): Promise<unknown> {
+  s.controller.requireUnlocked();
+  const leave = s.inFlight.enter();
+  try {
+    const raw = await readBody(req, s.controller.config.config.http.max_request_body * 6 + 64 * 1024);
+    return await run(raw);
+  } finally {
+    leave();
+  }
 }
 
 type Route = (s: Services, identity: Identity, req: http.IncomingMessage, signal: AbortSignal) => Promise<unknown> | unknown;
@@ -89,17 +105,10 @@ const ROUTES: Record<string, Route> = {
     // Visibility is not authorisation: agents see names and allowed targets.
     return { credentials: list.map(({ name, kind, description, targets }) => ({ name, kind, description, targets })) };
   },
-  'POST /v1/http': async (s, identity, req, signal) => {
-    s.controller.requireUnlocked();
-    // Counted from here until the reply, approval wait included.
-    const leave = s.inFlight.enter();
-    try {
-      const raw = await readBody(req, s.controller.config.config.http.max_request_body * 6 + 64 * 1024);
-      return await runHttp({ controller: s.controller, pools: s.pools, idempotency: s.idempotency, budgets: s.budgets, identity, signal }, raw);
-    } finally {
-      leave();
-    }
-  },
+  'POST /v1/http': (s, identity, req, signal) =>
+    counted(s, req, (raw) => runHttp({ controller: s.controller, pools: s.pools, idempotency: s.idempotency, budgets: s.budgets, identity, signal }, raw)),
+  'POST /v1/ssh': (s, identity, req, signal) =>
+    counted(s, req, (raw) => runSsh({ controller: s.controller, ssh: s.ssh, identity, signal }, raw)),
 };
 
 export function createAgentServer(controller: Controller, log: Logger, request: RequestServices): http.Server {
@@ -116,7 +125,7 @@ export function createAgentServer(controller: Controller, log: Logger, request: 
       try {
         const identity = identify(controller, services.identifier, req.socket);
         const route = ROUTES[`${req.method} ${path}`];
-        if (!route) throw new Refusal('bad_request', `no endpoint ${req.method} ${path}; see GET /v1/health, GET /v1/credentials, POST /v1/http`);
+        if (!route) throw new Refusal('bad_request', `no endpoint ${req.method} ${path}; see GET /v1/health, GET /v1/credentials, POST /v1/http, POST /v1/ssh`);
         controller.touch();
         send(res, 200, await route(services, identity, req, abort.signal));
       } catch (e) {

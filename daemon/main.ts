@@ -19,6 +19,7 @@ import { createAdminServer } from './admin-server';
 import { createAgentServer, RequestServices } from './agent-server';
 import { PinnedPools } from './pipeline/pin';
 import { IdempotencyStore } from './pipeline/idempotency';
+import { SshConnections } from './pipeline/ssh-connections';
 import { InFlight, RateBudgets } from './pipeline/budgets';
 import { Journal } from './audit/journal';
 
@@ -63,6 +64,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   const admin = createAdminServer(controller, log);
   const request: RequestServices = {
     pools: new PinnedPools(() => controller.config.caFileContents),
+    ssh: new SshConnections(),
     idempotency: new IdempotencyStore(),
     budgets: new RateBudgets(),
     inFlight: new InFlight(() => controller.config.config.http.max_concurrent),
@@ -70,11 +72,13 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   // Nothing a request left behind outlives the authority that allowed it.
   controller.onLock(() => {
     void request.pools.closeAll();
+    request.ssh.closeAll();
     request.idempotency.purgeAll();
   });
   controller.onSessionEnd((s) => request.idempotency.purgeScope(`session:${s.id}`));
   controller.onCredentialChange((name) => {
     void request.pools.closeCredential(name);
+    request.ssh.closeCredential(name);
     request.budgets.forget(name);
     request.idempotency.purgeCredential(name);
   });

@@ -13,5 +13,5 @@ export type { TargetSummary, HttpTarget } from './credential/targets';
 export { parseRate, RATE_UNITS, SECRET_PLACEHOLDER } from './credential/fields';
 export type { Rate } from './credential/fields';
 export {
-  checkHttpSecret, stripOneTrailingNewline, prepareSshSecret, sshKeyPublic, sshKeyFingerprint, MIN_RSA_BITS,
+  checkHttpSecret, stripOneTrailingNewline, prepareSshSecret, sshKeyPublic, sshKeyFingerprint, sshPrivateParts, MIN_RSA_BITS,
 } from './credential/secret';

@@ -1,4 +1,4 @@
-// `postern request http`: a client for the agent socket, for people and
+// `postern request http|ssh`: a client for the agent socket, for people and
 // scripts. It holds no secret and needs no passphrase: it is an agent.
 import { Command } from 'commander';
 import http from 'node:http';
@@ -25,6 +25,26 @@ export function agentCall(socketPath: string, method: string, path: string, body
     req.on('error', (e: NodeJS.ErrnoException) => reject(new Unreachable(`the postern daemon is not reachable at ${socketPath} (${e.code}); start it with \`postern daemon\``)));
     req.end(payload);
   });
+}
+
+function timeoutOption(text: string | undefined): Record<string, number> {
+  if (text === undefined) return {};
+  const n = Number(text);
+  if (!Number.isInteger(n) || n <= 0) throw new UsageError('--timeout-ms must be a positive whole number');
+  return { timeout_ms: n };
+}
+
+// Sends the request; a refusal becomes the CLI's refusal (exit 1), printed
+// whole with --json.
+async function call(c: Context, path: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
+  const r = await agentCall(c.config().paths.agentSocket, 'POST', path, body);
+  if (r.status !== 200) {
+    const err = (r.json['error'] ?? {}) as Record<string, unknown>;
+    const { code, message, ...detail } = err;
+    if (c.json) process.stdout.write(JSON.stringify(r.json, null, 2) + '\n');
+    throw new DaemonRefusal(String(code), `${String(code)}: ${String(message)}`, detail);
+  }
+  return r.json;
 }
 
 function headerList(value: string, previous: string[] = []): string[] {
@@ -56,20 +76,9 @@ export function register(program: Command, ctx: Ctx): void {
       const body: Record<string, unknown> = { credential: o.credential, method: o.method, url: o.url, headers };
       if (o.data !== undefined) body['body'] = o.data;
       if (o.dataFile) body['body_base64'] = readFileSync(o.dataFile).toString('base64');
-      if (o.timeoutMs !== undefined) {
-        const n = Number(o.timeoutMs);
-        if (!Number.isInteger(n) || n <= 0) throw new UsageError('--timeout-ms must be a positive whole number');
-        body['timeout_ms'] = n;
-      }
+      Object.assign(body, timeoutOption(o.timeoutMs));
       if (o.idempotencyKey) body['idempotency_key'] = o.idempotencyKey;
-      const r = await agentCall(c.config().paths.agentSocket, 'POST', '/v1/http', body);
-      if (r.status !== 200) {
-        const err = (r.json['error'] ?? {}) as Record<string, unknown>;
-        const { code, message, ...detail } = err;
-        if (c.json) process.stdout.write(JSON.stringify(r.json, null, 2) + '\n');
-        throw new DaemonRefusal(String(code), `${String(code)}: ${String(message)}`, detail);
-      }
-      const j = r.json;
+      const j = await call(c, '/v1/http', body);
       const bodyText = j['body_encoding'] === 'base64' ? `(${Buffer.from(String(j['body']), 'base64').length} bytes of binary, base64 in --json)` : String(j['body']);
       const redirect = j['redirect'] as { location: string } | null;
       c.out(j, [
@@ -77,5 +86,27 @@ export function register(program: Command, ctx: Ctx): void {
         ...(redirect ? [`redirect (not followed): ${redirect.location}`] : []),
         bodyText,
       ]);
+    });
+  request
+    .command('ssh')
+    .description('run a command over SSH with a credential (POST /v1/ssh)')
+    .requiredOption('--credential <name>', 'the credential to use')
+    .requiredOption('--command <command>', 'the command line, as the credential\'s rules allow it')
+    .option('--stdin-file <file>', 'send this file as stdin (- for this process\'s stdin)')
+    .option('--timeout-ms <ms>', 'time limit after approval')
+    .action(async (o: { credential: string; command: string; stdinFile?: string; timeoutMs?: string }) => {
+      const c = ctx();
+      const body: Record<string, unknown> = { credential: o.credential, command: o.command, ...timeoutOption(o.timeoutMs) };
+      if (o.stdinFile !== undefined) body['stdin_base64'] = readFileSync(o.stdinFile === '-' ? 0 : o.stdinFile).toString('base64');
+      const j = await call(c, '/v1/ssh', body);
+      const show = (v: unknown): string => (j['encoding'] === 'base64' ? Buffer.from(String(v), 'base64').toString('utf8') : String(v));
+      const ending = j['signal'] ? `signal ${String(j['signal'])}` : `exit ${String(j['exit_code'])}`;
+      c.out(j, [
+        `${ending} on ${JSON.stringify(j['target'])} (audit #${String(j['audit_seq'])})${j['truncated'] ? ' [truncated]' : ''}${Number(j['redactions']) > 0 ? ` [${String(j['redactions'])} redactions]` : ''}`,
+        ...(String(j['stdout']) !== '' ? [show(j['stdout']).replace(/\n$/, '')] : []),
+        ...(String(j['stderr']) !== '' ? [`stderr: ${show(j['stderr']).replace(/\n$/, '')}`] : []),
+      ]);
+      // The remote command's failure is the command's failure.
+      if (j['exit_code'] !== 0) process.exitCode = 1;
     });
 }

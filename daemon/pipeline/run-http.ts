@@ -2,14 +2,11 @@
 // files beside this one. The order lives here and only here. A refusal at
 // any step is journaled and carries its audit_seq; the secret is opened only
 // at step 8, after everything before it passed.
-import { createHash } from 'node:crypto';
 import { Refusal } from '../../shared/errors';
-import { DnsServer, parseDnsServer } from '../../shared/config';
 import { canonicalJson } from '../../shared/canonical-json';
 import type { HttpCredentialDef } from '../../shared/credential';
 import type { Controller } from '../controller';
 import type { Identity } from './identify';
-import { stillRunning } from './identify';
 import { validateHttpRequest, parseJsonBody, HttpRequest } from './validate';
 import { checkPolicy, checkHeadersForCredential, checkQueryForCredential } from './policy';
 import { resolveTarget } from './resolve';
@@ -22,6 +19,7 @@ import { buildRedactor, Redactor } from './redact';
 import { shapeResponse } from './response';
 import { IdempotencyStore, Outcome, Ticket } from './idempotency';
 import { RateBudgets } from './budgets';
+import { who, sha256, refuse, dnsServers, approve } from './steps';
 
 export interface HttpContext {
   controller: Controller;
@@ -30,16 +28,6 @@ export interface HttpContext {
   budgets: RateBudgets;
   identity: Identity;
   signal: AbortSignal;
-}
-
-// What the journal says about the requester, on every entry of a request.
-function who(identity: Identity): Record<string, unknown> {
-  const p = identity.process;
-  return { pid: p.pid, uid: p.uid, exe: p.exe, instance: p.key };
-}
-
-function sha256(b: Buffer): string {
-  return createHash('sha256').update(b).digest('hex');
 }
 
 function requestFacts(req: HttpRequest): Record<string, unknown> {
@@ -64,27 +52,6 @@ function requestHash(req: HttpRequest): string {
   const t = req.target;
   const headers = [...req.headers].map(([k, v]) => [k.toLowerCase(), v]).sort((a, b) => (a[0]! < b[0]! ? -1 : a[0]! > b[0]! ? 1 : a[1]! < b[1]! ? -1 : 1));
   return sha256(Buffer.from(canonicalJson({ credential: req.credential, method: req.method, url: `${formatOrigin(t)}${t.path}${t.query}`, headers, body: req.body ? sha256(req.body) : null })));
-}
-
-async function refuse(c: Controller, e: unknown, facts: Record<string, unknown>): Promise<never> {
-  const r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
-  try {
-    const head = await c.record({ kind: 'http_refused', code: r.code, ...facts });
-    throw new Refusal(r.code, r.message, { ...(r.detail ?? {}), audit_seq: head.seq });
-  } catch (e2) {
-    if (e2 instanceof Refusal && e2.detail?.['audit_seq'] !== undefined) throw e2;
-    // The journal could not record the refusal: still a refusal.
-    throw r;
-  }
-}
-
-// The config holds them validated and normalised ("ip:port").
-function dnsServers(list: readonly string[]): DnsServer[] {
-  return list.map((text) => {
-    const r = parseDnsServer(text);
-    if (!r.ok) throw new Refusal('bad_config', `http.dns_servers: ${text} is not usable`);
-    return r.value;
-  });
 }
 
 // `body` is the raw request body: a body that is not JSON is refused inside
@@ -116,7 +83,11 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
     const pinned = resolution.addresses[0]!;
     facts = { ...facts, address: pinned.address, addresses: resolution.addresses.map((a) => a.address) };
     // 5. approval: a covering session, else a human's decision
-    const approval = await approve(ctx, req, def, match.approve, pinned.address);
+    const t = req.target;
+    const approval = await approve(ctx, def.name, match.approve, {
+      kind: 'http', method: req.method, scheme: t.scheme, host: t.host, address: pinned.address, port: t.port, path: t.path, query: t.query,
+      body_bytes: req.body?.length ?? 0, body_sha256: req.body ? sha256(req.body) : null,
+    });
     facts = { ...facts, approval };
     // 6. idempotency: each-use requests are never replayed (a human saw
     // this one and approved it again)
@@ -179,7 +150,7 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
     // not execute, frees the key: a retry with it runs.
     if (ticket && !(e instanceof Refusal && e.detail?.['maybe_executed'] === true)) ticket.abandon();
     if (e instanceof Refusal && e.detail?.['audit_seq'] !== undefined) throw e;
-    return refuse(c, e, facts);
+    return refuse(c, 'http', e, facts);
   }
 }
 
@@ -198,23 +169,3 @@ async function replay(c: Controller, outcome: Outcome, facts: Record<string, unk
   throw new Refusal(r.code, r.message, { ...(r.detail ?? {}), replayed: true, replayed_audit_seq: outcome.auditSeq, audit_seq: head.seq });
 }
 
-async function approve(ctx: HttpContext, req: HttpRequest, def: HttpCredentialDef, mode: 'session' | 'each-use', address: string): Promise<string> {
-  const c = ctx.controller;
-  if (mode === 'session') {
-    const s = c.sessions.covering(ctx.identity, def.name);
-    if (s) return `session:${s.id}`;
-  }
-  const t = req.target;
-  const decision = await c.approvals.ask(ctx.identity, def.name, mode, {
-    kind: 'http', method: req.method, scheme: t.scheme, host: t.host, address, port: t.port, path: t.path, query: t.query,
-    body_bytes: req.body?.length ?? 0, body_sha256: req.body ? createHash('sha256').update(req.body).digest('hex') : null,
-  }, c.config.config.daemon.approval_timeout, ctx.signal);
-  // The requester must still be the same process instance now.
-  if (!stillRunning(ctx.identity.process)) throw new Refusal('unidentified_peer', 'the requesting process changed while it waited for approval; retry from a running process');
-  if (decision.kind === 'deny') throw new Refusal('denied_by_user', 'a human denied this request; do not retry it unchanged');
-  if (decision.kind === 'once') return 'once';
-  const root = [ctx.identity.process, ...ctx.identity.ancestors].find((p) => p.key === decision.rootKey)!;
-  const s = c.sessions.add(def.name, root, c.config.config.daemon.session_ttl);
-  await c.record({ kind: 'session_start', session: s.id, credential: def.name, root_pid: root.pid, root_exe: root.exe, root_instance: root.key, expires_at: new Date(s.expiresAt).toISOString() });
-  return `session:${s.id}`;
-}

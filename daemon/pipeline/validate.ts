@@ -19,7 +19,7 @@
 import { z } from 'zod';
 import { Refusal, Problem, formatProblems } from '../../shared/errors';
 import { REFUSED_METHODS, NAME_PATTERN } from '../../shared/credential/fields';
-import { quote } from '../../shared/credential/text';
+import { quote, hasInvisible } from '../../shared/credential/text';
 import { parseTarget, Target } from './target';
 import { checkAgentHeaders } from './headers';
 
@@ -181,9 +181,9 @@ function buildSchema(limits: RequestLimits) {
   });
 }
 
-function issueProblems(issue: z.core.$ZodIssue): Problem[] {
+function issueProblems(issue: z.core.$ZodIssue, known: readonly string[] = HTTP_REQUEST_FIELDS): Problem[] {
   if (issue.code === 'unrecognized_keys') {
-    const fields = HTTP_REQUEST_FIELDS.join(', ');
+    const fields = known.join(', ');
     return issue.keys.map((k) => ({
       path: quote(k, 40),
       message: `unknown field; remove it (the fields are ${fields})`,
@@ -204,15 +204,15 @@ function base64Size(text: string): number {
   return (text.length / 4) * 3 - pad;
 }
 
-function decodeBody(text: string | null, base64: string | null, max: number): Buffer | null {
+function decodeBody(text: string | null, base64: string | null, max: number, names: [string, string] = ['body', 'body_base64']): Buffer | null {
   if (text !== null) {
     const size = Buffer.byteLength(text, 'utf8');
-    if (size > max) throw tooLarge('body', size, max);
+    if (size > max) throw tooLarge(names[0], size, max);
     return Buffer.from(text, 'utf8');
   }
   if (base64 !== null) {
     const size = base64Size(base64);
-    if (size > max) throw tooLarge('body_base64', size, max);
+    if (size > max) throw tooLarge(names[1], size, max);
     return Buffer.from(base64, 'base64');
   }
   return null;
@@ -229,7 +229,7 @@ function tooLarge(fieldName: string, size: number, max: number): Refusal {
 export function validateHttpRequest(json: unknown, limits: RequestLimits): HttpRequest {
   if (!isObject(json)) throw badRequest([{ path: '', message: 'the request must be a JSON object with fields credential, method, url, ...' }]);
   const parsed = schemaFor(limits).safeParse(json);
-  const problems: Problem[] = parsed.success ? [] : parsed.error.issues.flatMap(issueProblems);
+  const problems: Problem[] = parsed.success ? [] : parsed.error.issues.flatMap((i) => issueProblems(i));
   if ('body' in json && 'body_base64' in json && json.body !== undefined && json.body_base64 !== undefined) {
     problems.push({ path: 'body, body_base64', message: 'both are given; send one: "body" for UTF-8 text or "body_base64" for bytes' });
   }
@@ -245,6 +245,64 @@ export function validateHttpRequest(json: unknown, limits: RequestLimits): HttpR
     timeoutMs: v.timeout_ms ?? null,
     idempotencyKey: v.idempotency_key ?? null,
   };
+}
+
+// ---- POST /v1/ssh (SPEC §6.6)
+//
+// - `command`: UTF-8 text, 1 to 4096 characters, no control or invisible
+//   characters (bad_request); whether it is allowed is the policy's call.
+// - `stdin`: UTF-8 text, or `stdin_base64` for bytes, not both; an empty
+//   stdin is the same as none (so a request may carry `"stdin": ""` for a
+//   credential that allows no stdin). At most max_request_body bytes.
+// - `timeout_ms`: as for HTTP, at most http.max_timeout.
+
+export interface SshRequest {
+  credential: string;
+  command: string;
+  stdin: Buffer | null; // null: none (or empty)
+  timeoutMs: number | null;
+}
+
+export const SSH_REQUEST_FIELDS = ['credential', 'command', 'stdin', 'stdin_base64', 'timeout_ms'] as const;
+export const MAX_COMMAND_LENGTH = 4096;
+
+function checkCommand(v: unknown): Check<string> {
+  if (v === undefined) return bad('is required; give the command line to run, e.g. "git -C /srv/app pull"');
+  if (typeof v !== 'string') return bad('must be a string, e.g. "git -C /srv/app pull"');
+  if (v.length === 0 || v.length > MAX_COMMAND_LENGTH) return bad(`must be 1 to ${MAX_COMMAND_LENGTH} characters`);
+  if (!v.isWellFormed() || hasInvisible(v)) return bad('contains a control or invisible character (newline, tab, NUL, bidi, zero-width); send one command line of visible characters');
+  return ok(v);
+}
+
+const sshSchemas = new Map<number, ReturnType<typeof buildSshSchema>>();
+
+function buildSshSchema(limits: RequestLimits) {
+  return z.strictObject({
+    credential: field(checkCredential),
+    command: field(checkCommand),
+    stdin: field(checkBody).optional(),
+    stdin_base64: field(checkBodyBase64).optional(),
+    timeout_ms: field(checkTimeout(limits.maxTimeout)).optional(),
+  });
+}
+
+export function validateSshRequest(json: unknown, limits: RequestLimits): SshRequest {
+  if (!isObject(json)) throw badRequest([{ path: '', message: 'the request must be a JSON object with fields credential, command, ...' }]);
+  let schema = sshSchemas.get(limits.maxTimeout);
+  if (!schema) {
+    if (sshSchemas.size > 8) sshSchemas.clear();
+    schema = buildSshSchema(limits);
+    sshSchemas.set(limits.maxTimeout, schema);
+  }
+  const parsed = schema.safeParse(json);
+  const problems: Problem[] = parsed.success ? [] : parsed.error.issues.flatMap((i) => issueProblems(i, SSH_REQUEST_FIELDS));
+  if (json['stdin'] !== undefined && json['stdin_base64'] !== undefined) {
+    problems.push({ path: 'stdin, stdin_base64', message: 'both are given; send one: "stdin" for UTF-8 text or "stdin_base64" for bytes' });
+  }
+  if (problems.length > 0 || !parsed.success) throw badRequest(problems);
+  const v = parsed.data;
+  const stdin = decodeBody(v.stdin ?? null, v.stdin_base64 ?? null, limits.maxRequestBody, ['stdin', 'stdin_base64']);
+  return { credential: v.credential, command: v.command, stdin: stdin && stdin.length > 0 ? stdin : null, timeoutMs: v.timeout_ms ?? null };
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });

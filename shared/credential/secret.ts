@@ -330,3 +330,13 @@ export function sshKeyFingerprint(secret: Buffer): string {
   const blob = parsePrepared(secret).getPublicSSH();
   return `SHA256:${createHash('sha256').update(blob).digest('base64').replace(/=+$/, '')}`;
 }
+
+// The private components of a prepared key (the ed25519 seed and seed+public
+// pair; RSA d, p, q, qi; the ECDSA scalar), for the daemon to search command
+// output for them in every encoding: an echoed key file in any other format
+// still carries these bytes. The caller wipes the buffers.
+export function sshPrivateParts(secret: Buffer): Buffer[] {
+  const parsed = parsePrepared(secret);
+  const key = createPrivateKey(parsed.getPrivatePEM());
+  return encodeKey(key).raw;
+}

@@ -1,0 +1,139 @@
+// Run one command over an exec channel (SPEC §6.6): no pty, no
+// environment; stdin written and closed; stdout and stderr read together up
+// to a limit (what arrives beyond it is drained and dropped, so the command
+// can finish and report its exit status); on timeout the remote command is
+// signalled (TERM, then KILL) and the channel closed.
+import type { Client, ClientChannel } from 'ssh2';
+import { Refusal } from '../../shared/errors';
+
+export interface ExecOptions {
+  command: string;
+  stdin: Buffer | null;
+  timeoutMs: number;
+  readLimit: number; // stdout + stderr bytes kept
+  keepLimit: number; // of which the first `keepLimit` bytes, in arrival order, may be returned
+}
+
+export interface ExecResult {
+  exitCode: number | null;
+  signal: string | null;
+  stdout: Buffer;
+  stderr: Buffer;
+  // How much of each stream arrived before the total reached keepLimit.
+  stdoutKeep: number;
+  stderrKeep: number;
+  complete: boolean; // false when output beyond readLimit was dropped
+  bytes: number; // all output, kept or not
+}
+
+// Time the command has to exit after TERM before it gets KILL.
+const KILL_AFTER_MS = 1_000;
+// Time the channel has to close after KILL before postern gives up on it.
+const CLOSE_AFTER_MS = 1_000;
+
+function openChannel(client: Client, command: string): Promise<ClientChannel> {
+  return new Promise((resolve, reject) => {
+    try {
+      client.exec(command, { pty: false }, (err, stream) => (err ? reject(err) : resolve(stream)));
+    } catch (e) {
+      reject(e);
+    }
+  });
+}
+
+export class ChannelOpenFailed extends Error {}
+
+// ssh2 sends a signal request only while our side of the channel is still
+// writable, but stdin has been closed (EOF) by then, as any SSH client does.
+// The request is still valid in SSH after EOF (RFC 4254 §6.9 needs only an
+// open channel), so it is sent through ssh2's protocol object, checked to
+// be there; if it is not, ssh2's own method is the fallback.
+interface ChannelInternals {
+  outgoing?: { id?: unknown; state?: unknown };
+  _client?: { _protocol?: { signal?: unknown } };
+}
+
+export function signalChannel(channel: ClientChannel, name: 'TERM' | 'KILL'): void {
+  const inner = channel as unknown as ChannelInternals;
+  const proto = inner._client?._protocol as { signal?: (id: number, name: string) => void } | undefined;
+  const id = inner.outgoing?.id;
+  const state = inner.outgoing?.state;
+  if (typeof proto?.signal === 'function' && typeof id === 'number' && (state === 'open' || state === 'eof')) {
+    proto.signal(id, name);
+    return;
+  }
+  channel.signal(name);
+}
+
+export async function execOn(client: Client, host: string, o: ExecOptions): Promise<ExecResult> {
+  let channel: ClientChannel;
+  try {
+    channel = await openChannel(client, o.command);
+  } catch {
+    // The command was not started: the caller may try a fresh connection.
+    throw new ChannelOpenFailed(`could not open an exec channel on ${host}`);
+  }
+  return new Promise((resolve, reject) => {
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    let kept = 0;
+    let total = 0;
+    let stdoutKeep = 0;
+    let stderrKeep = 0;
+    let complete = true;
+    let exitCode: number | null = null;
+    let signal: string | null = null;
+    let timedOut = false;
+    let settled = false;
+    const take = (into: Buffer[], isOut: boolean) => (chunk: Buffer) => {
+      total += chunk.length;
+      const room = o.readLimit - kept;
+      if (room <= 0) {
+        complete = false;
+        return;
+      }
+      const part = chunk.length > room ? chunk.subarray(0, room) : chunk;
+      if (part.length < chunk.length) complete = false;
+      const beforeCap = Math.max(0, Math.min(part.length, o.keepLimit - kept));
+      if (isOut) stdoutKeep += beforeCap;
+      else stderrKeep += beforeCap;
+      kept += part.length;
+      into.push(Buffer.from(part));
+    };
+    channel.on('data', take(out, true));
+    channel.stderr.on('data', take(err, false));
+    channel.on('exit', (code: number | null, sig?: string) => {
+      if (typeof code === 'number') exitCode = code;
+      if (typeof sig === 'string') signal = sig;
+    });
+    const timers: NodeJS.Timeout[] = [];
+    const finish = (): void => {
+      if (settled) return;
+      settled = true;
+      for (const t of timers) clearTimeout(t);
+      if (timedOut) {
+        reject(new Refusal('upstream_timeout', `the command on ${host} did not finish in time; it was signalled (TERM, then KILL) and its channel closed — it may have had effects, check before retrying`, { maybe_executed: true }));
+        return;
+      }
+      resolve({ exitCode, signal, stdout: Buffer.concat(out), stderr: Buffer.concat(err), stdoutKeep, stderrKeep, complete, bytes: total });
+    };
+    channel.on('close', finish);
+    channel.on('error', () => {
+      if (settled) return;
+      settled = true;
+      for (const t of timers) clearTimeout(t);
+      reject(new Refusal('upstream_error', `the SSH channel to ${host} failed while the command ran; it may have had effects — check before retrying`, { maybe_executed: true }));
+    });
+    timers.push(setTimeout(() => {
+      timedOut = true;
+      signalChannel(channel, 'TERM');
+      timers.push(setTimeout(() => {
+        signalChannel(channel, 'KILL');
+        channel.close();
+        timers.push(setTimeout(finish, CLOSE_AFTER_MS));
+      }, KILL_AFTER_MS));
+    }, o.timeoutMs));
+    if (o.stdin) channel.end(o.stdin);
+    else channel.end();
+  });
+}

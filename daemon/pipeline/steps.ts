@@ -1,0 +1,68 @@
+// Steps that POST /v1/http and POST /v1/ssh take alike: how the requester
+// is described in the journal, how a refusal is journaled, the DNS servers
+// to ask, and approval (a covering session, else a human's decision).
+import { createHash } from 'node:crypto';
+import { Refusal } from '../../shared/errors';
+import { DnsServer, parseDnsServer } from '../../shared/config';
+import type { Approve } from '../../shared/credential';
+import type { CardAction } from '../../shared/admin-protocol';
+import type { Controller } from '../controller';
+import type { Identity } from './identify';
+import { stillRunning } from './identify';
+
+export interface RequestContext {
+  controller: Controller;
+  identity: Identity;
+  signal: AbortSignal;
+}
+
+// What the journal says about the requester, on every entry of a request.
+export function who(identity: Identity): Record<string, unknown> {
+  const p = identity.process;
+  return { pid: p.pid, uid: p.uid, exe: p.exe, instance: p.key };
+}
+
+export function sha256(b: Buffer): string {
+  return createHash('sha256').update(b).digest('hex');
+}
+
+// Journals the refusal (kind `<endpoint>_refused`) and gives it the entry's
+// audit_seq. If the journal cannot take it, the refusal stands without one.
+export async function refuse(c: Controller, endpoint: 'http' | 'ssh', e: unknown, facts: Record<string, unknown>): Promise<never> {
+  const r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
+  let head: { seq: number } | null = null;
+  try {
+    head = await c.record({ kind: `${endpoint}_refused`, code: r.code, ...facts });
+  } catch {
+    throw r;
+  }
+  throw new Refusal(r.code, r.message, { ...(r.detail ?? {}), audit_seq: head.seq });
+}
+
+// The config holds them validated and normalised ("ip:port").
+export function dnsServers(list: readonly string[]): DnsServer[] {
+  return list.map((text) => {
+    const r = parseDnsServer(text);
+    if (!r.ok) throw new Refusal('bad_config', `http.dns_servers: ${text} is not usable`);
+    return r.value;
+  });
+}
+
+// "session:<id>" when a session covers (or was just granted), "once" for an
+// allow-once decision. The card shows `action`.
+export async function approve(ctx: RequestContext, credential: string, mode: Approve, action: CardAction): Promise<string> {
+  const c = ctx.controller;
+  if (mode === 'session') {
+    const s = c.sessions.covering(ctx.identity, credential);
+    if (s) return `session:${s.id}`;
+  }
+  const decision = await c.approvals.ask(ctx.identity, credential, mode, action, c.config.config.daemon.approval_timeout, ctx.signal);
+  // The requester must still be the same process instance now.
+  if (!stillRunning(ctx.identity.process)) throw new Refusal('unidentified_peer', 'the requesting process changed while it waited for approval; retry from a running process');
+  if (decision.kind === 'deny') throw new Refusal('denied_by_user', 'a human denied this request; do not retry it unchanged');
+  if (decision.kind === 'once') return 'once';
+  const root = [ctx.identity.process, ...ctx.identity.ancestors].find((p) => p.key === decision.rootKey)!;
+  const s = c.sessions.add(credential, root, c.config.config.daemon.session_ttl);
+  await c.record({ kind: 'session_start', session: s.id, credential, root_pid: root.pid, root_exe: root.exe, root_instance: root.key, expires_at: new Date(s.expiresAt).toISOString() });
+  return `session:${s.id}`;
+}
