@@ -64,7 +64,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   const admin = createAdminServer(controller, log);
   const request: RequestServices = {
     pools: new PinnedPools(() => controller.config.caFileContents),
-    ssh: new SshConnections(),
+    ssh: new SshConnections(() => controller.config.config.ssh.connection_idle),
     idempotency: new IdempotencyStore(),
     budgets: new RateBudgets(),
     inFlight: new InFlight(() => controller.config.config.http.max_concurrent),

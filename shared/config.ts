@@ -51,6 +51,7 @@ export interface Config {
   ssh: {
     timeout: number;
     max_output: number;
+    connection_idle: number;
   };
 }
 
@@ -289,6 +290,7 @@ export const SETTINGS = [
   setting('http.ca_file', '', pathKind('optional-file'), 'extra PEM roots, added to Node\'s bundled roots; relative to home, or absolute'),
   setting('ssh.timeout', '30s', duration, 'per command (approval wait excluded), unless timeout_ms is set'),
   setting('ssh.max_output', '8MiB', size, 'stdout+stderr together'),
+  setting('ssh.connection_idle', '10s', duration, 'an SSH connection is kept this long after its last command, for reuse by the same credential'),
 ] as const;
 
 // Compile-time proof that every key of Config has a row.

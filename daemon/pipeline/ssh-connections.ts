@@ -5,12 +5,11 @@
 // handshake. Nothing but exec channels is ever opened: no pty, no agent or
 // port forwarding, no environment.
 import { createHash } from 'node:crypto';
+import net from 'node:net';
 import { Client, ConnectConfig } from 'ssh2';
 import { Refusal } from '../../shared/errors';
 import type { SshCredentialDef } from '../../shared/credential';
 
-// A connection is closed after this long without an open channel.
-export const SSH_IDLE_MS = 10_000;
 // OpenSSH's default MaxSessions is 10; stay under it.
 export const MAX_CHANNELS_PER_CONNECTION = 8;
 // Connections kept per (credential, address, port) at most.
@@ -84,9 +83,14 @@ export function connectSsh(t: SshTarget, secret: Buffer, timeoutMs: number): Pro
     });
     client.on('error', fail);
     client.on('close', () => fail(new Error('closed')));
+    // The TCP connection goes to the checked address, made here so nothing
+    // else resolves anything. No Nagle: OpenSSH leaves it on for exec
+    // sessions, and the small packets of a short command would otherwise
+    // wait for delayed ACKs (tens of milliseconds a command).
+    const sock = net.connect({ host: address, port: def.port });
+    sock.setNoDelay(true);
     const config: ConnectConfig = {
-      host: address,
-      port: def.port,
+      sock,
       username: def.user,
       // The pinned fingerprint is checked during key exchange, before any
       // authentication: on a mismatch the secret is never offered.
@@ -112,6 +116,10 @@ export function connectSsh(t: SshTarget, secret: Buffer, timeoutMs: number): Pro
 
 export class SshConnections {
   private conns = new Map<string, Conn[]>();
+
+  // `idleMs`: how long a connection is kept after its last channel closed
+  // (ssh.connection_idle), asked each time so a config change applies.
+  constructor(private readonly idleMs: () => number) {}
 
   // A connection with room for one more channel: a kept one, or a new one
   // made by `open` (which holds the secret only while it connects).
@@ -148,7 +156,7 @@ export class SshConnections {
           const kept = this.conns.get(id)?.includes(conn) ?? false;
           if (!kept) this.close(id, conn);
           else {
-            conn.idle = setTimeout(() => this.close(id, conn), SSH_IDLE_MS);
+            conn.idle = setTimeout(() => this.close(id, conn), this.idleMs());
             conn.idle.unref();
           }
         }
