@@ -12,10 +12,13 @@ unset NODE_OPTIONS LD_PRELOAD LD_LIBRARY_PATH HOSTALIASES POSTERN_CONFIG
 DAEMON_PID=""
 UPSTREAM_PID=""
 APPROVER_PID=""
+SSHD_PID=""
+SSH_USER=""
 cleanup() {
-  for pid in "$APPROVER_PID" "$UPSTREAM_PID" "$DAEMON_PID"; do
+  for pid in "$APPROVER_PID" "$UPSTREAM_PID" "$DAEMON_PID" "$SSHD_PID"; do
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill "$pid"; wait "$pid" 2>/dev/null || true; fi
   done
+  if [ -n "$SSH_USER" ]; then pkill -KILL -u "$SSH_USER" 2>/dev/null || true; userdel -f "$SSH_USER" 2>/dev/null || true; fi
   rm -rf "$DEMO"
 }
 trap cleanup EXIT
@@ -120,10 +123,63 @@ show request http --credential local-api --url "https://localhost:$PORT/redirect
 step "6c. SSRF: the same API through a credential that may not reach loopback"
 if show request http --credential local-no-loopback --url "https://localhost:$PORT/v1/hello"; then echo "unexpected: loopback reached"; exit 1; fi
 if show request http --credential local-api --url "https://127.0.0.1:$PORT/v1/hello"; then echo "unexpected: IP literal accepted"; exit 1; fi
+
+step "6d. SSH: a command on a real sshd, its host key pinned, the command checked against the rules"
+# Needs root (a throwaway local user) and Debian's openssh-server.
+if [ "$(id -u)" = 0 ] && [ -x /usr/sbin/sshd ] && command -v ssh-keygen >/dev/null && command -v useradd >/dev/null; then
+  chmod 0711 "$DEMO"
+  mkdir -p /run/sshd && chmod 0755 /run/sshd
+  SSH_USER="postern-demo-$$"
+  mkdir -m 0755 "$DEMO/sshhome"
+  useradd -M -d "$DEMO/sshhome" -s /bin/sh -p '*' "$SSH_USER"
+  ssh-keygen -q -t ed25519 -N '' -C 'demo host' -f "$DEMO/ssh_host_key"
+  ssh-keygen -q -t ed25519 -N '' -C 'demo client' -f "$DEMO/client_key"
+  mkdir -m 0700 "$DEMO/sshhome/.ssh"
+  cp "$DEMO/client_key.pub" "$DEMO/sshhome/.ssh/authorized_keys"
+  chown -R "$SSH_USER" "$DEMO/sshhome"
+  SSH_PORT=$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
+  cat > "$DEMO/sshd_config" <<CONF
+ListenAddress 127.0.0.1
+Port $SSH_PORT
+HostKey $DEMO/ssh_host_key
+PidFile $DEMO/sshd.pid
+UsePAM no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+AllowUsers $SSH_USER
+AllowTcpForwarding no
+X11Forwarding no
+PermitTTY no
+CONF
+  /usr/sbin/sshd -D -e -f "$DEMO/sshd_config" 2> "$DEMO/sshd.log" &
+  SSHD_PID=$!
+  for _ in $(seq 1 100); do grep -q "Server listening" "$DEMO/sshd.log" 2>/dev/null && break; sleep 0.05; done
+  HOST_KEY=$(ssh-keygen -lf "$DEMO/ssh_host_key.pub" | awk '{print $2}')
+  cat > "$DEMO/box.toml" <<TOML
+name = "demo-box"
+description = "a local sshd started by the demo"
+kind = "ssh"
+host = "127.0.0.1"
+port = $SSH_PORT
+user = "$SSH_USER"
+auth = "key"
+host_key = "$HOST_KEY"
+commands = ["uname -s", "echo *"]
+allow_addresses = ["127.0.0.1/32"]
+TOML
+  show cred add --file "$DEMO/box.toml" --secret-file "$DEMO/client_key" --passphrase-file "$DEMO/passphrase"
+  show request ssh --credential demo-box --command "uname -s"
+  show request ssh --credential demo-box --command "echo hello from postern"
+  echo "(a prefix rule admits plain words only: a second command is refused before connecting)"
+  if show request ssh --credential demo-box --command "echo hi; id"; then echo "unexpected: a second command ran"; exit 1; fi
+else
+  echo "skipped: needs root and openssh-server (sshd, ssh-keygen) for a throwaway local sshd"
+fi
+
 kill "$APPROVER_PID"; wait "$APPROVER_PID" 2>/dev/null || true; APPROVER_PID=""
 cat "$DEMO/approver.log"
 
-step "6d. the config changes behind the vault's back: the daemon refuses to unlock"
+step "6e. the config changes behind the vault's back: the daemon refuses to unlock"
 show lock
 # The demo's config ends with its [http] table: a new line lands there.
 printf 'max_response_body = "1MiB"\n' >> "$POSTERN_HOME/config.toml"

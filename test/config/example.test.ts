@@ -49,7 +49,7 @@ const SPEC_DEFAULTS = {
 
 // Settings postern adds where SPEC §3 is silent, each documented in
 // docs/design-notes.md.
-const BEYOND_SPEC = { daemon: { audit_segment_size: 64 * 1024 * 1024 } };
+const BEYOND_SPEC = { daemon: { audit_segment_size: 64 * 1024 * 1024 }, ssh: { connection_idle: 10_000 } };
 
 const PATH_KEYS = new Set(['agent_socket', 'admin_socket', 'vault', 'audit_log']);
 
@@ -64,6 +64,7 @@ t.test('the defaults are those of SPEC §3', async (t) => {
     }
   }
   for (const [key, value] of Object.entries(BEYOND_SPEC.daemon)) t.same((d.daemon as Record<string, unknown>)[key], value, `daemon.${key}`);
+  for (const [key, value] of Object.entries(BEYOND_SPEC.ssh)) t.same((d.ssh as Record<string, unknown>)[key], value, `ssh.${key}`);
   const listed = [SPEC_DEFAULTS, BEYOND_SPEC].flatMap((o) => Object.values(o)).reduce((n, o) => n + Object.keys(o).length, 0);
   t.equal(SETTINGS.length, 1 + listed, 'no setting beyond SPEC §3 and the documented additions');
   t.equal(SETTINGS.find((s) => s.path === 'daemon.home')?.default, '~/.postern');
