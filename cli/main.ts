@@ -4,7 +4,7 @@
 // on stderr; never a stack trace.
 import { Command, CommanderError } from 'commander';
 import { Context, GlobalOptions } from './context';
-import { EXIT, codeOf, describeError, exitCodeFor, problemsOf } from './errors';
+import { EXIT, DaemonRefusal, codeOf, describeError, exitCodeFor, problemsOf } from './errors';
 import * as init from './commands/init';
 import * as lifecycle from './commands/lifecycle';
 import * as cred from './commands/cred';
@@ -52,7 +52,9 @@ function fail(e: unknown, json: boolean): never {
   const message = describeError(e);
   const problems = problemsOf(e);
   if (json) {
-    process.stdout.write(JSON.stringify({ error: { code: codeOf(e), message, ...(problems.length ? { problems } : {}) } }, null, 2) + '\n');
+    // A daemon's refusal keeps its own message and detail (audit_seq...).
+    const detail = e instanceof DaemonRefusal ? e.detail : {};
+    process.stdout.write(JSON.stringify({ error: { code: codeOf(e), message, ...(problems.length ? { problems } : {}), ...detail } }, null, 2) + '\n');
   }
   process.stderr.write(`postern: ${message}\n`);
   // For developers: the stack of an unexpected error, only when asked for.

@@ -34,15 +34,14 @@ function timeoutOption(text: string | undefined): Record<string, number> {
   return { timeout_ms: n };
 }
 
-// Sends the request; a refusal becomes the CLI's refusal (exit 1), printed
-// whole with --json.
+// Sends the request; a refusal becomes the CLI's refusal (exit 1), its
+// detail (audit_seq, maybe_executed...) kept for --json.
 async function call(c: Context, path: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
   const r = await agentCall(c.config().paths.agentSocket, 'POST', path, body);
   if (r.status !== 200) {
     const err = (r.json['error'] ?? {}) as Record<string, unknown>;
     const { code, message, ...detail } = err;
-    if (c.json) process.stdout.write(JSON.stringify(r.json, null, 2) + '\n');
-    throw new DaemonRefusal(String(code), `${String(code)}: ${String(message)}`, detail);
+    throw new DaemonRefusal(String(code), `${String(code)}: ${String(message)}`, { ...detail, message: String(message) });
   }
   return r.json;
 }

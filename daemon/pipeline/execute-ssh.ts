@@ -31,10 +31,17 @@ const KILL_AFTER_MS = 1_000;
 // Time the channel has to close after KILL before postern gives up on it.
 const CLOSE_AFTER_MS = 1_000;
 
-function openChannel(client: Client, command: string): Promise<ClientChannel> {
+// Listeners go on in the exec callback itself: ssh2 may emit 'exit' while
+// parsing the very packet that carried the exec reply, before an awaiting
+// caller would run.
+function openChannel(client: Client, command: string, attach: (channel: ClientChannel) => void): Promise<ClientChannel> {
   return new Promise((resolve, reject) => {
     try {
-      client.exec(command, { pty: false }, (err, stream) => (err ? reject(err) : resolve(stream)));
+      client.exec(command, { pty: false }, (err, stream) => {
+        if (err) return reject(err);
+        attach(stream);
+        resolve(stream);
+      });
     } catch (e) {
       reject(e);
     }
@@ -66,64 +73,82 @@ export function signalChannel(channel: ClientChannel, name: 'TERM' | 'KILL'): vo
 }
 
 export async function execOn(client: Client, host: string, o: ExecOptions): Promise<ExecResult> {
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  let kept = 0;
+  let total = 0;
+  let stdoutKeep = 0;
+  let stderrKeep = 0;
+  let complete = true;
+  let exitCode: number | null = null;
+  let signal: string | null = null;
+  let timedOut = false;
+  let settled = false;
+  let closed = false;
+  let failed = false;
+  let wake: () => void = () => undefined;
+  const take = (into: Buffer[], isOut: boolean) => (chunk: Buffer) => {
+    total += chunk.length;
+    const room = o.readLimit - kept;
+    if (room <= 0) {
+      complete = false;
+      return;
+    }
+    const part = chunk.length > room ? chunk.subarray(0, room) : chunk;
+    if (part.length < chunk.length) complete = false;
+    const beforeCap = Math.max(0, Math.min(part.length, o.keepLimit - kept));
+    if (isOut) stdoutKeep += beforeCap;
+    else stderrKeep += beforeCap;
+    kept += part.length;
+    into.push(Buffer.from(part));
+  };
+  const attach = (channel: ClientChannel): void => {
+    channel.on('data', take(out, true));
+    channel.stderr.on('data', take(err, false));
+    const onExit = (code: unknown, sig: unknown): void => {
+      if (typeof code === 'number') exitCode = code;
+      if (typeof sig === 'string') signal = sig;
+    };
+    channel.on('exit', onExit);
+    channel.on('close', (code: unknown, sig: unknown) => {
+      // 'close' repeats the exit status: a second source for it.
+      if (exitCode === null && signal === null) onExit(code, sig);
+      closed = true;
+      wake();
+    });
+    channel.on('error', () => {
+      failed = true;
+      wake();
+    });
+  };
   let channel: ClientChannel;
   try {
-    channel = await openChannel(client, o.command);
+    channel = await openChannel(client, o.command, attach);
   } catch {
     // The command was not started: the caller may try a fresh connection.
     throw new ChannelOpenFailed(`could not open an exec channel on ${host}`);
   }
   return new Promise((resolve, reject) => {
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    let kept = 0;
-    let total = 0;
-    let stdoutKeep = 0;
-    let stderrKeep = 0;
-    let complete = true;
-    let exitCode: number | null = null;
-    let signal: string | null = null;
-    let timedOut = false;
-    let settled = false;
-    const take = (into: Buffer[], isOut: boolean) => (chunk: Buffer) => {
-      total += chunk.length;
-      const room = o.readLimit - kept;
-      if (room <= 0) {
-        complete = false;
-        return;
-      }
-      const part = chunk.length > room ? chunk.subarray(0, room) : chunk;
-      if (part.length < chunk.length) complete = false;
-      const beforeCap = Math.max(0, Math.min(part.length, o.keepLimit - kept));
-      if (isOut) stdoutKeep += beforeCap;
-      else stderrKeep += beforeCap;
-      kept += part.length;
-      into.push(Buffer.from(part));
-    };
-    channel.on('data', take(out, true));
-    channel.stderr.on('data', take(err, false));
-    channel.on('exit', (code: number | null, sig?: string) => {
-      if (typeof code === 'number') exitCode = code;
-      if (typeof sig === 'string') signal = sig;
-    });
     const timers: NodeJS.Timeout[] = [];
     const finish = (): void => {
       if (settled) return;
       settled = true;
       for (const t of timers) clearTimeout(t);
+      if (failed && !closed) {
+        reject(new Refusal('upstream_error', `the SSH channel to ${host} failed while the command ran; it may have had effects — check before retrying`, { maybe_executed: true }));
+        return;
+      }
       if (timedOut) {
         reject(new Refusal('upstream_timeout', `the command on ${host} did not finish in time; it was signalled (TERM, then KILL) and its channel closed — it may have had effects, check before retrying`, { maybe_executed: true }));
         return;
       }
       resolve({ exitCode, signal, stdout: Buffer.concat(out), stderr: Buffer.concat(err), stdoutKeep, stderrKeep, complete, bytes: total });
     };
-    channel.on('close', finish);
-    channel.on('error', () => {
-      if (settled) return;
-      settled = true;
-      for (const t of timers) clearTimeout(t);
-      reject(new Refusal('upstream_error', `the SSH channel to ${host} failed while the command ran; it may have had effects — check before retrying`, { maybe_executed: true }));
-    });
+    wake = finish;
+    if (closed || failed) {
+      finish();
+      return;
+    }
     timers.push(setTimeout(() => {
       timedOut = true;
       signalChannel(channel, 'TERM');

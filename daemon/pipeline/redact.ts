@@ -25,24 +25,26 @@ export interface Redacted {
   cut: boolean; // something was left out to respect the cut
 }
 
-type Form = { name: string; encode: (needle: Buffer) => { text: Buffer; anyCase: boolean }[] };
+// `wrap`: the form may be broken into lines (base64 in PEM and MIME is).
+type FormText = { text: Buffer; anyCase: boolean; wrap?: boolean };
+type Form = { name: string; encode: (needle: Buffer) => FormText[] };
 
-function b64Forms(needle: Buffer): { text: Buffer; anyCase: boolean }[] {
-  const out: { text: Buffer; anyCase: boolean }[] = [];
+function b64Forms(needle: Buffer): FormText[] {
+  const out: FormText[] = [];
   for (let o = 0; o < 3; o++) {
     const tail = needle.subarray(o);
     const full = Math.floor(tail.length / 3) * 3;
     if (full === 0) continue;
     const stable = tail.subarray(0, full).toString('base64');
-    out.push({ text: Buffer.from(stable), anyCase: false });
-    out.push({ text: Buffer.from(stable.replace(/\+/g, '-').replace(/\//g, '_')), anyCase: false });
+    out.push({ text: Buffer.from(stable), anyCase: false, wrap: true });
+    out.push({ text: Buffer.from(stable.replace(/\+/g, '-').replace(/\//g, '_')), anyCase: false, wrap: true });
   }
   return out;
 }
 
 export const REDACTION_FORMS: readonly Form[] = [
   { name: 'raw', encode: (n) => [{ text: n, anyCase: false }] },
-  { name: 'base64 / base64url, 3 alignments', encode: b64Forms },
+  { name: 'base64 / base64url, 3 alignments, broken into lines or not', encode: b64Forms },
   { name: 'hex, any case', encode: (n) => [{ text: Buffer.from(n.toString('hex')), anyCase: true }] },
 ];
 
@@ -87,13 +89,14 @@ function foldCase(c: number): number {
 interface Compiled {
   bytes: Uint8Array;
   anyCase: boolean;
+  wrap: boolean;
   codePoints: Uint32Array | null;
   charLengths: Uint8Array | null;
 }
 
-function compile(text: Buffer, anyCase: boolean): Compiled {
+function compile(text: Buffer, anyCase: boolean, wrap: boolean): Compiled {
   const bytes = new Uint8Array(text);
-  if (anyCase || bytes.every((b) => b < 0x80)) return { bytes, anyCase, codePoints: null, charLengths: null };
+  if (anyCase || bytes.every((b) => b < 0x80)) return { bytes, anyCase, wrap, codePoints: null, charLengths: null };
   const codePoints = new Uint32Array(bytes.length);
   const charLengths = new Uint8Array(bytes.length);
   let i = 0;
@@ -109,7 +112,7 @@ function compile(text: Buffer, anyCase: boolean): Compiled {
     }
     i += len;
   }
-  return { bytes, anyCase, codePoints, charLengths };
+  return { bytes, anyCase, wrap, codePoints, charLengths };
 }
 
 // The code point written as JSON writes it (\uXXXX, a surrogate pair above
@@ -130,6 +133,7 @@ function matchUnicodeEscape(data: Uint8Array, p: number, cp: number): number {
 function matchFrom(f: Compiled, data: Uint8Array, j: number, p: number): number {
   const { bytes } = f;
   for (; j < bytes.length; j++) {
+    if (f.wrap && j > 0) p = skipLineBreak(data, p);
     const cp = f.codePoints ? (f.codePoints[j] as number) : 0;
     if (cp > 0x7f && data[p] === BACKSLASH) {
       const q = matchUnicodeEscape(data, p, cp);
@@ -161,6 +165,18 @@ function matchFrom(f: Compiled, data: Uint8Array, j: number, p: number): number 
     const q = matchEscape(data, p, u);
     if (q < 0) return -1;
     p = q;
+  }
+  return p;
+}
+
+// A line break inside a wrapped form: LF, CRLF, or JSON's \n / \r\n.
+function skipLineBreak(data: Uint8Array, p: number): number {
+  const c = data[p];
+  if (c === 0x0a) return p + 1;
+  if (c === 0x0d && data[p + 1] === 0x0a) return p + 2;
+  if (c === BACKSLASH) {
+    if (data[p + 1] === 0x6e) return p + 2;
+    if (data[p + 1] === 0x72 && data[p + 2] === BACKSLASH && data[p + 3] === 0x6e) return p + 4;
   }
   return p;
 }
@@ -201,8 +217,8 @@ export function buildRedactor(needles: Buffer[], label: string): Redactor | null
     for (const f of REDACTION_FORMS) {
       for (const form of f.encode(n)) {
         if (form.text.length < MIN_FORM) continue;
-        const c = compile(form.text, form.anyCase);
-        const id = `${form.anyCase ? 'i' : 's'}${form.text.toString('hex')}`;
+        const c = compile(form.text, form.anyCase, form.wrap === true);
+        const id = `${form.anyCase ? 'i' : 's'}${form.wrap ? 'w' : ''}${form.text.toString('hex')}`;
         if (!unique.has(id)) unique.set(id, c);
         else c.bytes.fill(0);
         if (form.text !== n) form.text.fill(0);
@@ -232,7 +248,9 @@ export function buildRedactor(needles: Buffer[], label: string): Redactor | null
   if ((byFirst[SPACE] as Compiled[]).length > 0) starts[PLUS] = 1;
   return {
     label,
-    maxMatchLength: (forms[0] as Compiled).bytes.length * MAX_ESCAPE,
+    // A wrapped form may also carry a line break (up to 4 bytes) between
+    // any two characters.
+    maxMatchLength: Math.max(...forms.map((f) => f.bytes.length * (f.wrap ? MAX_ESCAPE + 4 : MAX_ESCAPE))),
     byFirst,
     unicodeFirst,
     starts,

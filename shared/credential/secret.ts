@@ -151,13 +151,15 @@ function encodeKey(key: KeyObject): Encoded {
     return { type, publicBlob: Buffer.concat([sshString(type), sshString(pub)]), layout: [sshString(pub), sshString(both)], raw: [seed, both] };
   }
   if (key.asymmetricKeyType === 'rsa') {
-    const [n, e, d, p, q, qi] = [jwk.n, jwk.e, jwk.d, jwk.p, jwk.q, jwk.qi].map(b64u) as [Buffer, Buffer, Buffer, Buffer, Buffer, Buffer];
+    const [n, e, d, p, q, qi, dp, dq] = [jwk.n, jwk.e, jwk.d, jwk.p, jwk.q, jwk.qi, jwk.dp, jwk.dq].map(b64u) as [Buffer, Buffer, Buffer, Buffer, Buffer, Buffer, Buffer, Buffer];
     const type = 'ssh-rsa';
     return {
       type,
       publicBlob: Buffer.concat([sshString(type), mpint(e), mpint(n)]),
       layout: [mpint(n), mpint(e), mpint(d), mpint(qi), mpint(p), mpint(q)],
-      raw: [d, p, q, qi],
+      // dp and dq are not in the OpenSSH layout, but PKCS#1 and PKCS#8
+      // files carry them: the daemon searches output for them too.
+      raw: [d, p, q, qi, dp, dq],
     };
   }
   // ecdsa (checkKeyType admitted only the three curves of EC_CURVES)
@@ -332,7 +334,7 @@ export function sshKeyFingerprint(secret: Buffer): string {
 }
 
 // The private components of a prepared key (the ed25519 seed and seed+public
-// pair; RSA d, p, q, qi; the ECDSA scalar), for the daemon to search command
+// pair; RSA d, p, q, qi, dp, dq; the ECDSA scalar), for the daemon to search command
 // output for them in every encoding: an echoed key file in any other format
 // still carries these bytes. The caller wipes the buffers.
 export function sshPrivateParts(secret: Buffer): Buffer[] {

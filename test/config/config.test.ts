@@ -109,7 +109,7 @@ max_output = "512B"
     dns_servers: ['127.0.0.1:5353', '[::1]:53', '[fe80::1]:53', '1.1.1.1:53'],
     ca_file: join(dir, 'ca.pem'),
   });
-  t.same(c.config.ssh, { timeout: 30_000, max_output: 512 });
+  t.same(c.config.ssh, { timeout: 30_000, max_output: 512, connection_idle: 10_000 });
   t.same(c.paths, { agentSocket: '/run/postern/agent.sock', adminSocket: join(home, 'admin.sock'), vault: join(home, 'data/vault'), auditLog: join(home, 'audit.log') });
   t.equal(c.caFileContents?.toString(), PEM_A + PEM_B);
   t.match(c.hash, /^sha256:[0-9a-f]{64}$/);
@@ -391,6 +391,7 @@ const ALTERNATIVES: Record<ConfigPath, string> = {
   'http.ca_file': '"ca.pem"',
   'ssh.timeout': '"29s"',
   'ssh.max_output': '"9MiB"',
+  'ssh.connection_idle': '"20s"',
 };
 
 t.test('the hash ignores order, whitespace and comments, and explicit defaults', async (t) => {

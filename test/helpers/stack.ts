@@ -41,6 +41,7 @@ export interface StackOptions {
   handler?: Handler;
   config?: string; // extra config text appended to [daemon]
   httpConfig?: string; // extra config text appended to [http]
+  sshConfig?: string; // when given, an [ssh] table with this text is appended
 }
 
 export async function startStack(o: StackOptions = {}): Promise<Stack> {
@@ -49,7 +50,7 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
   const dns = await startDnsServer(zone(o.records ?? { 'api.example.test': { A: ['127.0.0.1'] } }));
   const h = makeHome();
   mkdirSync(h.home, { mode: 0o700 });
-  writeFileSync(join(h.home, 'config.toml'), `[daemon]\n${o.config ?? ''}\n[http]\ndns_servers = ["127.0.0.1:${dns.port}"]\nca_file = "${ca.caFile}"\n${o.httpConfig ?? ''}\n`, { mode: 0o600 });
+  writeFileSync(join(h.home, 'config.toml'), `[daemon]\n${o.config ?? ''}\n[http]\ndns_servers = ["127.0.0.1:${dns.port}"]\nca_file = "${ca.caFile}"\n${o.httpConfig ?? ''}\n${o.sshConfig !== undefined ? `[ssh]\n${o.sshConfig}\n` : ''}`, { mode: 0o600 });
   if (init(h).code !== 0) throw new Error('init failed');
   const d = await startDaemon(h);
   const u = cli(h, ['unlock', '--passphrase-file', h.passFile]);

@@ -116,7 +116,7 @@ t.test('the whole injected value wins over the secret inside it', async (t) => {
   // The longest form can be written with the longest escape of every byte,
   // and still fits in maxMatchLength (what is read beyond the cap).
   const longest = uAll(Buffer.from(Buffer.from(INJECTED).toString('hex')), false);
-  t.equal(r.maxMatchLength, longest.length, 'maxMatchLength is the hex of the injected value, every byte as \\u00XX');
+  t.ok(r.maxMatchLength >= longest.length, 'maxMatchLength covers the hex of the injected value, every byte as \\u00XX');
   out = redact(r, Buffer.from(longest));
   t.equal(out.data.toString(), MARK, 'that longest spelling is found');
 });
@@ -257,3 +257,25 @@ t.test('header values and names (redactText)', async (t) => {
   t.same(redactText(r, `x-${SB.toString('hex')}`), { text: `x-${MARK}`, count: 1 }, 'a header name holding the hex');
   t.same(redactText(null, S), { text: S, count: 0 }, 'redaction off');
 });
+
+t.test('base64 broken into lines (PEM, MIME, JSON-escaped newlines) is still found', async (t) => {
+  const secret = Buffer.from(randomBytesForWrap(96));
+  const r = buildRedactor([Buffer.from(secret)], 'k') as Redactor;
+  const mark = '[REDACTED:k]';
+  for (const [name, sep] of [['LF every 64', '\n'], ['CRLF every 76', '\r\n'], ['JSON \\n every 64', '\\n']] as const) {
+    const width = name.includes('76') ? 76 : 64;
+    for (let prefix = 0; prefix < 3; prefix++) {
+      const b64 = Buffer.concat([Buffer.alloc(prefix, 7), secret, Buffer.from('tail')]).toString('base64');
+      const lines = b64.match(new RegExp(`.{1,${width}}`, 'g')) as string[];
+      const out = redact(r, Buffer.from(`-----BEGIN X-----${sep}${lines.join(sep)}${sep}-----END X-----`));
+      t.equal(out.count, 1, `${name}, ${prefix} bytes before: one occurrence`);
+      t.match(out.data.toString(), mark, `${name}, ${prefix} bytes before: replaced`);
+    }
+  }
+  t.ok(r.maxMatchLength >= Math.ceil((secret.length * 4) / 3) * 6, 'the read margin covers a wrapped, escaped form');
+});
+
+// Bytes with every value, so the base64 uses "+" and "/" too.
+function randomBytesForWrap(n: number): number[] {
+  return Array.from({ length: n }, (_, i) => (i * 97 + 13) % 256);
+}

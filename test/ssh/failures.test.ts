@@ -1,0 +1,173 @@
+// POST /v1/ssh when the target is not what it should be or the command does
+// not finish (SPEC §6.6, §6.3), through the real daemon against Debian's
+// OpenSSH sshd: a host key other than the pinned one is refused before any
+// authentication (sshd sees no login attempt, the command never runs); a
+// refused login or a closed port is an upstream_error; a command past its
+// timeout is signalled and ends on the server (upstream_timeout,
+// maybe_executed), also when it ignores TERM. Each failure has its journal
+// outcome; the password appears in no reply, log or journal.
+import t from 'tap';
+import { existsSync, readFileSync } from 'node:fs';
+import net from 'node:net';
+import { join } from 'node:path';
+import { startSshd } from '../helpers/sshd';
+import { startStack, Stack } from '../helpers/stack';
+import { agentRequest, cli, eventually } from '../helpers/postern';
+import { exposures } from '../helpers/exposure';
+
+interface ErrorBody {
+  error: { code: string; message: string; audit_seq?: unknown; maybe_executed?: unknown };
+}
+
+interface SshReply {
+  exit_code: number | null;
+  stdout: string;
+}
+
+type Entry = Record<string, unknown> & { seq: number; kind?: string };
+
+interface CredSpec {
+  name: string;
+  port: number;
+  user: string;
+  auth: 'key' | 'password';
+  hostKey: string;
+  commands: string[];
+}
+
+function sshDefinition(c: CredSpec): string {
+  return [
+    `name = ${JSON.stringify(c.name)}`,
+    'kind = "ssh"',
+    'host = "127.0.0.1"',
+    `port = ${c.port}`,
+    `user = ${JSON.stringify(c.user)}`,
+    `auth = "${c.auth}"`,
+    `host_key = ${JSON.stringify(c.hostKey)}`,
+    `commands = [${c.commands.map((x) => JSON.stringify(x)).join(', ')}]`,
+    'allow_addresses = ["127.0.0.1/32"]',
+    '',
+  ].join('\n');
+}
+
+function addSsh(s: Stack, c: CredSpec, secretFile: string): void {
+  const r = cli(s.h, ['cred', 'add', '--file', s.h.file(`${c.name}.toml`, sshDefinition(c)), '--secret-file', secretFile, '--passphrase-file', s.h.passFile]);
+  if (r.code !== 0) throw new Error(`cred add ${c.name}: ${r.stderr}`);
+}
+
+function auditEntries(s: Stack): Entry[] {
+  const r = cli(s.h, ['audit', 'show', '--json', '--passphrase-file', s.h.passFile]);
+  if (r.code !== 0) throw new Error(`audit show: ${r.stderr}`);
+  return r.stdout.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Entry);
+}
+
+function closedPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+t.test('SSH failures through the daemon', async (t) => {
+  const [sshd, s] = await Promise.all([startSshd({ passwordUser: true }), startStack()]);
+  t.teardown(() => sshd.close());
+  t.teardown(() => s.close());
+  await s.approver();
+  const password = sshd.password!.password;
+  const home = join(sshd.dir, 'home');
+  const base = { port: sshd.port, user: sshd.user, hostKey: sshd.hostKeyFingerprint };
+  const pwFile = s.h.file('pw.secret', password + '\n');
+  addSsh(s, { ...base, name: 'wrongkey', auth: 'key', hostKey: sshd.otherHostKeyFingerprint, commands: ['touch ran-wrongkey'] }, sshd.keys.ed25519.path);
+  addSsh(s, { ...base, name: 'wrongkey-pw', auth: 'password', hostKey: sshd.otherHostKeyFingerprint, commands: ['touch ran-wrongkey-pw'] }, pwFile);
+  addSsh(s, { ...base, name: 'good', auth: 'key', commands: ['id -un', 'sleep 30', "trap '' TERM; sleep 29", 'touch ran-good'] }, sshd.keys.ed25519.path);
+  addSsh(s, { ...base, name: 'stranger', auth: 'key', commands: ['touch ran-stranger'] }, sshd.keys.stranger.path);
+  addSsh(s, { ...base, name: 'badpw', auth: 'password', commands: ['touch ran-badpw'] }, s.h.file('bad.secret', password + 'x\n'));
+  addSsh(s, { ...base, port: await closedPort(), name: 'closed', auth: 'key', commands: ['touch ran-closed'] }, sshd.keys.ed25519.path);
+
+  const texts: string[] = [];
+  const post = async (body: Record<string, unknown>): Promise<{ status: number; json: unknown; text: string }> => {
+    const r = await agentRequest(s.sock, 'POST', '/v1/ssh', body);
+    texts.push(r.text);
+    return r;
+  };
+
+  await t.test('a host key other than the pinned one: refused before authentication', async (t) => {
+    for (const name of ['wrongkey', 'wrongkey-pw']) {
+      const logBefore = sshd.logs().length;
+      const connections = sshd.connections();
+      const r = await post({ credential: name, command: `touch ran-${name}` });
+      t.equal(r.status, 502, r.text);
+      const err = (r.json as ErrorBody).error;
+      t.equal(err.code, 'host_key_mismatch');
+      t.match(err.message, /not the pinned one; nothing was sent/);
+      t.type(err.audit_seq, 'number');
+      t.equal(sshd.connections(), connections + 1, 'the server was reached (its key was seen)');
+      // Wait for sshd to log the end of that connection, then read all it said.
+      t.ok(await eventually(() => /\[preauth\]/.test(sshd.logs().slice(logBefore)), 5000), 'sshd logged the connection ending before authentication');
+      const said = sshd.logs().slice(logBefore);
+      t.notMatch(said, /Accepted|Failed|Postponed|userauth|Invalid user|authenticat/i, `${name}: no authentication attempt:\n${said}`);
+      t.notMatch(said, sshd.user, 'the user was never named');
+      t.notMatch(said, sshd.keys.ed25519.fingerprint, 'the key was never offered');
+      t.notOk(existsSync(join(home, `ran-${name}`)), 'the command never ran');
+      const outcome = auditEntries(s).find((e) => e.seq === err.audit_seq);
+      t.match(outcome, { kind: 'ssh_outcome', error: 'host_key_mismatch' });
+    }
+    // The server itself is fine: the right pin logs in.
+    const r = await post({ credential: 'good', command: 'id -un' });
+    t.equal(r.status, 200, r.text);
+    t.equal((r.json as SshReply).stdout, `${sshd.user}\n`);
+  });
+
+  await t.test('a refused login or a closed port: upstream_error, nothing ran', async (t) => {
+    for (const [name, message] of [
+      ['stranger', /refused the credential's login; the command was not sent/],
+      ['badpw', /refused the credential's login; the command was not sent/],
+      ['closed', /refused the SSH connection/],
+    ] as const) {
+      const r = await post({ credential: name, command: `touch ran-${name}` });
+      t.equal(r.status, 502, r.text);
+      const err = (r.json as ErrorBody).error;
+      t.equal(err.code, 'upstream_error', name);
+      t.match(err.message, message);
+      t.type(err.audit_seq, 'number');
+      t.notOk(existsSync(join(home, `ran-${name}`)), `${name}: the command never ran`);
+      t.match(auditEntries(s).find((e) => e.seq === err.audit_seq), { kind: 'ssh_outcome', error: 'upstream_error' });
+    }
+  });
+
+  await t.test('a timeout ends the remote command', async (t) => {
+    for (const [command, timeoutMs, name] of [['sleep 30', 1500, 'sleep 30'], ["trap '' TERM; sleep 29", 1000, 'sleep 29']] as const) {
+      let seenRunning = false;
+      const watch = setInterval(() => {
+        if (sshd.processesOf(sshd.user).includes(name)) seenRunning = true;
+      }, 25);
+      const started = Date.now();
+      const r = await post({ credential: 'good', command, timeout_ms: timeoutMs });
+      const took = Date.now() - started;
+      clearInterval(watch);
+      t.equal(r.status, 504, r.text);
+      const err = (r.json as ErrorBody).error;
+      t.equal(err.code, 'upstream_timeout');
+      t.equal(err.maybe_executed, true);
+      t.type(err.audit_seq, 'number');
+      t.ok(seenRunning, `${command}: the command was running`);
+      t.ok(took >= timeoutMs && took < timeoutMs + 5000, `${command}: answered after ${took} ms`);
+      t.ok(await eventually(() => !sshd.processesOf(sshd.user).some((p) => p.includes(name)), 5000), `${command}: ended on the server`);
+      t.match(auditEntries(s).find((e) => e.seq === err.audit_seq), { kind: 'ssh_outcome', error: 'upstream_timeout', maybe_executed: true });
+    }
+    const r = await post({ credential: 'good', command: 'id -un' });
+    t.equal(r.status, 200, `a command after a timeout: ${r.text}`);
+  });
+
+  await t.test('the password is in no reply, log or journal', async (t) => {
+    const journal = readFileSync(join(s.h.home, 'audit.log')).toString('latin1');
+    t.same(exposures(texts.join('\n'), password), [], 'replies');
+    t.same(exposures(s.d.logs(), password), [], 'daemon log');
+    t.same(exposures(journal, password), [], 'audit.log');
+    t.ok(texts.length >= 8);
+  });
+});
