@@ -70,7 +70,7 @@ interface Cursor {
   headerEnd: number; // a segment may rotate only once it holds more than its opening entries
 }
 
-type Job = { type: 'event'; payload: EventPayload } | { type: 'vault'; generation: number; vaultHash: string } | { type: 'checkpoint' };
+type Job = { type: 'event'; payload: EventPayload } | { type: 'vault'; generation: number; vaultHash: string } | { type: 'checkpoint' } | { type: 'sync' };
 
 interface Pending {
   job: Job;
@@ -79,7 +79,14 @@ interface Pending {
   // Told the entry's seq and hash as soon as it has its place in a batch,
   // before the batch is written.
   assigned?(head: Head): void;
+  // Written at once but synced with the next batch that syncs (or by a
+  // short timer): for records nothing waits on (a request's outcome).
+  lazy?: boolean;
 }
+
+// How long written-but-unsynced entries may wait for a sync when nothing
+// else syncs them.
+const LAZY_SYNC_MS = 50;
 
 // The lines of a batch not yet written, and whom to tell once they are durable.
 class Draft {
@@ -208,6 +215,9 @@ export class Journal {
   private cur: Cursor;
   private signKey: Buffer | null = null;
   private queue: Pending[] = [];
+  // Lazy entries written but not yet synced, and the timer that syncs them.
+  private unsynced: Array<[Pending, Head | null]> = [];
+  private lazyTimer: NodeJS.Timeout | null = null;
   private running = false;
   private idleWaiters: Array<() => void> = [];
   private broken: Refusal | null = null;
@@ -323,8 +333,9 @@ export class Journal {
 
   // For a record that must not hold up the reply it describes (a request's
   // outcome): `assigned` resolves as soon as the entry has its seq and hash
-  // in a batch, `durable` once that batch is written and synced. If the
-  // batch fails, both reject (the journal then refuses further appends).
+  // in a batch; the entry is written at once and synced with the next batch
+  // that syncs, or within LAZY_SYNC_MS; `durable` resolves then. If writing
+  // or syncing fails, both reject (the journal then refuses further appends).
   appendSoon(payload: EventPayload): { assigned: Promise<Head>; durable: Promise<Head> } {
     if (typeof payload !== 'object' || payload === null || typeof payload.kind !== 'string') throw new TypeError('Journal.appendSoon: payload must be an object with a string `kind`');
     let told: (h: Head) => void = () => undefined;
@@ -338,7 +349,7 @@ export class Journal {
       failed(e);
       return { assigned, durable: Promise.reject(e) };
     }
-    const durable = this.push({ type: 'event', payload }, told).catch((e: unknown) => {
+    const durable = this.push({ type: 'event', payload }, told, true).catch((e: unknown) => {
       failed(e);
       throw e;
     }) as Promise<Head>;
@@ -430,10 +441,14 @@ export class Journal {
       failure = e;
     });
     await this.idle();
+    if (this.lazyTimer) clearTimeout(this.lazyTimer);
+    this.lazyTimer = null;
     try {
       await this.fh.sync();
+      for (const [p, head] of this.unsynced.splice(0)) p.resolve(head);
     } catch (e) {
       failure ??= refuse.writeFailed(segmentPath(this.file, this.cur.segment), e);
+      for (const [p] of this.unsynced.splice(0)) p.reject(failure);
     }
     await this.fh.close().catch(() => undefined);
     wipe(this.signKey);
@@ -448,9 +463,9 @@ export class Journal {
     return this.push(job);
   }
 
-  private push(job: Job, assigned?: (head: Head) => void): Promise<Head | null> {
+  private push(job: Job, assigned?: (head: Head) => void, lazy = false): Promise<Head | null> {
     return new Promise((resolve, reject) => {
-      this.queue.push(assigned ? { job, resolve, reject, assigned } : { job, resolve, reject });
+      this.queue.push({ job, resolve, reject, ...(assigned ? { assigned } : {}), ...(lazy ? { lazy } : {}) });
       if (!this.running) {
         this.running = true;
         // After the current turn, so appends made together share one batch.
@@ -485,6 +500,10 @@ export class Journal {
           d.settled.push([p, this.signKey && d.work.sinceCheckpoint > 0 ? this.acceptCheckpoint(d) : null]);
           continue;
         }
+        if (p.job.type === 'sync') {
+          d.settled.push([p, null]);
+          continue;
+        }
         const job = p.job;
         let enc: Encoded;
         try {
@@ -503,15 +522,17 @@ export class Journal {
         p.assigned?.(head);
         if (this.signKey && d.work.sinceCheckpoint >= CHECKPOINT_AFTER) this.acceptCheckpoint(d);
       }
-      await this.flush(d);
+      await this.flush(d, !batch.every((p) => p.lazy === true));
     } catch (e) {
       const refusal = await this.rollBack(d, e);
       // Entries already flushed stay resolved; rejecting them again is a no-op.
       for (const p of batch) p.reject(refusal);
+      // Written but never synced: their durability is unknown.
+      for (const [p] of this.unsynced.splice(0)) p.reject(refusal);
     }
   }
 
-  private encodeJob(w: Cursor, job: Exclude<Job, { type: 'checkpoint' }>): Encoded {
+  private encodeJob(w: Cursor, job: Exclude<Job, { type: 'checkpoint' } | { type: 'sync' }>): Encoded {
     if (job.type === 'vault') return this.encode(w, () => ({ type: 'vault', generation: job.generation, vault_hash: job.vaultHash }));
     return this.encode(w, (seq, prev) => ({ type: 'event', key_id: w.keyId, ...encryptEvent(w.key, seq, prev, job.payload) }), job.payload.kind);
   }
@@ -591,17 +612,23 @@ export class Journal {
     d.work.headerEnd = d.work.offset;
   }
 
-  // Writes the draft's lines with one write and one fdatasync, commits its
-  // cursor, and resolves whoever waited for them.
-  private async flush(d: Draft): Promise<void> {
+  // Writes the draft's lines with one write and, unless the whole batch is
+  // lazy, one fdatasync (which also covers lazy entries written before);
+  // commits its cursor and resolves whoever waited. A batch that starts a
+  // segment always syncs.
+  private async flush(d: Draft, sync = true): Promise<void> {
+    const fresh = d.work.segment !== this.cur.segment;
+    if (fresh) sync = true;
     if (d.lines.length > 0) {
-      const fresh = d.work.segment !== this.cur.segment;
       const fh = fresh ? (this.nextFh as FileHandle) : this.fh;
       const data = Buffer.concat(d.lines);
       await writeAllAt(fh, data, fresh ? 0 : this.cur.offset);
-      await fh.datasync();
+      // Lazy entries already written to the segment being left: synced
+      // before it is closed.
+      if (fresh && this.unsynced.length > 0) await this.fh.datasync();
+      if (sync) await fh.datasync();
       this.counters.batches += 1;
-      this.counters.syncs += 1;
+      if (sync) this.counters.syncs += 1;
       this.counters.entries += d.lines.length / 2;
       const retiredKey = this.cur.key;
       this.cur = { ...d.work };
@@ -613,8 +640,25 @@ export class Journal {
         await old.close().catch(() => undefined);
       }
       d.lines = [];
+    } else if (sync && this.unsynced.length > 0) {
+      await this.fh.datasync();
+      this.counters.syncs += 1;
     }
+    if (!sync) {
+      this.unsynced.push(...d.settled.splice(0));
+      this.armLazySync();
+      return;
+    }
+    for (const [p, head] of this.unsynced.splice(0)) p.resolve(head);
     for (const [p, head] of d.settled.splice(0)) p.resolve(head);
+  }
+
+  private armLazySync(): void {
+    if (this.lazyTimer) return;
+    this.lazyTimer = setTimeout(() => {
+      this.lazyTimer = null;
+      if (this.unsynced.length > 0 && !this.shut && !this.broken) this.push({ type: 'sync' }).catch(() => undefined);
+    }, LAZY_SYNC_MS);
   }
 
   // Undoes what a failed batch left: a segment it was starting is removed,
