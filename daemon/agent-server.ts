@@ -49,24 +49,43 @@ function sendRefusal(res: http.ServerResponse, r: Refusal): void {
 }
 
 // The JSON of a request may be larger than its decoded body (escapes,
-// base64); it is capped at a generous multiple, then judged exactly.
-function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer> {
+// base64); it is capped at a generous multiple, then judged exactly. It
+// must arrive within daemon.agent_request_timeout of the request's start,
+// so a slow sender cannot hold a slot of max_concurrent.
+function readBody(req: http.IncomingMessage, limit: number, deadlineMs: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    const timer = setTimeout(() => {
+      tooSlow.add(req);
+      reject(new Refusal('bad_request', `the request body did not arrive within daemon.agent_request_timeout (${deadlineMs} ms); send the whole request at once`));
+      req.pause();
+    }, Math.max(1, deadlineMs));
     req.on('data', (c: Buffer) => {
       size += c.length;
       if (size > limit) {
+        clearTimeout(timer);
         reject(new Refusal('body_too_large', `the request is larger than ${limit} bytes; send a smaller body`));
         req.destroy();
         return;
       }
       chunks.push(c);
     });
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
+    req.on('end', () => {
+      clearTimeout(timer);
+      resolve(Buffer.concat(chunks));
+    });
+    req.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
   });
 }
+
+const started = new WeakMap<http.IncomingMessage, number>();
+// Requests refused for a slow body: their connection is closed after the
+// refusal rather than drained.
+const tooSlow = new WeakSet<http.IncomingMessage>();
 
 // What outlives one request: connection pools, idempotency records, budgets.
 export interface RequestServices {
@@ -88,7 +107,9 @@ async function counted(s: Services, req: http.IncomingMessage, run: (raw: Buffer
   s.controller.requireUnlocked();
   const leave = s.inFlight.enter();
   try {
-    const raw = await readBody(req, s.controller.config.config.http.max_request_body * 6 + 64 * 1024);
+    const cfg = s.controller.config.config;
+    const left = cfg.daemon.agent_request_timeout - (Date.now() - (started.get(req) ?? Date.now()));
+    const raw = await readBody(req, cfg.http.max_request_body * 6 + 64 * 1024, left);
     return await run(raw);
   } finally {
     leave();
@@ -113,7 +134,12 @@ const ROUTES: Record<string, Route> = {
 
 export function createAgentServer(controller: Controller, log: Logger, request: RequestServices): http.Server {
   const services: Services = { controller, identifier: new Identifier(), ...request };
-  const server = http.createServer((req, res) => {
+  // Headers, and the whole request, must arrive within
+  // agent_request_timeout (Node's own timers are the backstop for requests
+  // that never reach the handler); idle connections are checked every second.
+  const limit = controller.config.config.daemon.agent_request_timeout;
+  const server = http.createServer({ headersTimeout: limit, requestTimeout: limit + 1000, connectionsCheckingInterval: 1000 }, (req, res) => {
+    started.set(req, Date.now());
     const path = (req.url ?? '').split('?')[0];
     // A requester that goes away withdraws its approval card.
     const abort = new AbortController();
@@ -139,8 +165,9 @@ export function createAgentServer(controller: Controller, log: Logger, request: 
           const head = await controller.record({ kind: 'agent_refused', code: r.code, endpoint: `${req.method} ${path}`, pid: peer && !(peer instanceof Refusal) ? peer.process.pid : null }).catch(() => null);
           if (head) r = new Refusal(r.code, r.message, { ...(r.detail ?? {}), audit_seq: head.seq });
         }
+        if (tooSlow.has(req)) res.setHeader('connection', 'close');
         sendRefusal(res, r);
-        req.resume();
+        if (!tooSlow.has(req)) req.resume();
       } finally {
         controller.countAgentRequest(refused);
       }

@@ -38,6 +38,7 @@ export interface Config {
     agent_socket_mode: number;
     agent_socket_group: string;
     daemon_uid: number;
+    agent_request_timeout: number;
   };
   http: {
     timeout: number;
@@ -281,6 +282,7 @@ export const SETTINGS = [
   setting('daemon.agent_socket_mode', '0600', socketMode, '"0660" with agent_socket_group when agents run as another user'),
   setting('daemon.agent_socket_group', '', group, 'group (name or gid) given the agent socket; empty: leave it as created'),
   setting('daemon.daemon_uid', -1, daemonUid, 'the uid the CLI requires of admin.sock\'s peer; -1: its own'),
+  setting('daemon.agent_request_timeout', '10s', duration, 'an agent must send a whole request (headers and body) within this; slower ones are refused'),
   setting('http.timeout', '30s', duration, 'per request (approval wait excluded), unless timeout_ms is set'),
   setting('http.max_timeout', '10m', duration, 'the largest timeout_ms a request may set'),
   setting('http.max_request_body', '1MiB', size, 'larger request bodies are refused: 413 body_too_large'),

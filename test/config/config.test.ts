@@ -99,6 +99,7 @@ max_output = "512B"
     agent_socket_mode: 0o660,
     agent_socket_group: 'agents',
     daemon_uid: 999,
+    agent_request_timeout: 10_000,
   });
   t.same(c.config.http, {
     timeout: 30_000,
@@ -382,6 +383,7 @@ const ALTERNATIVES: Record<ConfigPath, string> = {
   'daemon.agent_socket_mode': '"0660"',
   'daemon.agent_socket_group': '"agents"',
   'daemon.daemon_uid': '0',
+  'daemon.agent_request_timeout': '"3s"',
   'http.timeout': '"31s"',
   'http.max_timeout': '"11m"',
   'http.max_request_body': '"2MiB"',

@@ -49,7 +49,7 @@ const SPEC_DEFAULTS = {
 
 // Settings postern adds where SPEC §3 is silent, each documented in
 // docs/design-notes.md.
-const BEYOND_SPEC = { daemon: { audit_segment_size: 64 * 1024 * 1024 }, ssh: { connection_idle: 10_000 } };
+const BEYOND_SPEC = { daemon: { audit_segment_size: 64 * 1024 * 1024, agent_request_timeout: 10_000 }, ssh: { connection_idle: 10_000 } };
 
 const PATH_KEYS = new Set(['agent_socket', 'admin_socket', 'vault', 'audit_log']);
 
