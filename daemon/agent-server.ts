@@ -173,8 +173,12 @@ export function createAgentServer(controller: Controller, log: Logger, request: 
       }
     })();
   });
-  server.on('clientError', (_e, sock) => {
-    if (sock.writable) sock.end('HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{"error":{"code":"bad_request","message":"malformed HTTP request; send HTTP/1.1 with a JSON body"}}');
+  server.on('clientError', (e: NodeJS.ErrnoException, sock) => {
+    const message = e.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? `the request did not arrive within daemon.agent_request_timeout (${limit} ms); send the whole request at once`
+      : 'malformed HTTP request; send HTTP/1.1 with a JSON body';
+    const body = JSON.stringify({ error: { code: 'bad_request', message } });
+    if (sock.writable) sock.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
     else sock.destroy();
   });
   return server;

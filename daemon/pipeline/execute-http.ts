@@ -49,12 +49,22 @@ function upstreamFailure(e: unknown, host: string, timedOut: boolean): Refusal {
 export async function sendPinned(pool: Pool, host: string, o: SendOptions): Promise<RawResponse> {
   const abort = new AbortController();
   let timedOut = false;
+  // undici does not give up a connection that is still being made (a TLS
+  // handshake that stalls) when the signal fires; racing the deadline keeps
+  // timeout_ms a promise whatever the stage. The abandoned attempt ends on
+  // its own (connect timeout) and its failure is ignored.
+  let expire: () => void = () => undefined;
+  const deadline = new Promise<never>((_resolve, reject) => {
+    expire = () => reject(Object.assign(new Error('deadline'), { code: 'ABORT_ERR' }));
+  });
+  deadline.catch(() => undefined);
   const timer = setTimeout(() => {
     timedOut = true;
     abort.abort();
+    expire();
   }, o.timeoutMs);
   try {
-    const res = await pool.request({
+    const pending = pool.request({
       path: o.pathAndQuery,
       method: o.method as never,
       headers: o.headers,
@@ -65,21 +75,27 @@ export async function sendPinned(pool: Pool, host: string, o: SendOptions): Prom
       headersTimeout: 0,
       bodyTimeout: 0,
     });
+    pending.catch(() => undefined);
+    const res = await Promise.race([pending, deadline]);
     const chunks: Buffer[] = [];
     let size = 0;
     let complete = true;
-    for await (const chunk of res.body) {
-      const b = chunk as Buffer;
-      if (size + b.length > o.readLimit) {
-        chunks.push(b.subarray(0, o.readLimit - size));
-        size = o.readLimit;
-        complete = false;
-        res.body.destroy();
-        break;
+    const reading = (async () => {
+      for await (const chunk of res.body) {
+        const b = chunk as Buffer;
+        if (size + b.length > o.readLimit) {
+          chunks.push(b.subarray(0, o.readLimit - size));
+          size = o.readLimit;
+          complete = false;
+          res.body.destroy();
+          break;
+        }
+        chunks.push(b);
+        size += b.length;
       }
-      chunks.push(b);
-      size += b.length;
-    }
+    })();
+    reading.catch(() => undefined);
+    await Promise.race([reading, deadline]);
     return { status: res.statusCode, headers: res.headers as Record<string, string | string[]>, body: Buffer.concat(chunks), complete };
   } catch (e) {
     throw upstreamFailure(e, host, timedOut);
