@@ -10,7 +10,7 @@ import t from 'tap';
 import net from 'node:net';
 import { readdirSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
-import { startStack, Stack } from '../helpers/stack';
+import { startStack, Stack, auditList } from '../helpers/stack';
 import { cli, eventually } from '../helpers/postern';
 import { echo } from '../helpers/https-upstream';
 
@@ -18,11 +18,7 @@ interface ErrorBody {
   error: { code: string; message: string; audit_seq: number };
 }
 
-function auditEntries(s: Stack): Record<string, unknown>[] {
-  const r = cli(s.h, ['audit', 'show', '--json', '--passphrase-file', s.h.passFile]);
-  if (r.code !== 0) throw new Error(`audit show: ${r.stderr}`);
-  return r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
-}
+const auditEntries = (s: Stack): Record<string, unknown>[] => auditList<Record<string, unknown>>(s);
 
 // A request whose sender can hang up: the raw socket is returned with it.
 function openRequest(sock: string, body: unknown): { socket: net.Socket; reply: Promise<string> } {

@@ -12,7 +12,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
-import { startStack, Stack } from '../helpers/stack';
+import { startStack, auditEntries } from '../helpers/stack';
 import { cli, eventually } from '../helpers/postern';
 import { echo } from '../helpers/https-upstream';
 
@@ -36,17 +36,6 @@ function rssKiB(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   if (!m) throw new Error(`no VmRSS for ${pid}`);
   return Number(m[1]);
-}
-
-function auditEntries(s: Stack): Map<number, Record<string, unknown>> {
-  const r = cli(s.h, ['audit', 'show', '--json', '--passphrase-file', s.h.passFile]);
-  if (r.code !== 0) throw new Error(`audit show: ${r.stderr}`);
-  const m = new Map<number, Record<string, unknown>>();
-  for (const line of r.stdout.trim().split('\n')) {
-    const e = JSON.parse(line) as Record<string, unknown>;
-    m.set(e['seq'] as number, e);
-  }
-  return m;
 }
 
 t.test('hostile upstreams: clear refusals, bounded memory, the daemon keeps serving', async (t) => {

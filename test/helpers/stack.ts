@@ -88,3 +88,20 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
     },
   };
 }
+
+// The decrypted journal (`postern audit show --json`), by sequence number.
+export function auditEntries(s: Stack): Map<number, Record<string, unknown>> {
+  const r = cli(s.h, ['audit', 'show', '--json', '--passphrase-file', s.h.passFile]);
+  if (r.code !== 0) throw new Error(`audit show: ${r.stderr}`);
+  const m = new Map<number, Record<string, unknown>>();
+  for (const line of r.stdout.trim().split('\n')) {
+    const e = JSON.parse(line) as Record<string, unknown>;
+    m.set(e['seq'] as number, e);
+  }
+  return m;
+}
+
+// The same, as a list in journal order.
+export function auditList<T = Record<string, unknown>>(s: Stack): T[] {
+  return [...auditEntries(s).values()] as T[];
+}

@@ -8,7 +8,7 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startStack, Stack, Card } from '../helpers/stack';
+import { startStack, Card, auditEntries } from '../helpers/stack';
 import { cli, eventually } from '../helpers/postern';
 import { echo } from '../helpers/https-upstream';
 import { findCanary, makeCanary } from '../helpers/canary';
@@ -22,17 +22,6 @@ interface ErrorBody {
 
 function err(r: Reply): ErrorBody['error'] | undefined {
   return (r.json as ErrorBody | null)?.error;
-}
-
-function auditEntries(s: Stack): Map<number, Record<string, unknown>> {
-  const r = cli(s.h, ['audit', 'show', '--json', '--passphrase-file', s.h.passFile]);
-  if (r.code !== 0) throw new Error(`audit show: ${r.stderr}`);
-  const m = new Map<number, Record<string, unknown>>();
-  for (const line of r.stdout.trim().split('\n')) {
-    const e = JSON.parse(line) as Record<string, unknown>;
-    m.set(e['seq'] as number, e);
-  }
-  return m;
 }
 
 t.test('rate budgets and max_concurrent', async (t) => {

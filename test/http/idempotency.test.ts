@@ -13,7 +13,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { startStack, Stack, Card } from '../helpers/stack';
+import { startStack, Stack, Card, auditList } from '../helpers/stack';
 import { cli, eventually } from '../helpers/postern';
 import { echo } from '../helpers/https-upstream';
 import { writeAgentScript, Agent } from '../helpers/agent-child';
@@ -59,11 +59,7 @@ function sessionsOf(s: Stack): { id: string; credential: string }[] {
   return (JSON.parse(r.stdout) as { sessions: { id: string; credential: string }[] }).sessions;
 }
 
-function auditEntries(s: Stack): Record<string, unknown>[] {
-  const r = cli(s.h, ['audit', 'show', '--json', '--passphrase-file', s.h.passFile]);
-  if (r.code !== 0) throw new Error(`audit show: ${r.stderr}`);
-  return r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
-}
+const auditEntries = (s: Stack): Record<string, unknown>[] => auditList<Record<string, unknown>>(s);
 
 t.test('idempotency keys through the daemon', async (t) => {
   // Upstream: /gate/* waits until the test opens the gate; /hang/* never

@@ -14,8 +14,8 @@ import { createServer as createHttpServer, IncomingMessage, ServerResponse } fro
 import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startStack, Stack } from '../helpers/stack';
-import { cli, eventually } from '../helpers/postern';
+import { startStack, auditEntries } from '../helpers/stack';
+import { eventually } from '../helpers/postern';
 import { echo, makeTestCa } from '../helpers/https-upstream';
 import { findCanary, makeCanary } from '../helpers/canary';
 
@@ -72,17 +72,6 @@ function freePort(): Promise<number> {
       s.close(() => resolve(port));
     });
   });
-}
-
-function auditEntries(s: Stack): Map<number, Record<string, unknown>> {
-  const r = cli(s.h, ['audit', 'show', '--json', '--passphrase-file', s.h.passFile]);
-  if (r.code !== 0) throw new Error(`audit show: ${r.stderr}`);
-  const m = new Map<number, Record<string, unknown>>();
-  for (const line of r.stdout.trim().split('\n')) {
-    const e = JSON.parse(line) as Record<string, unknown>;
-    m.set(e['seq'] as number, e);
-  }
-  return m;
 }
 
 interface Case {

@@ -14,7 +14,7 @@ import { chmodSync, chownSync, copyFileSync, mkdirSync, mkdtempSync, readFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startSshd, ClientKeyName } from '../helpers/sshd';
-import { startStack, Stack, Card } from '../helpers/stack';
+import { startStack, Stack, Card, auditList } from '../helpers/stack';
 import { agentRequest, cli, cliAsync, eventually } from '../helpers/postern';
 import { exposures } from '../helpers/exposure';
 
@@ -65,11 +65,7 @@ function addSsh(s: Stack, c: CredSpec, secretFile: string, keyPassphrase?: strin
   return cli(s.h, args);
 }
 
-function auditEntries(s: Stack): Entry[] {
-  const r = cli(s.h, ['audit', 'show', '--json', '--passphrase-file', s.h.passFile]);
-  if (r.code !== 0) throw new Error(`audit show: ${r.stderr}`);
-  return r.stdout.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Entry);
-}
+const auditEntries = (s: Stack): Entry[] => auditList<Entry>(s);
 
 // ---------------------------------------------------------------------------
 // The private components of a key file, read without postern's code: PEM

@@ -11,7 +11,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { startSshd } from '../helpers/sshd';
-import { startStack, Stack } from '../helpers/stack';
+import { startStack, Stack, auditList } from '../helpers/stack';
 import { agentRequest, cli, eventually } from '../helpers/postern';
 import { exposures } from '../helpers/exposure';
 
@@ -55,11 +55,7 @@ function addSsh(s: Stack, c: CredSpec, secretFile: string): void {
   if (r.code !== 0) throw new Error(`cred add ${c.name}: ${r.stderr}`);
 }
 
-function auditEntries(s: Stack): Entry[] {
-  const r = cli(s.h, ['audit', 'show', '--json', '--passphrase-file', s.h.passFile]);
-  if (r.code !== 0) throw new Error(`audit show: ${r.stderr}`);
-  return r.stdout.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Entry);
-}
+const auditEntries = (s: Stack): Entry[] => auditList<Entry>(s);
 
 function closedPort(): Promise<number> {
   return new Promise((resolve, reject) => {

@@ -7,7 +7,7 @@
 import t from 'tap';
 import type { Test } from 'tap';
 import { startSshd } from '../helpers/sshd';
-import { startStack, Stack, Card } from '../helpers/stack';
+import { startStack, Stack, Card, auditList } from '../helpers/stack';
 import { agentRequest, cli } from '../helpers/postern';
 
 interface SshReply {
@@ -58,11 +58,7 @@ function addSsh(s: Stack, c: CredSpec, keyFile: string): void {
   if (r.code !== 0) throw new Error(`cred add ${c.name}: ${r.stderr}`);
 }
 
-function auditEntries(s: Stack): Entry[] {
-  const r = cli(s.h, ['audit', 'show', '--json', '--passphrase-file', s.h.passFile]);
-  if (r.code !== 0) throw new Error(`audit show: ${r.stderr}`);
-  return r.stdout.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Entry);
-}
+const auditEntries = (s: Stack): Entry[] => auditList<Entry>(s);
 
 interface Row {
   what: string;
