@@ -161,6 +161,7 @@ t.test('misbehaving agents: the daemon keeps serving and journaling', async (t) 
   }
 
   await t.test('a thousand idle connections: still serving, descriptors released', async (t) => {
+    const FD_MARGIN = 8;
     const pid = s.d.proc.pid!;
     const before = fdCount(pid);
     const idle: net.Socket[] = [];
@@ -181,14 +182,16 @@ t.test('misbehaving agents: the daemon keeps serving and journaling', async (t) 
       })));
     }
     t.equal(idle.length, 1000, `all thousand connections were accepted (errors: ${errors.join(', ')})`);
-    t.ok(await eventually(() => fdCount(pid) >= before + 1000, 5000), `the daemon holds them (before ${before}, now ${fdCount(pid)})`);
+    // Other descriptors come and go meanwhile (kept-alive connections of the
+    // requests before this one close on their own timers): a small margin.
+    t.ok(await eventually(() => fdCount(pid) >= before + 1000 - FD_MARGIN, 5000), `the daemon holds them (before ${before}, now ${fdCount(pid)})`);
     for (let i = 0; i < 3; i++) {
       const n = await normal(`among-idle-${i}`);
       t.equal(n.status, 200, n.text);
       t.ok(n.ms < 3000, `a request among idle connections took ${n.ms} ms`);
     }
     for (const c of idle) c.destroy();
-    t.ok(await eventually(() => fdCount(pid) <= before + 5, 10_000), `descriptors return (before ${before}, after ${fdCount(pid)})`);
+    t.ok(await eventually(() => fdCount(pid) <= before + FD_MARGIN, 10_000), `descriptors return (before ${before}, after ${fdCount(pid)})`);
     const after = await normal('after-idle');
     t.equal(after.status, 200, after.text);
   });
