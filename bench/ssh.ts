@@ -9,10 +9,10 @@
 import { spawn, spawnSync, ChildProcess } from 'node:child_process';
 import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { startSshd, Sshd } from '../test/helpers/sshd';
+import { canConnect } from '../test/helpers/postern';
 
 const CLI = resolve(__dirname, '..', 'dist', 'cli', 'main.js');
 const COMMANDS = 50;
@@ -27,17 +27,6 @@ function env(home: string): NodeJS.ProcessEnv {
 function cli(home: string, args: string[]): void {
   const r = spawnSync(process.execPath, [CLI, ...args], { env: env(home), encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`postern ${args.join(' ')}: ${r.stderr}`);
-}
-
-function canConnect(p: string): Promise<boolean> {
-  return new Promise((r) => {
-    const s = net.connect(p);
-    s.once('connect', () => {
-      s.destroy();
-      r(true);
-    });
-    s.once('error', () => r(false));
-  });
 }
 
 function post(sock: string, body: unknown): Promise<Record<string, unknown>> {

@@ -48,10 +48,10 @@ function requestFacts(req: HttpRequest): Record<string, unknown> {
 // Two requests are "the same" for idempotency when they would send the same
 // bytes: credential, method, URL, headers (sorted) and body. The timeout is
 // not part of the request.
-function requestHash(req: HttpRequest): string {
+function requestHash(req: HttpRequest, bodyHash: string | null): string {
   const t = req.target;
   const headers = [...req.headers].map(([k, v]) => [k.toLowerCase(), v]).sort((a, b) => (a[0]! < b[0]! ? -1 : a[0]! > b[0]! ? 1 : a[1]! < b[1]! ? -1 : 1));
-  return sha256(Buffer.from(canonicalJson({ credential: req.credential, method: req.method, url: `${formatOrigin(t)}${t.path}${t.query}`, headers, body: req.body ? sha256(req.body) : null })));
+  return sha256(Buffer.from(canonicalJson({ credential: req.credential, method: req.method, url: `${formatOrigin(t)}${t.path}${t.query}`, headers, body: bodyHash })));
 }
 
 // `body` is the raw request body: a body that is not JSON is refused inside
@@ -86,14 +86,14 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
     const t = req.target;
     const approval = await approve(ctx, def.name, match.approve, {
       kind: 'http', method: req.method, scheme: t.scheme, host: t.host, address: pinned.address, port: t.port, path: t.path, query: t.query,
-      body_bytes: req.body?.length ?? 0, body_sha256: req.body ? sha256(req.body) : null,
+      body_bytes: req.body?.length ?? 0, body_sha256: facts['body_sha256'] as string | null,
     });
     facts = { ...facts, approval };
     // 6. idempotency: each-use requests are never replayed (a human saw
     // this one and approved it again)
     if (req.idempotencyKey !== null && match.approve !== 'each-use') {
       const scope = approval === 'once' ? `process:${ctx.identity.process.key}` : approval;
-      const found = ctx.idempotency.lookup(scope, def.name, req.idempotencyKey, requestHash(req));
+      const found = ctx.idempotency.lookup(scope, def.name, req.idempotencyKey, requestHash(req, facts['body_sha256'] as string | null));
       if (found.kind === 'replay') return await replay(c, found.outcome, facts);
       ticket = found.ticket;
     }

@@ -25,12 +25,12 @@ export interface SshContext {
   signal: AbortSignal;
 }
 
-function requestFacts(req: SshRequest, def: SshCredentialDef | null): Record<string, unknown> {
+function requestFacts(req: SshRequest, stdinHash: string | null, def: SshCredentialDef | null): Record<string, unknown> {
   return {
     credential: req.credential,
     command: req.command,
     stdin_bytes: req.stdin?.length ?? 0,
-    stdin_sha256: req.stdin ? sha256(req.stdin) : null,
+    stdin_sha256: stdinHash,
     ...(def ? { host: def.host, port: def.port, user: def.user, host_key: def.host_key } : {}),
   };
 }
@@ -112,13 +112,14 @@ export async function runSsh(ctx: SshContext, body: Buffer): Promise<Record<stri
   try {
     // 1. validate
     const req = validateSshRequest(parseJsonBody(body), { maxRequestBody: cfg.http.max_request_body, maxTimeout: cfg.http.max_timeout });
-    facts = { ...facts, ...requestFacts(req, null) };
+    const stdinHash = req.stdin ? sha256(req.stdin) : null;
+    facts = { ...facts, ...requestFacts(req, stdinHash, null) };
     // 2. the credential exists
     const stored = vault.credential(req.credential);
     if (!stored) throw new Refusal('unknown_credential', `no credential named "${req.credential}"; see GET /v1/credentials`);
     if (stored.entry.kind !== 'ssh') throw new Refusal('bad_request', `credential "${req.credential}" is an ${stored.entry.kind} credential; use POST /v1/http`);
     const def = stored.entry.definition as unknown as SshCredentialDef;
-    facts = { ...facts, ...requestFacts(req, def) };
+    facts = { ...facts, ...requestFacts(req, stdinHash, def) };
     // 3. policy: the command rules and stdin, before anything is resolved
     checkSshPolicy(def, req);
     // 4. one resolution; every address classified
@@ -129,7 +130,7 @@ export async function runSsh(ctx: SshContext, body: Buffer): Promise<Record<stri
     // 5. approval
     const approval = await approve(ctx, def.name, def.approve, {
       kind: 'ssh', host: def.host, address: pinned.address, port: def.port, user: def.user, command: req.command,
-      stdin_size: req.stdin?.length ?? 0, stdin_sha256: req.stdin ? sha256(req.stdin) : null,
+      stdin_size: req.stdin?.length ?? 0, stdin_sha256: stdinHash,
     });
     facts = { ...facts, approval };
     // 7. intent, durable before anything leaves the machine

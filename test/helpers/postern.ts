@@ -180,3 +180,15 @@ export async function eventually(check: () => boolean, ms = 3000): Promise<boole
   }
   return check();
 }
+
+// A loopback port nothing listens on (bound, then released).
+export function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolvePort(port));
+    });
+  });
+}

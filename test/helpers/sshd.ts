@@ -24,9 +24,9 @@ import { randomBytes } from 'node:crypto';
 import {
   chmodSync, chownSync, closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync,
 } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
+import { freePort } from './postern';
 
 const SSHD = '/usr/sbin/sshd';
 const SETPRIV = '/usr/bin/setpriv';
@@ -342,16 +342,6 @@ async function removeStaleUsers(): Promise<void> {
 
 // ---------------------------------------------------------------------------
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 function readText(path: string): string {
   try {

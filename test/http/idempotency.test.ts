@@ -7,14 +7,12 @@
 // on lock, revoke and session end; a refusal given before the request left
 // frees the key, an upstream_timeout that may have executed is replayed.
 import t, { Test } from 'tap';
-import net from 'node:net';
 import { createServer as createHttpsServer } from 'node:https';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { startStack, Stack, Card, auditList } from '../helpers/stack';
-import { cli, eventually } from '../helpers/postern';
+import { cli, eventually, freePort } from '../helpers/postern';
 import { echo } from '../helpers/https-upstream';
 import { writeAgentScript, Agent } from '../helpers/agent-child';
 import { findCanary, makeCanary } from '../helpers/canary';
@@ -43,15 +41,6 @@ function ok(r: Reply): Ok {
   return r.json as Ok;
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 function sessionsOf(s: Stack): { id: string; credential: string }[] {
   const r = cli(s.h, ['sessions', '--json']);

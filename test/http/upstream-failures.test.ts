@@ -15,7 +15,7 @@ import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startStack, auditEntries } from '../helpers/stack';
-import { eventually } from '../helpers/postern';
+import { eventually, freePort } from '../helpers/postern';
 import { echo, makeTestCa } from '../helpers/https-upstream';
 import { findCanary, makeCanary } from '../helpers/canary';
 
@@ -64,15 +64,6 @@ async function countedServer(tls: { key: string; cert: string } | null, handler:
   };
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 interface Case {
   what: string;

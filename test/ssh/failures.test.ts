@@ -8,11 +8,10 @@
 // outcome; the password appears in no reply, log or journal.
 import t from 'tap';
 import { existsSync, readFileSync } from 'node:fs';
-import net from 'node:net';
 import { join } from 'node:path';
 import { startSshd } from '../helpers/sshd';
 import { startStack, Stack, auditList } from '../helpers/stack';
-import { agentRequest, cli, eventually } from '../helpers/postern';
+import { agentRequest, cli, eventually, freePort } from '../helpers/postern';
 import { exposures } from '../helpers/exposure';
 
 interface ErrorBody {
@@ -57,16 +56,6 @@ function addSsh(s: Stack, c: CredSpec, secretFile: string): void {
 
 const auditEntries = (s: Stack): Entry[] => auditList<Entry>(s);
 
-function closedPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 t.test('SSH failures through the daemon', async (t) => {
   const [sshd, s] = await Promise.all([startSshd({ passwordUser: true }), startStack()]);
@@ -82,7 +71,7 @@ t.test('SSH failures through the daemon', async (t) => {
   addSsh(s, { ...base, name: 'good', auth: 'key', commands: ['id -un', 'sleep 30', "trap '' TERM; sleep 29", 'touch ran-good'] }, sshd.keys.ed25519.path);
   addSsh(s, { ...base, name: 'stranger', auth: 'key', commands: ['touch ran-stranger'] }, sshd.keys.stranger.path);
   addSsh(s, { ...base, name: 'badpw', auth: 'password', commands: ['touch ran-badpw'] }, s.h.file('bad.secret', password + 'x\n'));
-  addSsh(s, { ...base, port: await closedPort(), name: 'closed', auth: 'key', commands: ['touch ran-closed'] }, sshd.keys.ed25519.path);
+  addSsh(s, { ...base, port: await freePort(), name: 'closed', auth: 'key', commands: ['touch ran-closed'] }, sshd.keys.ed25519.path);
 
   const texts: string[] = [];
   const post = async (body: Record<string, unknown>): Promise<{ status: number; json: unknown; text: string }> => {
