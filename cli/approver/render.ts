@@ -4,7 +4,7 @@
 // escape.ts; a field of the action this file does not know is still shown,
 // so nothing the daemon sends is hidden from the human.
 import type { Card, CardProcess } from './card';
-import { choicesFor } from './keys';
+import { choicesFor, MAX_ANCESTOR_KEYS } from './keys';
 import { escapeText, hasHidden, quoteArg, showExe, showHost } from './escape';
 
 // Command-line arguments shown per process; the rest is counted.
@@ -105,8 +105,29 @@ function requesterLines(p: CardProcess, key: string | undefined): string[] {
   return [processHead(p, 'requester', key) + flagged(p), row('        ', 'cwd', escapeText(p.cwd)), row('        ', 'argv', argvText(p))];
 }
 
-function ancestorLine(p: CardProcess, depth: number, key: string | undefined): string {
-  return `${processHead(p, `ancestor ${depth}`, key)}  cwd ${escapeText(p.cwd)}  argv ${argvText(p)}${flagged(p)}`;
+// In a terminal `columns` wide, an ancestor's line is cut to one row, with
+// the count of what was cut, so that a deep chain of long command lines
+// cannot push the action off the screen. The hidden-character flag, decided
+// on the whole line, is never cut.
+function ancestorLine(p: CardProcess, depth: number, key: string | undefined, columns: number | undefined): string {
+  const flag = flagged(p);
+  const text = `${processHead(p, `ancestor ${depth}`, key)}  cwd ${escapeText(p.cwd)}  argv ${argvText(p)}`;
+  const chars = [...text];
+  const room = columns === undefined ? Infinity : columns - 1 - flag.length;
+  if (chars.length <= room) return text + flag;
+  // Room for the marker " … [+N chars]" with N of up to six digits.
+  const keep = Math.max(0, room - 19);
+  return `${chars.slice(0, keep).join('')} … [+${chars.length - keep} chars]${flag}`;
+}
+
+// Ancestors past the last one a key can choose are summed up in one line.
+function chainLines(card: Card, keyOf: (rootKey: string) => string | undefined, columns: number | undefined): string[] {
+  const shown = card.ancestors.slice(0, MAX_ANCESTOR_KEYS).map((a, i) => ancestorLine(a, i + 1, keyOf(a.key), columns));
+  const rest = card.ancestors.slice(MAX_ANCESTOR_KEYS);
+  if (rest.length === 0) return shown;
+  const top = rest[rest.length - 1]!;
+  const flag = rest.some((p) => flagged(p) !== '') ? FLAG_PROCESS : '';
+  return [...shown, `      … ${rest.length} more ancestor${rest.length === 1 ? '' : 's'} up to pid ${top.pid} (exe ${showExe(top.exe, top.exe_deleted, top.exe_memfd)}); no session can be rooted there from this card${flag}`];
 }
 
 // The keys, in two lines: the session keys are marked on the chain itself.
@@ -132,6 +153,8 @@ function expiry(card: Card): string {
 export interface RenderOptions {
   // Cards waiting behind this one.
   waiting?: number;
+  // The terminal's width, when known: ancestor lines are cut to fit it.
+  columns?: number;
 }
 
 export function renderCard(card: Card, opts: RenderOptions = {}): string[] {
@@ -148,7 +171,7 @@ export function renderCard(card: Card, opts: RenderOptions = {}): string[] {
     '',
     '  Process chain, requester first (a session covers the chosen process and everything it starts):',
     ...requesterLines(card.process, keyOf(card.process.key)),
-    ...card.ancestors.map((a, i) => ancestorLine(a, i + 1, keyOf(a.key))),
+    ...chainLines(card, keyOf, opts.columns),
     '',
     ...keyLines(card),
   ];

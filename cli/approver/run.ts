@@ -105,14 +105,14 @@ class InteractiveApprover {
       this.shownId = head?.id ?? null;
       this.shownAt = this.now();
     }
+    const size = this.term.size?.();
     const body = head
-      ? renderCard(head, { waiting: this.queue.size - 1 })
+      ? renderCard(head, { waiting: this.queue.size - 1, columns: size?.columns })
       : ['No request is waiting for approval.', '', '  q  quit the approver'];
     const status = this.inFlight ? ['', `  sending the decision on ${escapeText(this.inFlight, 40)}…`] : [];
     const lines = [`postern approver — ${this.connection}`, '', ...body, ...status, '', ...(this.notes.length ? ['Recent:', ...this.notes.map((n) => `  ${n}`)] : [])];
     // A card taller than the window scrolls its top (the action) out of
     // sight; the last line, always visible, says so.
-    const size = this.term.size?.();
     if (head && size && rowsTaken(lines, size.columns) + 1 > size.rows) {
       lines.push(`!! this card is taller than the terminal (${size.rows} rows): scroll up or enlarge the window, and read all of it before deciding`);
     }

@@ -122,8 +122,30 @@ t.test('many arguments and ancestors beyond the keys', async (t) => {
   t.match(out, /"a63" … \[36 more arguments not shown\]/);
   t.match(out, /\[9\] ancestor 9 /);
   t.match(out, /1…9 {2}session rooted at that ancestor \(marked \[1\]…\[9\] above\)$/m);
-  t.match(out, /^ {6}ancestor 10 +pid 109/m, 'ancestor 10 is shown, without a key');
+  t.notMatch(out, /ancestor 10 +pid/, 'ancestors past the keys get no line of their own');
+  t.match(out, /^ {6}… 2 more ancestors up to pid 110 \(exe \/usr\/bin\/node\); no session can be rooted there from this card$/m, 'they are summed up in one line');
   t.notMatch(out, /^ {2}10 {2}/m);
+  const hostile = [...ancestors.slice(0, 10), proc(110, { cmdline: ['x\u202ey'] })];
+  t.match(text(card({ ancestors: hostile })), /^ {6}… 2 more ancestors .*<- holds escaped characters: read carefully$/m, 'a hidden character among them is still flagged');
+});
+
+t.test('in a terminal of known width, a deep chain of long command lines still fits', async (t) => {
+  const long = (pid: number, extra: string[] = []): CardProcess => proc(pid, { cmdline: ['node', ...Array.from({ length: 60 }, (_, i) => `--import=file:///very/long/path/number/${i}.mjs`), ...extra] });
+  const ancestors = Array.from({ length: 40 }, (_, i) => long(300 + i, i === 2 ? ['zero\u200dwidth'] : []));
+  const columns = 200;
+  const lines = renderCard(card({ ancestors }), { columns });
+  const chain = lines.filter((l) => /ancestor \d+ +pid/.test(l));
+  t.equal(chain.length, 9, 'nine ancestor lines');
+  for (const l of chain) t.ok([...l].length < columns, `one row each: ${l.length}`);
+  t.match(chain[0]!, / … \[\+\d+ chars\]$/, 'the cut is said, with its size');
+  t.match(chain[2]!, / … \[\+\d+ chars\]  <- holds escaped characters: read carefully$/, 'the hidden-character flag survives the cut');
+  const first = lines.find((l) => /ancestor 1 +pid/.test(l))!;
+  const cut = Number(/\[\+(\d+) chars\]$/.exec(first)![1]);
+  const whole = renderCard(card({ ancestors }), {}).find((l) => /ancestor 1 +pid/.test(l))!;
+  t.equal([...first].length - ' … [+N chars]'.length - String(cut).length + 1 + cut, [...whole].length, 'the count is exactly what was cut');
+  const rows = lines.reduce((n, l) => n + Math.max(1, Math.ceil([...l].length / columns)), 0);
+  t.ok(rows < 48, `the card takes ${rows} rows`);
+  t.equal(renderCard(card(), { columns }).join('\n'), renderCard(card(), {}).join('\n'), 'short lines are not touched');
 });
 
 t.test('readCard: defensive reading of what the daemon pushed', async (t) => {
