@@ -13,6 +13,7 @@ import * as doctor from './commands/doctor';
 import * as audit from './commands/audit';
 import * as request from './commands/request';
 import * as auditShow from './commands/audit-show';
+import * as auditRotate from './commands/audit-rotate';
 import * as approver from './commands/approver';
 import * as sessions from './commands/sessions';
 import * as mcp from './commands/mcp';
@@ -28,7 +29,7 @@ function buildProgram(): { program: Command; ctx: () => Context } {
     .configureOutput({ writeErr: (s) => process.stderr.write(s) })
     .showHelpAfterError(false);
   const ctx = (): Context => new Context(program.opts<GlobalOptions>());
-  for (const m of [init, lifecycle, cred, config, doctor, audit, request, approver, sessions, auditShow, mcp]) m.register(program, ctx);
+  for (const m of [init, lifecycle, cred, config, doctor, audit, request, approver, sessions, auditShow, auditRotate, mcp]) m.register(program, ctx);
   // Sub-commands take the global options anywhere on the line.
   const propagate = (cmd: Command): void => {
     for (const sub of cmd.commands) {

@@ -43,6 +43,7 @@ const HANDLERS: Record<AdminOp, Handler> = {
   'config.diff': (c) => c.configDiff(),
   'config.approve': (c, a, att) => c.configApprove(need(att, 0, 'passphrase'), str(a, 'hash')),
   passwd: (c, _a, att) => c.passwd(need(att, 0, 'passphrase'), need(att, 1, 'new passphrase')),
+  'audit.rotate_key': (c, _a, att) => c.rotateAuditKey(need(att, 0, 'passphrase')),
   'cred.add': (c, a, att) => c.credAdd(need(att, 0, 'passphrase'), a['definition'], need(att, 1, 'secret')),
   'cred.update': (c, a, att) => c.credUpdate(need(att, 0, 'passphrase'), str(a, 'name'), a['definition'], att[1] && att[1].length > 0 ? att[1] : undefined),
   'cred.list': (c) => c.credList(),

@@ -7,9 +7,9 @@ import { parseHeader, readVaultFile, newVaultHeader, VaultHeader } from '../shar
 import { deriveKey, prewarmKdf } from '../shared/kdf';
 import { CredentialDef, validateDefinition, definitionHash, diffDefinitions, checkHttpSecret, prepareSshSecret, summariseTargets } from '../shared/credential';
 import { EventPayload, formatHead } from '../shared/audit-format';
-import { sha256hex } from '../shared/crypto';
+import { ed25519Keypair, sha256hex, wipe } from '../shared/crypto';
 import { readFileSync } from 'node:fs';
-import { UnlockedVault, unlockVaultFile } from './vault/unlocked-vault';
+import { SigningChange, UnlockedVault, unlockVaultFile } from './vault/unlocked-vault';
 import { checkRollback } from './vault/rollback';
 import { PassphraseGuard } from './passphrase-guard';
 import type { Journal } from './audit/journal';
@@ -46,6 +46,7 @@ export class Controller {
   readonly approvals = new ApprovalBroker();
   // Vault writes one at a time, each with its journal entries around it.
   private vaultWrites: Promise<unknown> = Promise.resolve();
+  private rotatingAuditKey = false;
 
   constructor(private readonly opts: ControllerOptions) {
     this.config = opts.config;
@@ -240,6 +241,14 @@ export class Controller {
       this.lockReason = 'rollback detected';
       throw new Refusal('rollback_detected', `${verdict.problem}; restore the matching vault and journal, or, if this state is what you want, run \`postern unlock --accept-rollback\``);
     }
+    let signing: SigningChange | null;
+    try {
+      signing = await this.loadSigningKey(opened);
+    } catch (e) {
+      opened.wipe();
+      this.lockReason = 'audit signing key does not match the journal';
+      throw e;
+    }
     if (this.vault) {
       // Another unlock won the race while this one derived its key.
       opened.wipe();
@@ -249,19 +258,57 @@ export class Controller {
     this.vault = opened;
     this.unlockedAt = new Date();
     this.counters.unlocks += 1;
-    // The signing key stays with the journal until the daemon exits, so that
-    // checkpoints can be signed while locked (SPEC §9).
-    opened.withAuditSigningKey((key) => this.journal.setSigningKey(key));
     this.armAutoLock();
     this.armMaxUnlock();
     await this.record({ kind: 'unlock', outcome: 'ok', generation: opened.generation });
     if (verdict.ok && verdict.missingVaultEntry) await this.journalVaultWrite(opened.generation);
+    if (signing) {
+      // A key rotation was cut short: finish it, or forget a key the journal never took.
+      const step = signing.kind === 'promote' ? 'completed at unlock' : 'abandoned at unlock';
+      await this.writeVault(opened, { kind: 'audit_key_rotation', step, sign_pub: await this.journal.keyInForce() }, () => undefined, { signing });
+    }
     if (!verdict.ok) {
       // Accepted by a human: record what was accepted, then write the vault
       // again so the vault and the journal vouch for each other from here on.
       await this.writeVault(opened, { kind: 'rollback_accepted', problem: verdict.problem }, () => undefined);
     }
     return this.status();
+  }
+
+  // The signing key stays with the journal until the daemon exits, so that
+  // checkpoints can be signed while locked (SPEC §9). It is the key the
+  // journal has in force: the vault's current key or, after a rotation cut
+  // short once the journal had taken the new key, the key being rotated in.
+  // Returns what the vault must do about a rotation left pending.
+  private async loadSigningKey(vault: UnlockedVault): Promise<SigningChange | null> {
+    const next = vault.auditNextPublicKey;
+    const useNext = next !== null && next === (await this.journal.keyInForce());
+    await vault.withAuditSigningKey((key) => this.journal.setSigningKey(key), useNext ? 'next' : 'current');
+    if (next === null) return null;
+    return useNext ? { kind: 'promote' } : { kind: 'abandon' };
+  }
+
+  // A new audit signing key. Three durable steps, each safe to be cut short
+  // (the next unlock completes or abandons the change): the vault stores the
+  // new key beside the current one; the journal names the new key in a
+  // signer entry vouched for by a checkpoint of the current key; the vault
+  // makes the new key the current one and forgets the old.
+  async rotateAuditKey(passphrase: Buffer): Promise<Record<string, unknown>> {
+    const vault = await this.prove(passphrase);
+    if (this.rotatingAuditKey) throw new Refusal('busy', 'an audit key rotation is already running; wait for it to finish');
+    this.rotatingAuditKey = true;
+    const fresh = ed25519Keypair();
+    try {
+      const previous = await this.journal.keyInForce();
+      const key = fresh.publicKey.toString('base64');
+      await this.writeVault(vault, { kind: 'audit_key_rotation', step: 'prepared', sign_pub: key }, () => undefined, { signing: { kind: 'prepare', secret: fresh.privateKey, public: key } });
+      const checkpoint = await this.journal.changeSigner(fresh.privateKey);
+      await this.writeVault(vault, { kind: 'audit_key_rotation', step: 'completed', previous_sign_pub: previous, sign_pub: key, signer_seq: checkpoint.seq - 1 }, () => undefined, { signing: { kind: 'promote' } });
+      return { audit_public_key: key, previous_audit_public_key: previous, signer_seq: checkpoint.seq - 1, checkpoint: formatHead(checkpoint.seq, checkpoint.hash) };
+    } finally {
+      wipe(fresh.privateKey);
+      this.rotatingAuditKey = false;
+    }
   }
 
   lock(reason: string): { was_locked: boolean } {

@@ -7,6 +7,7 @@ export const ADMIN_OPS = {
   'config.diff': [],
   'config.approve': ['passphrase'],
   passwd: ['passphrase', 'new_passphrase'],
+  'audit.rotate_key': ['passphrase'],
   'cred.add': ['passphrase', 'secret'],
   'cred.update': ['passphrase', 'secret?'],
   'cred.list': [],

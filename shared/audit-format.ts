@@ -14,7 +14,7 @@ export const MAX_LINE_BYTES = 64 * 1024;
 export const CHECKPOINT_EVERY = 64;
 export const CHECKPOINT_CONTEXT = 'postern-audit-checkpoint-v1';
 
-export type EntryType = 'genesis' | 'segment' | 'key' | 'event' | 'vault' | 'checkpoint' | 'repair';
+export type EntryType = 'genesis' | 'segment' | 'key' | 'event' | 'vault' | 'checkpoint' | 'repair' | 'signer';
 
 interface Common {
   v: 1;
@@ -37,8 +37,11 @@ export interface VaultEntry extends Common { type: 'vault'; generation: number; 
 export interface CheckpointEntry extends Common { type: 'checkpoint'; head_seq: number; head: string; sign_pub: string; sig: string }
 // a torn last write was cut off at start-up.
 export interface RepairEntry extends Common { type: 'repair'; cut_bytes: number; at_offset: number }
+// the audit signing key changes to sign_pub; the checkpoint right after
+// this entry is signed by the key it replaces, which vouches for the change.
+export interface SignerEntry extends Common { type: 'signer'; sign_pub: string }
 
-export type Entry = GenesisEntry | SegmentEntry | KeyEntry | EventEntry | VaultEntry | CheckpointEntry | RepairEntry;
+export type Entry = GenesisEntry | SegmentEntry | KeyEntry | EventEntry | VaultEntry | CheckpointEntry | RepairEntry | SignerEntry;
 
 // Key order of each type, after the common keys. Encoding writes exactly
 // these keys in this order; decoding refuses anything else.
@@ -50,6 +53,7 @@ export const ENTRY_KEYS: Readonly<Record<EntryType, readonly string[]>> = {
   vault: ['generation', 'vault_hash'],
   checkpoint: ['head_seq', 'head', 'sign_pub', 'sig'],
   repair: ['cut_bytes', 'at_offset'],
+  signer: ['sign_pub'],
 };
 const COMMON_KEYS = ['v', 'seq', 'prev', 'time', 'type'] as const;
 // The full key list of each type, made once (decoding runs for every line read).
@@ -237,6 +241,8 @@ function checkBody(type: EntryType, o: Record<string, unknown>): string | null {
       return isCount(o['head_seq']) && typeof o['head'] === 'string' && HEX64.test(o['head']) && isB64(o['sign_pub'], 32) && isB64(o['sig'], 64) ? null : 'bad checkpoint';
     case 'repair':
       return isCount(o['cut_bytes']) && isCount(o['at_offset']) ? null : 'bad repair entry';
+    case 'signer':
+      return isB64(o['sign_pub'], 32) ? null : 'bad public key';
   }
 }
 

@@ -34,6 +34,7 @@ export type ProblemKind =
   | 'reordered'
   | 'bad_signature'
   | 'wrong_key'
+  | 'unsigned_rotation'
   | 'unsigned_tail'
   | 'behind_expected_head'
   | 'torn_last_write'
@@ -55,6 +56,9 @@ export interface VerifyReport {
   segments: number;
   head: { seq: number; hash: string } | null;
   keyPinned: boolean;
+  // The audit signing keys in the order they took over: the genesis key
+  // from entry 1, then each key a `signer` entry named, from that entry.
+  signingKeys: { key: string; since: number }[];
   signedThrough: number | null;
   unsignedTail: number;
   problem: VerifyProblem | null;
@@ -336,7 +340,8 @@ const ADVICE: Record<ProblemKind, string> = {
   deleted: 'entries were removed; keep this copy as evidence and compare it with a backup',
   reordered: 'entries were moved; keep this copy as evidence and compare it with a backup',
   bad_signature: 'a checkpoint was forged or altered; keep this copy as evidence',
-  wrong_key: 'check --pubkey against the key `postern init` printed; otherwise this journal belongs to another vault or was re-signed',
+  wrong_key: 'check --pubkey against the key `postern init` printed (or the one `postern audit rotate-key` printed); otherwise this journal belongs to another vault or was re-signed',
+  unsigned_rotation: 'a change of signing key was not vouched for by the key it replaces; keep this copy as evidence',
   unsigned_tail: 'unlock the daemon (it signs a checkpoint) or lock it, then verify again; or pass --allow-unsigned-tail to accept the tail',
   behind_expected_head: 'the journal was cut back or replaced since that head was noted; compare it with a backup',
   torn_last_write: 'a write was cut short (crash or full disk): start the daemon once, it cuts the torn line and records a repair entry',
@@ -444,7 +449,14 @@ class Verifier {
   x: Point | null = null;
   pending: Verdict | null = null; // a problem of X itself, reported once its successor confirms X's bytes
   journalId = '';
-  trusted = '';
+  // The signing key in force, and a change to another key waiting for the
+  // checkpoint by this one that vouches for it.
+  current = '';
+  changing: { key: string; seq: number; at: { file: string; line: number } } | null = null;
+  keys: { key: string; since: number }[] = [];
+  // A checkpoint signed by the pinned key was seen (it vouches for every
+  // entry before it, whichever keys signed them).
+  pinnedSigned = false;
   expectSeen: string | null = null;
   firstUnsigned = { file: '', line: 0 }; // where the entries after the last checkpoint begin
 
@@ -467,11 +479,14 @@ class Verifier {
     if (entry.type === 'genesis') {
       if (seq !== 1) return { kind: 'inserted', seq, at, message: `entry ${seq} (${where(rec)}) is a second genesis entry` };
       this.journalId = entry.journal_id;
-      this.trusted = this.pinned ?? entry.sign_pub;
-      if (this.pinned && entry.sign_pub !== this.pinned) {
-        return { kind: 'wrong_key', seq: 1, at, message: `the genesis entry names signing key ${entry.sign_pub}, not the pinned key ${this.pinned}` };
-      }
+      this.current = entry.sign_pub;
+      this.keys = [{ key: entry.sign_pub, since: 1 }];
+      this.genesisAt = at;
       return null;
+    }
+    const changing = this.changing;
+    if (changing && entry.type !== 'checkpoint') {
+      return { kind: 'unsigned_rotation', seq: changing.seq, at: changing.at, message: `entry ${changing.seq} changes the signing key to ${changing.key}, but entry ${seq} (${where(rec)}) after it is not a checkpoint signed by the key it replaces (${this.current})` };
     }
     if (rec.first && rec.seg > 0) {
       if (entry.type !== 'segment' || entry.segment !== rec.seg) {
@@ -481,8 +496,11 @@ class Verifier {
     }
     if (entry.type === 'segment') return { kind: 'inserted', seq, at, message: `entry ${seq} (${where(rec)}) is a segment entry inside a segment` };
     if (entry.type === 'checkpoint') return this.checkpointProblem(entry, at);
+    if (entry.type === 'signer') this.changing = { key: entry.sign_pub, seq, at: { file: rec.file, line: rec.line } };
     return null;
   }
+
+  genesisAt: { file: string; line: number } = { file: '', line: 0 };
 
   private checkpointProblem(c: CheckpointEntry, at: { file: string; line: number }): Verdict | null {
     const seq = c.seq;
@@ -493,9 +511,19 @@ class Verifier {
     if (!ed25519Verify(Buffer.from(c.sig, 'base64'), msg, Buffer.from(c.sign_pub, 'base64'))) {
       return { kind: 'bad_signature', seq, at, message: `checkpoint ${seq}'s signature does not verify under the key it names` };
     }
-    if (c.sign_pub !== this.trusted) {
-      const whose = this.pinned ? 'the pinned key' : "the genesis entry's key";
-      return { kind: 'wrong_key', seq, at, message: `checkpoint ${seq} is signed by ${c.sign_pub}, not by ${whose} ${this.trusted}` };
+    if (this.changing && c.sign_pub !== this.current) {
+      return { kind: 'unsigned_rotation', seq: this.changing.seq, at: this.changing.at, message: `entry ${this.changing.seq} changes the signing key to ${this.changing.key}, but checkpoint ${seq} after it is signed by ${c.sign_pub}, not by the key it replaces (${this.current})` };
+    }
+    if (c.sign_pub !== this.current) {
+      const retired = this.keys.some((k) => k.key === c.sign_pub);
+      const inForce = this.keys.length > 1 ? `the key in force since entry ${(this.keys[this.keys.length - 1] as { since: number }).since}` : "the genesis entry's key";
+      return { kind: 'wrong_key', seq, at, message: `checkpoint ${seq} is signed by ${retired ? 'the retired key ' : ''}${c.sign_pub}, not by ${inForce} ${this.current}` };
+    }
+    if (c.sign_pub === this.pinned) this.pinnedSigned = true;
+    if (this.changing) {
+      this.current = this.changing.key;
+      this.keys.push({ key: this.changing.key, since: this.changing.seq });
+      this.changing = null;
     }
     this.checkpoints += 1;
     this.lastCheckpointSeq = seq;
@@ -509,6 +537,13 @@ class Verifier {
     if (this.pending) return this.pending;
     const at = { file: x.rec.file, line: x.rec.line };
     const head = x.entry.seq;
+    if (this.pinned && !this.pinnedSigned && this.keys[0]?.key !== this.pinned) {
+      const named = this.keys.find((k) => k.key === this.pinned);
+      const message = named
+        ? `the journal changes to the pinned key ${this.pinned} at entry ${named.since}, but no checkpoint signed by it follows, and its genesis entry names another key (${this.keys[0]?.key})`
+        : `the genesis entry names signing key ${this.keys[0]?.key}, not the pinned key ${this.pinned}, and the journal never changes to the pinned key`;
+      return { kind: 'wrong_key', seq: 1, at: this.genesisAt, message };
+    }
     if (this.expect) {
       if (head < this.expect.seq) {
         return { kind: 'behind_expected_head', seq: head + 1, at, message: `the journal ends at entry ${head}, before the expected head ${this.expect.seq}: entries ${head + 1} to ${this.expect.seq} are missing` };
@@ -555,6 +590,7 @@ export async function verifyJournal(path: string, opts: VerifyOptions = {}): Pro
     segments: src.segments,
     head: x ? { seq: x.entry.seq, hash: x.hash } : null,
     keyPinned: pinned !== null,
+    signingKeys: v.keys,
     signedThrough: v.signedThrough,
     unsignedTail: x ? x.entry.seq - v.lastCheckpointSeq : 0,
     problem: verdict && {

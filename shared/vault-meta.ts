@@ -25,6 +25,9 @@ export const vaultMetaSchema = z.object({
     box_public: z.string(),
     sign_secret: blobIndex,
     box_secret: blobIndex,
+    // A new signing key during its rotation (written before the journal
+    // names it, removed once the journal has taken it over).
+    sign_next: z.object({ public: z.string(), secret: blobIndex }).strict().optional(),
   }).strict(),
   credentials: z.array(credentialEntry),
   // The journal this vault belongs to, and its head at the vault's last
@@ -43,7 +46,7 @@ export function readMeta(contents: VaultContents): VaultMeta {
     throw new Refusal('vault_corrupt', 'the vault decrypted but its contents are not understood (written by another version?); restore it from a backup');
   }
   const meta = parsed.data;
-  const indexes = [meta.audit.sign_secret, meta.audit.box_secret, ...meta.credentials.map((c) => c.secret)];
+  const indexes = [meta.audit.sign_secret, meta.audit.box_secret, ...(meta.audit.sign_next ? [meta.audit.sign_next.secret] : []), ...meta.credentials.map((c) => c.secret)];
   if (indexes.some((i) => i >= contents.blobs.length) || new Set(indexes).size !== indexes.length) {
     throw new Refusal('vault_corrupt', 'the vault decrypted but refers to secrets it does not contain; restore it from a backup');
   }

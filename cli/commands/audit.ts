@@ -26,6 +26,8 @@ function reportLines(journal: string, r: VerifyReport, pubkey: string | undefine
     `head: ${r.head ? `${r.head.seq}:${r.head.hash}` : 'none'}`,
     r.keyPinned ? `key: pinned (${pubkey})` : "key: not pinned (checked against the journal's own genesis key; pass --pubkey with the key `postern init` printed to pin it)",
   ];
+  // After a key rotation, every key and the entry it took over from.
+  if (r.signingKeys.length > 1) lines.push(`signing keys: ${r.signingKeys.map((k) => `${k.key} (from entry ${k.since})`).join(', ')}`);
   const p = r.problem;
   if (p) lines.push(`problem: ${p.seq === null ? 'no entry number' : `entry ${p.seq}`}: ${p.kind} (${p.file}${p.line > 0 ? ` line ${p.line}` : ''}): ${p.message}`);
   lines.push(r.ok ? 'result: ok' : 'result: FAILED');

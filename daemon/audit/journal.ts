@@ -49,6 +49,18 @@ export interface JournalStats {
 const EVENT_KEY_BYTES = 32;
 const SIGN_SECRET_BYTES = 64;
 const PUBLIC_KEY_BYTES = 32;
+// Longer than any checkpoint line (about 330 bytes).
+const CHECKPOINT_LINE_MAX = 512;
+
+// The public half of an Ed25519 secret key (libsodium keeps it in the last
+// 32 bytes), after checking that the two halves belong together.
+function signingPublic(secret: unknown, who: string): string {
+  if (!(secret instanceof Uint8Array) || secret.length !== SIGN_SECRET_BYTES) throw new TypeError(`${who}: expected a 64-byte Ed25519 secret key`);
+  const pub = secret.subarray(32);
+  const probe = Buffer.from('postern-audit-key-probe');
+  if (!ed25519Verify(ed25519Sign(probe, secret), probe, pub)) throw new TypeError(`${who}: the two halves of the Ed25519 secret key do not belong together`);
+  return Buffer.from(pub).toString('base64');
+}
 // After this many other entries a checkpoint follows, so one in every CHECKPOINT_EVERY.
 const CHECKPOINT_AFTER = CHECKPOINT_EVERY - 1;
 // Bounds one write (and the memory it takes) under a flood of appends.
@@ -70,7 +82,7 @@ interface Cursor {
   headerEnd: number; // a segment may rotate only once it holds more than its opening entries
 }
 
-type Job = { type: 'event'; payload: EventPayload } | { type: 'vault'; generation: number; vaultHash: string } | { type: 'checkpoint' } | { type: 'sync' };
+type Job = { type: 'event'; payload: EventPayload } | { type: 'vault'; generation: number; vaultHash: string } | { type: 'checkpoint' } | { type: 'sync' } | { type: 'signer'; secret: Buffer };
 
 interface Pending {
   job: Job;
@@ -202,14 +214,16 @@ async function scanEarlier(file: string, n: number): ReturnType<typeof scanSegme
 
 export class Journal {
   readonly journalId: string;
-  readonly signPublic: string;
   readonly boxPublic: string;
 
   private readonly file: string;
   private readonly segmentSize: number;
   private readonly now: () => Date;
   private readonly boxKey: Buffer;
-  private readonly signKeyPublic: Buffer;
+  // The signing key in force at the journal's end: from the genesis entry,
+  // the last checkpoint or the last signer entry; null until known (the last
+  // segment did not show it and earlier ones were not read yet).
+  private signer: string | null;
   private fh: FileHandle;
   private nextFh: FileHandle | null = null; // a segment being started, until its first lines are durable
   private cur: Cursor;
@@ -225,15 +239,14 @@ export class Journal {
   private closing: Promise<void> | null = null;
   private readonly counters: JournalStats = { entries: 0, batches: 0, syncs: 0 };
 
-  private constructor(opts: JournalOptions, genesis: { journalId: string; signPublic: string; boxPublic: string }, fh: FileHandle, cur: Cursor) {
+  private constructor(opts: JournalOptions, genesis: { journalId: string; signPublic: string; boxPublic: string }, fh: FileHandle, cur: Cursor, signer: string | null) {
     this.file = opts.path;
     this.segmentSize = opts.segmentSize;
     this.now = opts.now ?? ((): Date => new Date());
     this.journalId = genesis.journalId;
-    this.signPublic = genesis.signPublic;
     this.boxPublic = genesis.boxPublic;
     this.boxKey = Buffer.from(genesis.boxPublic, 'base64');
-    this.signKeyPublic = Buffer.from(genesis.signPublic, 'base64');
+    this.signer = signer;
     this.fh = fh;
     this.cur = cur;
   }
@@ -287,7 +300,7 @@ export class Journal {
         key: Buffer.alloc(0),
         headerEnd: 0,
       };
-      const j = new Journal(opts, genesis, fh, cursor);
+      const j = new Journal(opts, genesis, fh, cursor, base.signer);
       await j.start(unstarted, cut > 0 ? { cut_bytes: cut, at_offset: scan.goodEnd } : null, restate);
       return j;
     } catch (e) {
@@ -361,15 +374,41 @@ export class Journal {
     return (await this.enqueue({ type: 'vault', generation, vaultHash })) as Head;
   }
 
-  // Keeps a copy (wiped at close). Only a key matching the genesis sign_pub is
-  // accepted: a checkpoint under another key would not verify.
-  setSigningKey(privateKey: Buffer): void {
+  // The signing key in force at the end of the journal (base64). Read from
+  // the segments, newest first, until one shows it; the genesis key when the
+  // journal never changed it.
+  async keyInForce(): Promise<string> {
+    for (let k = this.cur.segment - 1; this.signer === null && k >= 0; k--) {
+      this.signer = (await scanEarlier(segmentPath(this.file, k), k)).signer;
+    }
+    return this.signer as string;
+  }
+
+  // Keeps a copy (wiped at close). Only the key in force is accepted: a
+  // checkpoint under another key would not verify.
+  async setSigningKey(privateKey: Buffer): Promise<void> {
     if (this.signKey || this.shut) return;
-    if (!(privateKey instanceof Uint8Array) || privateKey.length !== SIGN_SECRET_BYTES) throw new TypeError('Journal.setSigningKey: expected a 64-byte Ed25519 secret key');
-    const probe = checkpointMessage(this.journalId, 0, GENESIS_PREV);
-    if (!ed25519Verify(ed25519Sign(probe, privateKey), probe, this.signKeyPublic)) throw refuse.wrongSigningKey(this.file);
+    const pub = signingPublic(privateKey, 'Journal.setSigningKey');
+    const inForce = await this.keyInForce();
+    if (this.signKey || this.shut) return;
+    if (pub !== inForce) throw refuse.wrongSigningKey(this.file, inForce);
     this.signKey = Buffer.alloc(SIGN_SECRET_BYTES);
     this.signKey.set(privateKey);
+  }
+
+  // Hands checkpoints over to another signing key: a signer entry naming it,
+  // then a checkpoint by the key in force that vouches for the change, both
+  // durable; from then on checkpoints are signed by the new key. Resolves
+  // with the head of that checkpoint.
+  async changeSigner(privateKey: Buffer): Promise<Head> {
+    signingPublic(privateKey, 'Journal.changeSigner');
+    const copy = Buffer.alloc(SIGN_SECRET_BYTES);
+    copy.set(privateKey);
+    try {
+      return (await this.enqueue({ type: 'signer', secret: copy })) as Head;
+    } finally {
+      wipe(copy);
+    }
   }
 
   // The checkpoint entry's head, or null without a signing key or when the
@@ -504,6 +543,14 @@ export class Journal {
           d.settled.push([p, null]);
           continue;
         }
+        if (p.job.type === 'signer') {
+          if (!this.signKey) {
+            p.reject(refuse.noSigningKey(this.file));
+            continue;
+          }
+          d.settled.push([p, await this.acceptSigner(d, p.job.secret)]);
+          continue;
+        }
         const job = p.job;
         let enc: Encoded;
         try {
@@ -532,7 +579,7 @@ export class Journal {
     }
   }
 
-  private encodeJob(w: Cursor, job: Exclude<Job, { type: 'checkpoint' } | { type: 'sync' }>): Encoded {
+  private encodeJob(w: Cursor, job: Extract<Job, { type: 'event' } | { type: 'vault' }>): Encoded {
     if (job.type === 'vault') return this.encode(w, () => ({ type: 'vault', generation: job.generation, vault_hash: job.vaultHash }));
     return this.encode(w, (seq, prev) => ({ type: 'event', key_id: w.keyId, ...encryptEvent(w.key, seq, prev, job.payload) }), job.payload.kind);
   }
@@ -567,10 +614,27 @@ export class Journal {
         type: 'checkpoint',
         head_seq: seq - 1,
         head: prev,
-        sign_pub: this.signPublic,
+        sign_pub: this.signer as string,
         sig: ed25519Sign(checkpointMessage(this.journalId, seq - 1, prev), key).toString('base64'),
       })),
     );
+  }
+
+  // The signer entry and its checkpoint, in one segment, written and synced
+  // at once; only then does the new key take over.
+  private async acceptSigner(d: Draft, secret: Buffer): Promise<Head> {
+    const pub = signingPublic(secret, 'Journal.changeSigner');
+    let enc = this.encode(d.work, () => ({ type: 'signer', sign_pub: pub }));
+    if (this.mustRotate(d.work, enc.line.length + 1 + CHECKPOINT_LINE_MAX)) {
+      await this.rotate(d);
+      enc = this.encode(d.work, () => ({ type: 'signer', sign_pub: pub }));
+    }
+    this.accept(d, enc);
+    const head = this.acceptCheckpoint(d);
+    await this.flush(d);
+    (this.signKey as Buffer).set(secret);
+    this.signer = pub;
+    return head;
   }
 
   // A fresh event key, sealed to the audit box key; events after it use it.

@@ -87,11 +87,15 @@ export function alreadyExists(file: string): Refusal {
   return new Refusal('conflict', `the audit journal ${file} already exists and init never overwrites a journal; move it aside first if you mean to start a new one`);
 }
 
-export function wrongSigningKey(file: string): Refusal {
+export function wrongSigningKey(file: string, inForce: string): Refusal {
   return new Refusal(
     'audit_unavailable',
-    `the audit signing key does not match the public key in the genesis entry of ${file}; checkpoints cannot be signed; the vault and the journal belong to different installations: restore the matching pair`,
+    `the vault's audit signing key is not the key in force in ${file} (${inForce}); checkpoints cannot be signed; the vault and the journal belong to different installations: restore the matching pair`,
   );
+}
+
+export function noSigningKey(file: string): Refusal {
+  return new Refusal('vault_locked', `the audit signing key of ${file} is not loaded yet: unlock the daemon once, then change the key`);
 }
 
 export function cannotCreate(file: string, e: unknown): Refusal {

@@ -24,6 +24,9 @@ export interface SegmentScan {
   goodEnd: number;
   size: number;
   vault: VaultState | null;
+  // The signing key in force after this segment's last entry, when the
+  // segment shows it (a genesis, checkpoint or signer entry); else null.
+  signer: string | null;
   sinceCheckpoint: number;
   // The bytes after goodEnd are a single line (complete or not): a write cut short.
   torn: { cut: number } | null;
@@ -37,6 +40,8 @@ export async function scanSegment(fh: FileHandle, n: number, from: ChainPoint | 
   const size = (await fh.stat()).size;
   let last: ChainPoint | null = null;
   let vault: VaultState | null = null;
+  let signer: string | null = null;
+  let changed = false; // the entry before was a signer entry
   let sinceCheckpoint = 0;
   let bad: { why: string; bytes: number } | null = null;
 
@@ -64,11 +69,14 @@ export async function scanSegment(fh: FileHandle, n: number, from: ChainPoint | 
     const e = d.entry;
     last = { seq: e.seq, hash: entryHash(line) };
     if (e.type === 'vault') vault = { generation: e.generation, vault_hash: e.vault_hash, seq: e.seq };
+    // A checkpoint right after a signer entry is signed by the key it replaces.
+    if (e.type === 'genesis' || e.type === 'signer' || (e.type === 'checkpoint' && !changed)) signer = e.sign_pub;
+    changed = e.type === 'signer';
     sinceCheckpoint = e.type === 'checkpoint' ? 0 : sinceCheckpoint + 1;
     return true;
   });
 
-  const result: SegmentScan = { last, goodEnd: walk.end, size, vault, sinceCheckpoint, torn: null, damage: null };
+  const result: SegmentScan = { last, goodEnd: walk.end, size, vault, signer, sinceCheckpoint, torn: null, damage: null };
   const failed = bad as { why: string; bytes: number } | null; // assigned in the callback
   if (walk.overlong) {
     result.damage = { offset: walk.end, why: 'a line longer than any entry' };

@@ -13,12 +13,15 @@ export interface StoredCredential {
   secret: SealedSecret;
 }
 
+export type SigningChange = { kind: 'prepare'; secret: Buffer; public: string } | { kind: 'promote' } | { kind: 'abandon' };
+
 export class UnlockedVault {
   private key: Buffer;
   private sealer = new SealedSecrets();
   private creds = new Map<string, StoredCredential>();
   private auditSign: SealedSecret;
   private auditBox: SealedSecret;
+  private auditNext: SealedSecret | null = null;
   private meta: Omit<VaultMeta, 'credentials'>;
   header: VaultHeader;
 
@@ -31,6 +34,7 @@ export class UnlockedVault {
       this.header = header;
       this.auditSign = this.sealer.seal(blob(meta.audit.sign_secret));
       this.auditBox = this.sealer.seal(blob(meta.audit.box_secret));
+      if (meta.audit.sign_next) this.auditNext = this.sealer.seal(blob(meta.audit.sign_next.secret));
       for (const c of meta.credentials) {
         const { secret, ...entry } = c;
         this.creds.set(c.name, { entry, secret: this.sealer.seal(blob(secret)) });
@@ -64,9 +68,17 @@ export class UnlockedVault {
     return this.meta.journal_head;
   }
 
-  // The audit signing key, opened only for the duration of `fn`.
-  withAuditSigningKey<T>(fn: (privateKey: Buffer) => T): T {
-    return this.sealer.withOpen(this.auditSign, fn);
+  // The public key of a signing key being rotated in, if any.
+  get auditNextPublicKey(): string | null {
+    return this.meta.audit.sign_next?.public ?? null;
+  }
+
+  // The audit signing key (or the one being rotated in), opened only for
+  // the duration of `fn`.
+  withAuditSigningKey<T>(fn: (privateKey: Buffer) => Promise<T>, which: 'current' | 'next' = 'current'): Promise<T> {
+    const sealed = which === 'next' ? this.auditNext : this.auditSign;
+    if (!sealed) return Promise.reject(new Error('no signing key is being rotated in'));
+    return this.sealer.withOpenAsync(sealed, fn);
   }
 
   credentials(): StoredCredential[] {
@@ -103,16 +115,25 @@ export class UnlockedVault {
   // in-memory state changes only once the new file is on disk.
   // `journalHead` is the journal's head after the entry describing this
   // change, recorded in the vault for rollback detection.
-  commit(journalHead: string, change: (next: Map<string, StoredCredential>) => void, opts: { approvedConfig?: string; newKey?: { key: Buffer; header: VaultHeader } } = {}): void {
+  // `signing` changes the audit signing keys: `prepare` stores a new key
+  // beside the current one, `promote` makes it the current one, `abandon`
+  // forgets it.
+  commit(journalHead: string, change: (next: Map<string, StoredCredential>) => void, opts: { approvedConfig?: string; newKey?: { key: Buffer; header: VaultHeader }; signing?: SigningChange } = {}): void {
     const next = new Map(this.creds);
     change(next);
-    const blobs: Buffer[] = [this.sealer.open(this.auditSign), this.sealer.open(this.auditBox)];
+    const signing = this.nextSigning(opts.signing);
+    const blobs: Buffer[] = [this.sealer.open(signing.sign), this.sealer.open(this.auditBox)];
+    const audit: VaultMeta['audit'] = { sign_public: signing.signPublic, box_public: this.meta.audit.box_public, sign_secret: 0, box_secret: 1 };
+    if (signing.next) {
+      blobs.push(this.sealer.open(signing.next.sealed));
+      audit.sign_next = { public: signing.next.public, secret: blobs.length - 1 };
+    }
     const credentials: CredentialEntry[] = [];
     for (const c of next.values()) {
       blobs.push(this.sealer.open(c.secret));
       credentials.push({ ...c.entry, secret: blobs.length - 1 });
     }
-    const meta: VaultMeta = { ...this.meta, journal_head: journalHead, audit: { ...this.meta.audit, sign_secret: 0, box_secret: 1 }, credentials };
+    const meta: VaultMeta = { ...this.meta, journal_head: journalHead, audit, credentials };
     const contents: VaultContents = { meta, blobs };
     const baseHeader = opts.newKey ? opts.newKey.header : this.header;
     const header: VaultHeader = { ...baseHeader, generation: this.header.generation, approvedConfig: opts.approvedConfig ?? this.header.approvedConfig };
@@ -123,11 +144,23 @@ export class UnlockedVault {
       wipeContents(contents);
     }
     this.creds = next;
-    this.meta = { ...this.meta, journal_head: journalHead };
+    this.meta = { ...this.meta, journal_head: journalHead, audit };
+    this.auditSign = signing.sign;
+    this.auditNext = signing.next?.sealed ?? null;
     if (opts.newKey) {
       wipe(this.key);
       this.key = opts.newKey.key;
     }
+  }
+
+  private nextSigning(change: SigningChange | undefined): { sign: SealedSecret; signPublic: string; next: { sealed: SealedSecret; public: string } | null } {
+    const pending = this.auditNext && this.meta.audit.sign_next ? { sealed: this.auditNext, public: this.meta.audit.sign_next.public } : null;
+    const current = { sign: this.auditSign, signPublic: this.meta.audit.sign_public };
+    if (!change) return { ...current, next: pending };
+    if (change.kind === 'prepare') return { ...current, next: { sealed: this.sealer.seal(change.secret), public: change.public } };
+    if (change.kind === 'abandon') return { ...current, next: null };
+    if (!pending) throw new Error('no signing key is being rotated in');
+    return { sign: pending.sealed, signPublic: pending.public, next: null };
   }
 
   wipe(): void {

@@ -51,7 +51,7 @@ t.test('audit verify and head through the CLI', async (t) => {
     t.match(r.stdout, `key: pinned (${pubkey})\n`);
     t.match(r.stdout, /result: ok\n$/);
     t.equal(json.code, 0);
-    t.same(JSON.parse(json.stdout), { journal: j.dir, ok: true, entries: N, checkpoints: j.checkpoints.length, segments: 3, head: j.head, keyPinned: false, signedThrough: N - 1, unsignedTail: 0, problem: null });
+    t.same(JSON.parse(json.stdout), { journal: j.dir, ok: true, entries: N, checkpoints: j.checkpoints.length, segments: 3, head: j.head, keyPinned: false, signingKeys: [{ key: pubkey, since: 1 }], signedThrough: N - 1, unsignedTail: 0, problem: null });
     t.equal(h.code, 0, h.stderr);
     t.equal(h.stdout, `${head}\n`);
     t.same(JSON.parse(hj.stdout), { journal: j.dir, seq: N, hash: j.head.hash, head, file: segmentPath(j.path, 2) });

@@ -163,7 +163,7 @@ t.test("postern's verifier accepts the vector, pinned, with its head", async (t)
   const path = join(dir, 'audit.log');
   writeFileSync(path, journalLines.join('\n') + '\n');
   const r = await verifyJournal(path, { pubkey: keys['sign_public'], expectHead: { seq: 6, hash: hashes['6'] as string } });
-  t.same(r, { ok: true, entries: 6, checkpoints: 1, segments: 1, head: { seq: 6, hash: hashes['6'] }, keyPinned: true, signedThrough: 5, unsignedTail: 0, problem: null });
+  t.same(r, { ok: true, entries: 6, checkpoints: 1, segments: 1, head: { seq: 6, hash: hashes['6'] }, keyPinned: true, signingKeys: [{ key: keys['sign_public'], since: 1 }], signedThrough: 5, unsignedTail: 0, problem: null });
   writeFileSync(path, journalLines.slice(0, 5).join('\n') + '\n');
   t.match(await verifyJournal(path, { pubkey: keys['sign_public'] }), { ok: false, problem: { kind: 'unsigned_tail', seq: 1 } });
 });

@@ -50,6 +50,7 @@ t.test('verifyJournal', async (t) => {
         segments: 3,
         head,
         keyPinned: 'pubkey' in opts,
+        signingKeys: [{ key: pubkey, since: 1 }],
         signedThrough: N - 1,
         unsignedTail: 0,
         problem: null,

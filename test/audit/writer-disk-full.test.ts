@@ -57,7 +57,7 @@ t.test('ENOSPC: refused, cut back to a complete line, carries on once space is f
   const filler = path.join(dir, 'filler');
   fs.writeFileSync(filler, Buffer.alloc(16 * 1024, 1));
   j = await Journal.open({ path: file, segmentSize: 1024 * 1024 });
-  j.setSigningKey(keys.sign.privateKey);
+  await j.setSigningKey(keys.sign.privateKey);
   await j.appendVault(3, 'e'.repeat(64));
 
   const { acked, refusal } = await fill(j);
@@ -95,7 +95,7 @@ t.test('the cut fails too: the journal refuses everything after (fail closed)', 
   const filler = path.join(dir, 'filler');
   fs.writeFileSync(filler, Buffer.alloc(16 * 1024, 1));
   j = await Journal.open({ path: file, segmentSize: 1024 * 1024 });
-  j.setSigningKey(keys.sign.privateKey);
+  await j.setSigningKey(keys.sign.privateKey);
   // Writes still work on an append-only file; truncation does not.
   execFileSync('chattr', ['+a', file]);
 
@@ -113,7 +113,7 @@ t.test('the cut fails too: the journal refuses everything after (fail closed)', 
   // The next start (file writable again) cuts the half line and records it.
   execFileSync('chattr', ['-a', file]);
   j = await Journal.open({ path: file, segmentSize: 1024 * 1024 });
-  j.setSigningKey(keys.sign.privateKey);
+  await j.setSigningKey(keys.sign.privateKey);
   await j.close();
   const r = readJournal(file);
   t.same(r.problems, []);

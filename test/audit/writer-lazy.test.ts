@@ -20,7 +20,7 @@ async function opened(t: Test): Promise<{ file: string; j: Journal }> {
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const file = await newJournal(dir, keys);
   const j = await Journal.open({ path: file, segmentSize: 64 * 1024 * 1024 });
-  j.setSigningKey(keys.sign.privateKey);
+  await j.setSigningKey(keys.sign.privateKey);
   t.teardown(() => j.close().catch(() => undefined));
   return { file, j };
 }

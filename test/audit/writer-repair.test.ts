@@ -28,7 +28,7 @@ t.before(async () => {
 async function written(t: Test): Promise<string> {
   const file = await newJournal(tmpdir(t), keys);
   const j = await Journal.open({ path: file, segmentSize: BIG });
-  j.setSigningKey(keys.sign.privateKey);
+  await j.setSigningKey(keys.sign.privateKey);
   for (let i = 0; i < 10; i++) await j.append({ kind: 'before', i });
   await j.close();
   return file;
@@ -54,7 +54,7 @@ for (const c of TORN) {
     t.equal((await verify(file, { pubkey: keys.sign.publicKey.toString('base64') })).ok, false, 'the verifier sees the torn tail');
 
     const j = await Journal.open({ path: file, segmentSize: BIG });
-    j.setSigningKey(keys.sign.privateKey);
+    await j.setSigningKey(keys.sign.privateKey);
     const before = readJournal(file).entries;
     const repair = before.find((e) => e.entry.type === 'repair');
     t.ok(repair, 'a repair entry');

@@ -38,7 +38,7 @@ function bySegment(entries: ReadEntry[]): ReadEntry[][] {
 async function rotated(t: Test, segments: number, sign: boolean): Promise<{ file: string; vaultSeq: number; heads: { seq: number; hash: string }[] }> {
   const file = await newJournal(tmpdir(t), keys);
   const j = await Journal.open({ path: file, segmentSize: SEGMENT });
-  if (sign) j.setSigningKey(keys.sign.privateKey);
+  if (sign) await j.setSigningKey(keys.sign.privateKey);
   const vault = await j.appendVault(7, 'c'.repeat(64));
   const heads = [];
   for (let i = 0; !fs.existsSync(segmentPath(file, segments)); i++) {
@@ -106,7 +106,7 @@ t.test('rotation without a signing key: no checkpoints, the chain still continuo
 t.test('a segment smaller than its opening entries still makes progress', async (t) => {
   const file = await newJournal(tmpdir(t), keys);
   const j = await Journal.open({ path: file, segmentSize: 64 });
-  j.setSigningKey(keys.sign.privateKey);
+  await j.setSigningKey(keys.sign.privateKey);
   await j.appendVault(1, 'd'.repeat(64));
   for (let i = 0; i < 6; i++) await j.append({ kind: 'tiny', i });
   await j.close();
@@ -120,7 +120,7 @@ t.test('a file already at the next segment path: the rotation fails closed, noth
   const file = await newJournal(tmpdir(t), keys);
   const j = await Journal.open({ path: file, segmentSize: SEGMENT });
   t.teardown(() => j.close().catch(() => undefined));
-  j.setSigningKey(keys.sign.privateKey);
+  await j.setSigningKey(keys.sign.privateKey);
   const stray = segmentPath(file, 1);
   fs.writeFileSync(stray, 'not yours\n');
   let refusal: unknown = null;
@@ -161,7 +161,7 @@ for (const c of CUT_SHORT) {
     const vaultBefore = readJournal(file).entries.filter((e) => e.entry.type === 'vault').at(-1)!.entry;
 
     const j = await Journal.open({ path: file, segmentSize: SEGMENT });
-    j.setSigningKey(keys.sign.privateKey);
+    await j.setSigningKey(keys.sign.privateKey);
     const h = await j.append({ kind: 'after repair' });
     const vault = j.latestVault();
     await j.close();

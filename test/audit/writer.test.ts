@@ -75,7 +75,7 @@ t.test('createJournal: genesis on a new 0600 file, never over an existing one', 
 
 t.test('open: genesis fields, a key entry, the head', async (t) => {
   const { file, j } = await opened(t);
-  t.equal(j.signPublic, keys.sign.publicKey.toString('base64'));
+  t.equal(await j.keyInForce(), keys.sign.publicKey.toString('base64'), 'the key in force is the genesis key');
   t.equal(j.boxPublic, keys.box.publicKey.toString('base64'));
   const r = readJournal(file);
   const genesis = r.entries[0]!.entry;
@@ -90,7 +90,7 @@ t.test('open: genesis fields, a key entry, the head', async (t) => {
 t.test('1000 appends: a valid chain, every event decrypts with the box key, times from `now`', async (t) => {
   let tick = Date.parse('2030-01-02T03:04:05.000Z');
   const { file, j } = await opened(t, BIG, () => new Date((tick += 1000)));
-  j.setSigningKey(keys.sign.privateKey);
+  await j.setSigningKey(keys.sign.privateKey);
   const heads = [];
   for (let i = 0; i < 1000; i++) heads.push(await j.append({ kind: 'request', i, host: 'api.example.com' }));
   await j.close();
@@ -127,7 +127,7 @@ t.test('an event moved elsewhere in the chain no longer decrypts', async (t) => 
 
 t.test('group commit: 64 concurrent appenders share fdatasyncs, seq order is line order', async (t) => {
   const { file, j } = await opened(t);
-  j.setSigningKey(keys.sign.privateKey);
+  await j.setSigningKey(keys.sign.privateKey);
   const before = j.stats();
   const heads = await Promise.all(Array.from({ length: 64 }, (_, i) => j.append({ kind: 'concurrent', i })));
   const one = j.stats();
@@ -168,7 +168,7 @@ t.test('group commit: 64 concurrent appenders share fdatasyncs, seq order is lin
 
 t.test('checkpoints: one after every 63 other entries, signed, and at close', async (t) => {
   const { file, j } = await opened(t);
-  j.setSigningKey(keys.sign.privateKey);
+  await j.setSigningKey(keys.sign.privateKey);
   for (let i = 0; i < 300; i++) await j.append({ kind: 'seq', i });
   await Promise.all(Array.from({ length: 300 }, (_, i) => j.append({ kind: 'par', i })));
   await j.close();
@@ -190,7 +190,7 @@ t.test('no signing key: an unsigned tail, no checkpoints; they start once the ke
   t.match(await verify(file, {}), { ok: false, problem: /^unsigned_tail: entries 1 to 102 / }, 'an unsigned tail fails verification…');
   t.same(await verify(file, { allowUnsignedTail: true }), { ok: true, problem: null }, '…unless allowed');
 
-  j.setSigningKey(keys.sign.privateKey);
+  await j.setSigningKey(keys.sign.privateKey);
   await j.append({ kind: 'unlocked' });
   const after = checkpointGaps(file);
   t.same(after.gaps, [103], 'the first append after the key ends the unsigned stretch');
@@ -214,21 +214,23 @@ t.test('close without a key leaves the tail unsigned; a later run signs it', asy
   await t.rejects(j.append({ kind: 'late' }), { code: 'audit_unavailable', message: /closed/ });
   t.throws(() => j.assertSameFile(), { code: 'audit_unavailable' });
   const j2 = await Journal.open({ path: file, segmentSize: BIG });
-  j2.setSigningKey(keys.sign.privateKey);
+  await j2.setSigningKey(keys.sign.privateKey);
   await j2.close();
   t.same(readJournal(file).entries.map((e) => e.entry.type), ['genesis', 'key', 'event', 'key', 'checkpoint']);
   t.same(await verify(file, { pubkey: keys.sign.publicKey.toString('base64') }), { ok: true, problem: null });
 });
 
-t.test('setSigningKey: copies the key, checks it against the genesis, ignores later calls', async (t) => {
+t.test('setSigningKey: copies the key, checks it against the key in force, ignores later calls', async (t) => {
   const { file, j } = await opened(t);
-  t.throws(() => j.setSigningKey(Buffer.alloc(32)), TypeError);
+  await t.rejects(j.setSigningKey(Buffer.alloc(32)), TypeError);
   const other = auditKeys();
-  t.throws(() => j.setSigningKey(other.sign.privateKey), { code: 'audit_unavailable', message: /does not match/ });
+  const mismatched = Buffer.concat([keys.sign.privateKey.subarray(0, 32), other.sign.publicKey]);
+  await t.rejects(j.setSigningKey(mismatched), { name: 'TypeError', message: /do not belong together/ }, 'a secret half with another public half');
+  await t.rejects(j.setSigningKey(other.sign.privateKey), { code: 'audit_unavailable', message: /not the key in force .*\(\S+=\)/ });
   const mine = Buffer.from(keys.sign.privateKey);
-  j.setSigningKey(mine);
+  await j.setSigningKey(mine);
   mine.fill(0); // the caller wipes its copy: the journal kept its own
-  j.setSigningKey(other.sign.privateKey); // ignored, not an error
+  await j.setSigningKey(other.sign.privateKey); // ignored, not an error
   await j.append({ kind: 'x' });
   await j.close();
   t.same(readJournal(file).problems, []);

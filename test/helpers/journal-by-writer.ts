@@ -19,7 +19,7 @@ export async function buildJournalWithWriter(dir: string, atLeast: number, segme
   let generation = 1;
   for (let run = 0; run < runs; run++) {
     const j = await Journal.open({ path, segmentSize });
-    j.setSigningKey(keys.sign.privateKey);
+    await j.setSigningKey(keys.sign.privateKey);
     const pending: Promise<unknown>[] = [];
     for (let i = 0; i < perRun; i++) {
       if (i % 97 === 96) pending.push(j.appendVault(++generation, entryHash(Buffer.from(`vault ${generation}`))));

@@ -184,7 +184,7 @@ export function decryptAll(entries: ReadEntry[], boxPublic: Buffer, boxSecret: B
 
 async function burst(file: string, segmentSize: number, count: number, signHex?: string): Promise<void> {
   const j = await Journal.open({ path: file, segmentSize });
-  if (signHex) j.setSigningKey(Buffer.from(signHex, 'hex'));
+  if (signHex) await j.setSigningKey(Buffer.from(signHex, 'hex'));
   const before = j.stats();
   await Promise.all(Array.from({ length: count }, (_, i) => j.append({ kind: 'burst', i })));
   const after = j.stats();
@@ -194,7 +194,7 @@ async function burst(file: string, segmentSize: number, count: number, signHex?:
 
 async function run(file: string, segmentSize: number, workers: number, signHex: string): Promise<void> {
   const j = await Journal.open({ path: file, segmentSize });
-  if (signHex !== '-') j.setSigningKey(Buffer.from(signHex, 'hex'));
+  if (signHex !== '-') await j.setSigningKey(Buffer.from(signHex, 'hex'));
   const say = (line: string): void => {
     // Synchronous on a pipe: an ack is out before the next append is made.
     fs.writeSync(1, `${line}\n`);

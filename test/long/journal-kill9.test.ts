@@ -153,7 +153,7 @@ t.test(`${KILLS} kill -9s of a journal writer: always repairable, verifiable, no
     }
     if (v) lastVault = { generation: v.generation, hash: v.vault_hash }; // an unacknowledged vault entry may have landed
 
-    j.setSigningKey(keys.sign.privateKey);
+    await j.setSigningKey(keys.sign.privateKey);
     await j.close();
     // Written and closed by this test: durable whatever comes next.
     const closed = readJournal(file);
