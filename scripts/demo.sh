@@ -194,6 +194,11 @@ step "8. a wrong passphrase is refused (and each further try waits longer)"
 printf 'not the passphrase at all\n' > "$DEMO/wrong"
 if show cred rm github --passphrase-file "$DEMO/wrong"; then echo "unexpected: wrong passphrase accepted"; exit 1; fi
 
+step "8b. rotate the audit signing key: the old key signs off on the new one"
+postern audit rotate-key --passphrase-file "$DEMO/passphrase" --json > "$DEMO/rotate.json"
+NEWKEY=$(node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).audit_public_key)' "$DEMO/rotate.json")
+echo "new audit public key: $NEWKEY (auditors pin this one from now on)"
+
 step "9. lock: keys wiped from the daemon's memory"
 show lock
 show status
@@ -204,9 +209,10 @@ HEX=$(printf '%s' "$SECRET" | od -An -tx1 | tr -d ' \n')
 if grep -rlaF -e "$SECRET" -e "$B64" -e "$HEX" "$POSTERN_HOME" "$DEMO/daemon.log" "$DEMO/approver.log"; then echo "LEAK"; exit 1; fi
 echo "no trace of the secret in $POSTERN_HOME or the daemon log"
 
-step "11. the daemon stops; an auditor verifies the journal offline, pinned to the key init printed"
+step "11. the daemon stops; an auditor verifies the journal offline, pinned to the key init printed, then to the new key"
 kill "$DAEMON_PID"; wait "$DAEMON_PID" || true; DAEMON_PID=""
 show audit verify --pubkey "$PUBKEY"
+show audit verify --pubkey "$NEWKEY" | tail -n 3
 show audit show --passphrase-file "$DEMO/passphrase" --since 1 | cut -c1-160 | tail -n 12
 
 step "daemon log (JSON lines on stderr)"
