@@ -34,6 +34,15 @@ export interface SegmentScan {
   damage: { offset: number; why: string } | null;
 }
 
+// The scan's state just before a signer entry, and where its line starts.
+interface SignerStart {
+  last: ChainPoint | null;
+  vault: VaultState | null;
+  signer: string | null;
+  sinceCheckpoint: number;
+  offset: number;
+}
+
 // `from` is the last entry of segment n-1, which the first line of segment
 // n must chain from; null skips that check (segment 0 starts at genesis).
 export async function scanSegment(fh: FileHandle, n: number, from: ChainPoint | null): Promise<SegmentScan> {
@@ -44,6 +53,8 @@ export async function scanSegment(fh: FileHandle, n: number, from: ChainPoint | 
   let changed = false; // the entry before was a signer entry
   let sinceCheckpoint = 0;
   let bad: { why: string; bytes: number } | null = null;
+  // The state before a signer entry that is (so far) the last good entry.
+  let beforeSigner: SignerStart | null = null;
 
   const firstProblem = (type: string, seq: number, prev: string, segment: unknown): string | null => {
     if (n === 0) return type === 'genesis' && seq === 1 && prev === GENESIS_PREV ? null : 'segment 0 does not start with the genesis entry';
@@ -52,7 +63,7 @@ export async function scanSegment(fh: FileHandle, n: number, from: ChainPoint | 
     return null;
   };
 
-  const walk = await walkLines(fh, 0, size, (line) => {
+  const walk = await walkLines(fh, 0, size, (line, offset) => {
     const d = decodeEntry(line);
     let why: string | null = d.ok ? null : d.why;
     if (d.ok) {
@@ -67,6 +78,7 @@ export async function scanSegment(fh: FileHandle, n: number, from: ChainPoint | 
       return false;
     }
     const e = d.entry;
+    beforeSigner = e.type === 'signer' ? { last, vault, signer, sinceCheckpoint, offset } : null;
     last = { seq: e.seq, hash: entryHash(line) };
     if (e.type === 'vault') vault = { generation: e.generation, vault_hash: e.vault_hash, seq: e.seq };
     // A checkpoint right after a signer entry is signed by the key it replaces.
@@ -86,6 +98,14 @@ export async function scanSegment(fh: FileHandle, n: number, from: ChainPoint | 
     else result.damage = { offset: walk.end, why: failed.why };
   } else if (walk.end < size) {
     result.torn = { cut: size - walk.end };
+  }
+  // A signer entry is written together with the checkpoint that vouches for
+  // it. Without that checkpoint (the write was cut short), the change never
+  // happened: the signer line goes with the torn tail.
+  const cutSigner = beforeSigner as SignerStart | null; // assigned in the callback
+  if (cutSigner && !result.damage) {
+    Object.assign(result, { last: cutSigner.last, vault: cutSigner.vault, signer: cutSigner.signer, sinceCheckpoint: cutSigner.sinceCheckpoint, goodEnd: cutSigner.offset });
+    result.torn = { cut: size - cutSigner.offset };
   }
   return result;
 }

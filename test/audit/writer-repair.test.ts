@@ -3,20 +3,15 @@
 // only, and assertSameFile once the journal is open.
 import t, { Test } from 'tap';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { Journal } from '../../daemon/audit/journal';
 import { segmentPath, sodiumReady } from '../../shared/audit-format';
-import { AuditKeys, auditKeys, newJournal, readJournal, verify } from '../helpers/journal-writer-driver';
+import { AuditKeys, auditKeys, newJournal, readJournal, verify, scratchDir } from '../helpers/journal-writer-driver';
 
 const BIG = 64 * 1024 * 1024;
 
-function tmpdir(t: Test): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'postern-repair-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
+const tmpdir = (t: Test): string => scratchDir(t, 'postern-repair-');
 
 let keys: AuditKeys;
 t.before(async () => {

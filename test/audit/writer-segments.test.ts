@@ -4,21 +4,15 @@
 // completed on the next start.
 import t, { Test } from 'tap';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
-import * as path from 'node:path';
 import { Journal } from '../../daemon/audit/journal';
 import { segmentPath, sodiumReady } from '../../shared/audit-format';
-import { AuditKeys, ReadEntry, auditKeys, decryptAll, newJournal, readJournal, verify } from '../helpers/journal-writer-driver';
+import { AuditKeys, ReadEntry, auditKeys, decryptAll, newJournal, readJournal, verify, scratchDir } from '../helpers/journal-writer-driver';
 
 const SEGMENT = 4096;
 // The checkpoint that ends a segment may go past segmentSize.
 const CHECKPOINT_LINE = 400;
 
-function tmpdir(t: Test): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'postern-segments-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
+const tmpdir = (t: Test): string => scratchDir(t, 'postern-segments-');
 
 let keys: AuditKeys;
 t.before(async () => {

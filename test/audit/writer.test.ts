@@ -2,20 +2,15 @@
 // checkpoints, group commit, vault entries, input limits.
 import t, { Test } from 'tap';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { Journal, createJournal } from '../../daemon/audit/journal';
 import { CHECKPOINT_EVERY, GENESIS_PREV, MAX_LINE_BYTES, sodiumReady } from '../../shared/audit-format';
 import { Refusal } from '../../shared/errors';
-import { AuditKeys, auditKeys, decryptAll, newJournal, readJournal, verify } from '../helpers/journal-writer-driver';
+import { AuditKeys, auditKeys, decryptAll, newJournal, readJournal, verify, scratchDir } from '../helpers/journal-writer-driver';
 
 const BIG = 64 * 1024 * 1024;
 
-function tmpdir(t: Test): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'postern-journal-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
+const tmpdir = (t: Test): string => scratchDir(t, 'postern-journal-');
 
 let keys: AuditKeys;
 t.before(async () => {

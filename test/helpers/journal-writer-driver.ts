@@ -21,6 +21,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
+import type { Test } from 'tap';
 import { Journal, createJournal } from '../../daemon/audit/journal';
 import {
   Entry,
@@ -239,4 +240,11 @@ if (require.main === module) {
     process.stderr.write(`driver: ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}\n`);
     process.exit(1);
   });
+}
+
+// A temporary directory for one test, removed when it ends.
+export function scratchDir(t: Test, prefix: string): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return dir;
 }
