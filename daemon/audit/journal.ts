@@ -23,7 +23,7 @@ import {
 import { ed25519Sign, ed25519Verify, randomBytes, sealTo, sodiumReady, wipe } from '../../shared/crypto';
 import { Refusal } from '../../shared/errors';
 import * as refuse from './refusals';
-import { fsyncDirectory, openSegment, readFirstLine, readLastLine, walkLines, writeAllAt } from './segment-io';
+import { SYNC_WRITE_MAX, fsyncDirectory, openSegment, readFirstLine, readLastLine, walkLines, writeAllAt, writeAllAtSync } from './segment-io';
 import { ChainPoint, VaultState, scanSegment } from './segment-scan';
 
 export type { VaultState } from './segment-scan';
@@ -686,7 +686,8 @@ export class Journal {
     if (d.lines.length > 0) {
       const fh = fresh ? (this.nextFh as FileHandle) : this.fh;
       const data = Buffer.concat(d.lines);
-      await writeAllAt(fh, data, fresh ? 0 : this.cur.offset);
+      if (data.length <= SYNC_WRITE_MAX) writeAllAtSync(fh.fd, data, fresh ? 0 : this.cur.offset);
+      else await writeAllAt(fh, data, fresh ? 0 : this.cur.offset);
       // Lazy entries already written to the segment being left: synced
       // before it is closed.
       if (fresh && this.unsynced.length > 0) await this.fh.datasync();

@@ -45,6 +45,20 @@ export async function writeAllAt(fh: FileHandle, data: Buffer, position: number)
   }
 }
 
+// The same on the event loop: a batch of journal lines is a copy into the
+// page cache (the fdatasync that makes it durable stays off the loop), and
+// a thread-pool round trip for it costs more than the copy, before every
+// intent. Larger batches keep the asynchronous write.
+export const SYNC_WRITE_MAX = 256 * 1024;
+export function writeAllAtSync(fd: number, data: Buffer, position: number): void {
+  let done = 0;
+  while (done < data.length) {
+    const bytesWritten = fs.writeSync(fd, data, done, data.length - done, position + done);
+    if (bytesWritten === 0) throw Object.assign(new Error('write wrote nothing'), { code: 'ENOSPC' });
+    done += bytesWritten;
+  }
+}
+
 // Makes a new directory entry (a new segment) survive a power loss.
 export async function fsyncDirectory(dir: string): Promise<void> {
   const fh = await open(dir, O_RDONLY | O_DIRECTORY);
