@@ -6,7 +6,13 @@ export const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3 } as const;
 
 export class UsageError extends Error {}
 
-export class Unreachable extends Error {}
+// The daemon could not be reached, or (maybeExecuted) it had the request and
+// closed the connection before answering.
+export class Unreachable extends Error {
+  constructor(message: string, readonly maybeExecuted = false) {
+    super(message);
+  }
+}
 
 // An error returned by the daemon over admin.sock.
 export class DaemonRefusal extends Error {

@@ -4,7 +4,7 @@
 // on stderr; never a stack trace.
 import { Command, CommanderError } from 'commander';
 import { Context, GlobalOptions } from './context';
-import { EXIT, DaemonRefusal, codeOf, describeError, exitCodeFor, problemsOf } from './errors';
+import { EXIT, DaemonRefusal, Unreachable, codeOf, describeError, exitCodeFor, problemsOf } from './errors';
 import * as init from './commands/init';
 import * as lifecycle from './commands/lifecycle';
 import * as cred from './commands/cred';
@@ -55,7 +55,7 @@ function fail(e: unknown, json: boolean): never {
   const problems = problemsOf(e);
   if (json) {
     // A daemon's refusal keeps its own message and detail (audit_seq...).
-    const detail = e instanceof DaemonRefusal ? e.detail : {};
+    const detail = e instanceof DaemonRefusal ? e.detail : e instanceof Unreachable && e.maybeExecuted ? { maybe_executed: true } : {};
     process.stdout.write(JSON.stringify({ error: { code: codeOf(e), message, ...(problems.length ? { problems } : {}), ...detail } }, null, 2) + '\n');
   }
   process.stderr.write(`postern: ${message}\n`);

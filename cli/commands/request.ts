@@ -22,7 +22,14 @@ export function agentCall(socketPath: string, method: string, path: string, body
         }
       });
     });
-    req.on('error', (e: NodeJS.ErrnoException) => reject(new Unreachable(`the postern daemon is not reachable at ${socketPath} (${e.code}); start it with \`postern daemon\``)));
+    req.on('error', (e: NodeJS.ErrnoException) => {
+      // Only these mean the daemon never had the request.
+      if (['ENOENT', 'ECONNREFUSED', 'EACCES', 'EPERM', 'ENOTSOCK', 'ENOTDIR'].includes(e.code ?? '')) {
+        reject(new Unreachable(`the postern daemon is not reachable at ${socketPath} (${e.code}); start it with \`postern daemon\``));
+      } else {
+        reject(new Unreachable(`the postern daemon at ${socketPath} closed the connection before answering (${e.code ?? e.message}); the request may have been executed — check \`postern audit show\` before retrying, and start \`postern daemon\` if it is not running`, true));
+      }
+    });
     req.end(payload);
   });
 }

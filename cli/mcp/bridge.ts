@@ -7,6 +7,7 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
+import { Unreachable } from '../errors';
 
 // One call to the agent socket: status and parsed JSON.
 export type AgentCall = (method: string, path: string, body?: unknown) => Promise<{ status: number; json: Record<string, unknown> }>;
@@ -31,7 +32,8 @@ async function forward(call: AgentCall, method: string, path: string, body: unkn
     return toResult(await call(method, path, body), summary);
   } catch (e) {
     const message = e instanceof Error ? e.message : 'the postern daemon is not reachable';
-    return { isError: true, content: [{ type: 'text', text: `daemon_unreachable: ${message}` }], structuredContent: { error: { code: 'daemon_unreachable', message } } };
+    const maybe = e instanceof Unreachable && e.maybeExecuted ? { maybe_executed: true } : {};
+    return { isError: true, content: [{ type: 'text', text: `daemon_unreachable: ${message}` }], structuredContent: { error: { code: 'daemon_unreachable', message, ...maybe } } };
   }
 }
 

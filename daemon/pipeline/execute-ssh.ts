@@ -134,7 +134,7 @@ export async function execOn(client: Client, host: string, o: ExecOptions): Prom
       if (settled) return;
       settled = true;
       for (const t of timers) clearTimeout(t);
-      if (failed && !closed) {
+      if ((failed && !closed) || (!timedOut && exitCode === null && signal === null)) {
         reject(new Refusal('upstream_error', `the SSH channel to ${host} failed while the command ran; it may have had effects — check before retrying`, { maybe_executed: true }));
         return;
       }

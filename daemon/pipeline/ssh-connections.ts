@@ -162,20 +162,28 @@ export class SshConnections {
         }
       },
       discard: () => {
+        if (done) return;
         done = true;
-        this.close(id, conn);
+        conn.channels -= 1;
+        this.retire(id, conn);
+        if (conn.channels === 0) this.close(id, conn);
       },
     };
   }
 
-  private drop(id: string, conn: Conn): void {
-    conn.closed = true;
-    if (conn.idle) clearTimeout(conn.idle);
+  // No new channel on it; it ends with the last of its running channels.
+  private retire(id: string, conn: Conn): void {
     const list = this.conns.get(id);
     if (!list) return;
     const rest = list.filter((c) => c !== conn);
     if (rest.length > 0) this.conns.set(id, rest);
     else this.conns.delete(id);
+  }
+
+  private drop(id: string, conn: Conn): void {
+    conn.closed = true;
+    if (conn.idle) clearTimeout(conn.idle);
+    this.retire(id, conn);
   }
 
   private close(id: string, conn: Conn): void {

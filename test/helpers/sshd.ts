@@ -78,6 +78,9 @@ export interface Sshd {
 
 export interface SshdOptions {
   passwordUser?: boolean; // give `user` a password and turn on PasswordAuthentication
+  // sshd_config lines: one whose keyword is already set replaces that line
+  // (sshd keeps the first value it reads), any other is added.
+  extraConfig?: string[];
 }
 
 // ---------------------------------------------------------------------------
@@ -351,8 +354,10 @@ function readText(path: string): string {
   }
 }
 
-function config(o: { port: number; dir: string; user: string; password: boolean }): string {
-  return [
+function config(o: { port: number; dir: string; user: string; password: boolean; extra?: string[] }): string {
+  const keyword = (line: string): string => line.trim().split(/\s+/)[0]!.toLowerCase();
+  const extra = new Map((o.extra ?? []).map((line) => [keyword(line), line]));
+  const lines = [
     `ListenAddress 127.0.0.1:${o.port}`,
     'AddressFamily inet',
     `HostKey ${join(o.dir, 'host_ed25519')}`,
@@ -389,8 +394,13 @@ function config(o: { port: number; dir: string; user: string; password: boolean 
     'MaxStartups 200',
     'MaxSessions 64',
     'MaxAuthTries 6',
-    '',
-  ].join('\n');
+  ];
+  const kept = lines.map((line) => {
+    const replaced = extra.get(keyword(line));
+    extra.delete(keyword(line));
+    return replaced ?? line;
+  });
+  return [...kept, ...extra.values(), ''].join('\n');
 }
 
 interface Started {
@@ -400,13 +410,13 @@ interface Started {
 
 // Start sshd on a free port; another process may take the port between our
 // probe and sshd's bind, so a bind failure means: try another.
-async function launch(dir: string, user: string, password: boolean): Promise<Started> {
+async function launch(dir: string, user: string, password: boolean, extra?: string[]): Promise<Started> {
   const log = join(dir, 'sshd.log');
   const errPath = join(dir, 'sshd.stderr');
   for (let attempt = 0; ; attempt++) {
     const port = await freePort();
     const cfg = join(dir, 'sshd_config');
-    writeFileSync(cfg, config({ port, dir, user, password }), { mode: 0o600 });
+    writeFileSync(cfg, config({ port, dir, user, password, extra }), { mode: 0o600 });
     rmSync(log, { force: true });
     const errFd = openSync(errPath, 'w', 0o600);
     // setpriv --pdeathsig: the listener dies with this process even if no
@@ -486,7 +496,7 @@ export async function startSshd(o: SshdOptions = {}): Promise<Sshd> {
     writeFileSync(join(sshDir, 'authorized_keys'), authorized.join('\n') + '\n', { mode: 0o600 });
     for (const p of [home, sshDir, join(sshDir, 'authorized_keys')]) chownSync(p, uid, gid);
 
-    const started = await launch(dir, user, password !== undefined);
+    const started = await launch(dir, user, password !== undefined, o.extraConfig);
     const child = started.child;
     l.child = child;
 

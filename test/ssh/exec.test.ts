@@ -16,53 +16,16 @@ import { join } from 'node:path';
 import { startSshd, ClientKeyName } from '../helpers/sshd';
 import { startStack, Stack, Card, auditList } from '../helpers/stack';
 import { agentRequest, cli, cliAsync, eventually } from '../helpers/postern';
+import { SshCredSpec, SshReply, addSshCredential } from '../helpers/ssh-credential';
 import { exposures } from '../helpers/exposure';
 
-interface SshReply {
-  exit_code: number | null;
-  signal: string | null;
-  stdout: string;
-  stderr: string;
-  encoding: 'utf8' | 'base64';
-  truncated: boolean;
-  redactions: number;
-  target: { host: string; address: string; port: number };
-  audit_seq: number;
-}
 
 type Entry = Record<string, unknown> & { seq: number; kind?: string };
 
-interface CredSpec {
-  name: string;
-  host: string;
-  port: number;
-  user: string;
-  auth: 'key' | 'password';
-  hostKey: string;
-  commands: string[];
-  stdin?: boolean;
-}
-
-function sshDefinition(c: CredSpec): string {
-  return [
-    `name = ${JSON.stringify(c.name)}`,
-    'kind = "ssh"',
-    `host = ${JSON.stringify(c.host)}`,
-    `port = ${c.port}`,
-    `user = ${JSON.stringify(c.user)}`,
-    `auth = "${c.auth}"`,
-    `host_key = ${JSON.stringify(c.hostKey)}`,
-    `commands = [${c.commands.map((x) => JSON.stringify(x)).join(', ')}]`,
-    `stdin = ${c.stdin ?? false}`,
-    'allow_addresses = ["127.0.0.1/32"]',
-    '',
-  ].join('\n');
-}
+type CredSpec = SshCredSpec & { host: string; auth: 'key' | 'password' };
 
 function addSsh(s: Stack, c: CredSpec, secretFile: string, keyPassphrase?: string): { code: number | null; stdout: string; stderr: string } {
-  const args = ['cred', 'add', '--file', s.h.file(`${c.name}.toml`, sshDefinition(c)), '--secret-file', secretFile, '--passphrase-file', s.h.passFile];
-  if (keyPassphrase !== undefined) args.push('--key-passphrase-file', s.h.file(`${c.name}.keypass`, keyPassphrase + '\n'));
-  return cli(s.h, args);
+  return addSshCredential(s.h, c, secretFile, keyPassphrase);
 }
 
 const auditEntries = (s: Stack): Entry[] => auditList<Entry>(s);

@@ -11,46 +11,21 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startSshd } from '../helpers/sshd';
 import { startStack, Stack, auditList } from '../helpers/stack';
-import { agentRequest, cli, eventually, freePort } from '../helpers/postern';
+import { agentRequest, eventually, freePort } from '../helpers/postern';
+import { SshCredSpec, SshReply, addSshCredential } from '../helpers/ssh-credential';
 import { exposures } from '../helpers/exposure';
 
 interface ErrorBody {
   error: { code: string; message: string; audit_seq?: unknown; maybe_executed?: unknown };
 }
 
-interface SshReply {
-  exit_code: number | null;
-  stdout: string;
-}
 
 type Entry = Record<string, unknown> & { seq: number; kind?: string };
 
-interface CredSpec {
-  name: string;
-  port: number;
-  user: string;
-  auth: 'key' | 'password';
-  hostKey: string;
-  commands: string[];
-}
-
-function sshDefinition(c: CredSpec): string {
-  return [
-    `name = ${JSON.stringify(c.name)}`,
-    'kind = "ssh"',
-    'host = "127.0.0.1"',
-    `port = ${c.port}`,
-    `user = ${JSON.stringify(c.user)}`,
-    `auth = "${c.auth}"`,
-    `host_key = ${JSON.stringify(c.hostKey)}`,
-    `commands = [${c.commands.map((x) => JSON.stringify(x)).join(', ')}]`,
-    'allow_addresses = ["127.0.0.1/32"]',
-    '',
-  ].join('\n');
-}
+type CredSpec = SshCredSpec & { auth: 'key' | 'password' };
 
 function addSsh(s: Stack, c: CredSpec, secretFile: string): void {
-  const r = cli(s.h, ['cred', 'add', '--file', s.h.file(`${c.name}.toml`, sshDefinition(c)), '--secret-file', secretFile, '--passphrase-file', s.h.passFile]);
+  const r = addSshCredential(s.h, c, secretFile);
   if (r.code !== 0) throw new Error(`cred add ${c.name}: ${r.stderr}`);
 }
 

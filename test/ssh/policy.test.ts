@@ -8,15 +8,9 @@ import t from 'tap';
 import type { Test } from 'tap';
 import { startSshd } from '../helpers/sshd';
 import { startStack, Stack, Card, auditList } from '../helpers/stack';
-import { agentRequest, cli } from '../helpers/postern';
+import { agentRequest } from '../helpers/postern';
+import { SshCredSpec, SshReply, addSshCredential } from '../helpers/ssh-credential';
 
-interface SshReply {
-  exit_code: number | null;
-  signal: string | null;
-  stdout: string;
-  stderr: string;
-  audit_seq: number;
-}
 
 interface ErrorBody {
   error: { code: string; message: string; audit_seq?: unknown };
@@ -24,37 +18,11 @@ interface ErrorBody {
 
 type Entry = Record<string, unknown> & { seq: number; kind?: string };
 
-interface CredSpec {
-  name: string;
-  host: string;
-  port: number;
-  user: string;
-  hostKey: string;
-  commands: string[];
-  stdin?: boolean;
-  allow?: string[];
-}
-
-function sshDefinition(c: CredSpec): string {
-  return [
-    `name = ${JSON.stringify(c.name)}`,
-    'kind = "ssh"',
-    `host = ${JSON.stringify(c.host)}`,
-    `port = ${c.port}`,
-    `user = ${JSON.stringify(c.user)}`,
-    'auth = "key"',
-    `host_key = ${JSON.stringify(c.hostKey)}`,
-    `commands = [${c.commands.map((x) => JSON.stringify(x)).join(', ')}]`,
-    `stdin = ${c.stdin ?? false}`,
-    // Every allowed request asks, so a refusal that raised no card is seen.
-    'approve = "each-use"',
-    `allow_addresses = [${(c.allow ?? []).map((x) => JSON.stringify(x)).join(', ')}]`,
-    '',
-  ].join('\n');
-}
+// Every allowed request asks, so a refusal that raised no card is seen.
+type CredSpec = SshCredSpec & { host: string; allow?: string[] };
 
 function addSsh(s: Stack, c: CredSpec, keyFile: string): void {
-  const r = cli(s.h, ['cred', 'add', '--file', s.h.file(`${c.name}.toml`, sshDefinition(c)), '--secret-file', keyFile, '--passphrase-file', s.h.passFile]);
+  const r = addSshCredential(s.h, { ...c, approve: 'each-use', allow: c.allow ?? [] }, keyFile);
   if (r.code !== 0) throw new Error(`cred add ${c.name}: ${r.stderr}`);
 }
 
