@@ -154,17 +154,20 @@ function checkIdempotencyKey(v: unknown): Check<string> {
 }
 
 // Building a zod schema costs more than using it: one per max_timeout.
-const schemas = new Map<number, ReturnType<typeof buildSchema>>();
-
-function schemaFor(limits: RequestLimits): ReturnType<typeof buildSchema> {
-  let s = schemas.get(limits.maxTimeout);
-  if (!s) {
-    if (schemas.size > 8) schemas.clear();
-    s = buildSchema(limits);
-    schemas.set(limits.maxTimeout, s);
-  }
-  return s;
+function cachedBy<S>(build: (limits: RequestLimits) => S): (limits: RequestLimits) => S {
+  const cache = new Map<number, S>();
+  return (limits) => {
+    let s = cache.get(limits.maxTimeout);
+    if (s === undefined) {
+      if (cache.size > 8) cache.clear();
+      s = build(limits);
+      cache.set(limits.maxTimeout, s);
+    }
+    return s;
+  };
 }
+
+const schemaFor = cachedBy(buildSchema);
 
 function buildSchema(limits: RequestLimits) {
   return z.strictObject({
@@ -274,7 +277,7 @@ function checkCommand(v: unknown): Check<string> {
   return ok(v);
 }
 
-const sshSchemas = new Map<number, ReturnType<typeof buildSshSchema>>();
+const sshSchemaFor = cachedBy(buildSshSchema);
 
 function buildSshSchema(limits: RequestLimits) {
   return z.strictObject({
@@ -288,13 +291,7 @@ function buildSshSchema(limits: RequestLimits) {
 
 export function validateSshRequest(json: unknown, limits: RequestLimits): SshRequest {
   if (!isObject(json)) throw badRequest([{ path: '', message: 'the request must be a JSON object with fields credential, command, ...' }]);
-  let schema = sshSchemas.get(limits.maxTimeout);
-  if (!schema) {
-    if (sshSchemas.size > 8) sshSchemas.clear();
-    schema = buildSshSchema(limits);
-    sshSchemas.set(limits.maxTimeout, schema);
-  }
-  const parsed = schema.safeParse(json);
+  const parsed = sshSchemaFor(limits).safeParse(json);
   const problems: Problem[] = parsed.success ? [] : parsed.error.issues.flatMap((i) => issueProblems(i, SSH_REQUEST_FIELDS));
   if (json['stdin'] !== undefined && json['stdin_base64'] !== undefined) {
     problems.push({ path: 'stdin, stdin_base64', message: 'both are given; send one: "stdin" for UTF-8 text or "stdin_base64" for bytes' });
