@@ -82,7 +82,7 @@ interface Cursor {
   headerEnd: number; // a segment may rotate only once it holds more than its opening entries
 }
 
-type Job = { type: 'event'; payload: EventPayload } | { type: 'vault'; generation: number; vaultHash: string } | { type: 'checkpoint' } | { type: 'sync' } | { type: 'signer'; secret: Buffer };
+type Job = { type: 'event'; payload: EventPayload } | { type: 'vault'; generation: number; vaultHash: string } | { type: 'checkpoint' } | { type: 'sync' } | { type: 'signer'; secret: Buffer; pub: string };
 
 interface Pending {
   job: Job;
@@ -401,11 +401,11 @@ export class Journal {
   // durable; from then on checkpoints are signed by the new key. Resolves
   // with the head of that checkpoint.
   async changeSigner(privateKey: Buffer): Promise<Head> {
-    signingPublic(privateKey, 'Journal.changeSigner');
+    const pub = signingPublic(privateKey, 'Journal.changeSigner');
     const copy = Buffer.alloc(SIGN_SECRET_BYTES);
     copy.set(privateKey);
     try {
-      return (await this.enqueue({ type: 'signer', secret: copy })) as Head;
+      return (await this.enqueue({ type: 'signer', secret: copy, pub })) as Head;
     } finally {
       wipe(copy);
     }
@@ -548,7 +548,7 @@ export class Journal {
             p.reject(refuse.noSigningKey(this.file));
             continue;
           }
-          d.settled.push([p, await this.acceptSigner(d, p.job.secret)]);
+          d.settled.push([p, await this.acceptSigner(d, p.job.secret, p.job.pub)]);
           continue;
         }
         const job = p.job;
@@ -622,12 +622,12 @@ export class Journal {
 
   // The signer entry and its checkpoint, in one segment, written and synced
   // at once; only then does the new key take over.
-  private async acceptSigner(d: Draft, secret: Buffer): Promise<Head> {
-    const pub = signingPublic(secret, 'Journal.changeSigner');
-    let enc = this.encode(d.work, () => ({ type: 'signer', sign_pub: pub }));
+  private async acceptSigner(d: Draft, secret: Buffer, pub: string): Promise<Head> {
+    const encode = (): Encoded => this.encode(d.work, () => ({ type: 'signer', sign_pub: pub }));
+    let enc = encode();
     if (this.mustRotate(d.work, enc.line.length + 1 + CHECKPOINT_LINE_MAX)) {
       await this.rotate(d);
-      enc = this.encode(d.work, () => ({ type: 'signer', sign_pub: pub }));
+      enc = encode();
     }
     this.accept(d, enc);
     const head = this.acceptCheckpoint(d);

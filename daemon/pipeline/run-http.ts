@@ -30,7 +30,7 @@ export interface HttpContext {
   signal: AbortSignal;
 }
 
-function requestFacts(req: HttpRequest): Record<string, unknown> {
+function requestFacts(req: HttpRequest, bodyHash: string | null): Record<string, unknown> {
   const t = req.target;
   return {
     credential: req.credential,
@@ -40,7 +40,7 @@ function requestFacts(req: HttpRequest): Record<string, unknown> {
     port: t.port,
     path: t.path,
     body_bytes: req.body?.length ?? 0,
-    body_sha256: req.body ? sha256(req.body) : null,
+    body_sha256: bodyHash,
     ...(req.idempotencyKey !== null ? { idempotency_key: req.idempotencyKey } : {}),
   };
 }
@@ -65,7 +65,8 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
   try {
     // 1. validate
     const req = validateHttpRequest(parseJsonBody(body), { maxRequestBody: cfg.http.max_request_body, maxTimeout: cfg.http.max_timeout });
-    facts = { ...facts, ...requestFacts(req) };
+    const bodyHash = req.body ? sha256(req.body) : null;
+    facts = { ...facts, ...requestFacts(req, bodyHash) };
     // 2. the credential exists
     const stored = vault.credential(req.credential);
     if (!stored) throw new Refusal('unknown_credential', `no credential named "${req.credential}"; see GET /v1/credentials`);
@@ -86,14 +87,14 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
     const t = req.target;
     const approval = await approve(ctx, def.name, match.approve, {
       kind: 'http', method: req.method, scheme: t.scheme, host: t.host, address: pinned.address, port: t.port, path: t.path, query: t.query,
-      body_bytes: req.body?.length ?? 0, body_sha256: facts['body_sha256'] as string | null,
+      body_bytes: req.body?.length ?? 0, body_sha256: bodyHash,
     });
     facts = { ...facts, approval };
     // 6. idempotency: each-use requests are never replayed (a human saw
     // this one and approved it again)
     if (req.idempotencyKey !== null && match.approve !== 'each-use') {
       const scope = approval === 'once' ? `process:${ctx.identity.process.key}` : approval;
-      const found = ctx.idempotency.lookup(scope, def.name, req.idempotencyKey, requestHash(req, facts['body_sha256'] as string | null));
+      const found = ctx.idempotency.lookup(scope, def.name, req.idempotencyKey, requestHash(req, bodyHash));
       if (found.kind === 'replay') return await replay(c, found.outcome, facts);
       ticket = found.ticket;
     }

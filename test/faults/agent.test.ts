@@ -11,7 +11,7 @@ import net from 'node:net';
 import { readdirSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import { startStack, Stack, auditList } from '../helpers/stack';
-import { cli, eventually } from '../helpers/postern';
+import { cli, eventually, openRequest } from '../helpers/postern';
 import { echo } from '../helpers/https-upstream';
 
 interface ErrorBody {
@@ -20,16 +20,6 @@ interface ErrorBody {
 
 const auditEntries = (s: Stack): Record<string, unknown>[] => auditList<Record<string, unknown>>(s);
 
-// A request whose sender can hang up: the raw socket is returned with it.
-function openRequest(sock: string, body: unknown): { socket: net.Socket; reply: Promise<string> } {
-  const socket = net.connect(sock);
-  const payload = JSON.stringify(body);
-  let data = '';
-  socket.on('connect', () => socket.write(`POST /v1/http HTTP/1.1\r\nhost: postern\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`));
-  socket.on('data', (d: Buffer) => (data += d.toString()));
-  socket.on('error', () => undefined);
-  return { socket, reply: new Promise((resolve) => socket.on('close', () => resolve(data))) };
-}
 
 function fdCount(pid: number): number {
   return readdirSync(`/proc/${pid}/fd`).length;

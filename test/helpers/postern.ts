@@ -192,3 +192,14 @@ export function freePort(): Promise<number> {
     });
   });
 }
+
+// A request whose sender can hang up: the raw socket is returned with it.
+export function openRequest(sock: string, body: unknown): { socket: net.Socket; reply: Promise<string> } {
+  const socket = net.connect(sock);
+  const payload = JSON.stringify(body);
+  let data = '';
+  socket.on('connect', () => socket.write(`POST /v1/http HTTP/1.1\r\nhost: postern\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`));
+  socket.on('data', (d: Buffer) => (data += d.toString()));
+  socket.on('error', () => undefined);
+  return { socket, reply: new Promise((resolve) => socket.on('close', () => resolve(data))) };
+}

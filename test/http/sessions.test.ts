@@ -5,11 +5,10 @@
 // 16 pending requests from one process. Counting the cards the approver
 // receives is what shows whether a session covered a request.
 import t, { Test } from 'tap';
-import net from 'node:net';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startStack, Stack, Card } from '../helpers/stack';
-import { cli, eventually } from '../helpers/postern';
+import { cli, eventually, openRequest } from '../helpers/postern';
 import { TestAdmin } from '../helpers/admin';
 import { findCanary, makeCanary } from '../helpers/canary';
 
@@ -74,15 +73,6 @@ async function noSecret(t: Test, h: Harness): Promise<void> {
   t.same(findCanary(readFileSync(join(h.s.h.home, 'audit.log')), h.secret), [], 'the journal holds no form of the secret');
 }
 
-// A request whose sender can hang up: the raw socket is returned with it.
-function openRequest(sock: string, body: unknown): { socket: net.Socket; reply: Promise<string> } {
-  const socket = net.connect(sock);
-  const payload = JSON.stringify(body);
-  let data = '';
-  socket.on('connect', () => socket.write(`POST /v1/http HTTP/1.1\r\nhost: postern\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`));
-  socket.on('data', (d: Buffer) => (data += d.toString()));
-  return { socket, reply: new Promise((resolve) => socket.on('close', () => resolve(data))) };
-}
 
 t.test('sessions end on revoke and lock; each-use, denial, withdrawal, busy', async (t) => {
   const h = await harness();
