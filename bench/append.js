@@ -23,7 +23,7 @@ async function main() {
     const file = path.join(dir, 'audit.log');
     await createJournal(file, { signPublic: sign.publicKey.toString('base64'), boxPublic: box.publicKey.toString('base64') });
     const journal = await Journal.open({ path: file, segmentSize: SEGMENT });
-    journal.setSigningKey(sign.privateKey);
+    await journal.setSigningKey(sign.privateKey);
 
     const before = journal.stats();
     const deadline = Date.now() + SECONDS * 1000;

@@ -8,7 +8,7 @@ import { REFUSALS } from '../shared/protocol';
 import { peerCredOfSocket } from '../shared/native';
 import type { Controller } from './controller';
 import type { Logger } from './logger';
-import { Identifier, Identity } from './pipeline/identify';
+import { identify as identifyPeer, Identity } from './pipeline/identify';
 import { runHttp } from './pipeline/run-http';
 import { runSsh } from './pipeline/run-ssh';
 import { SshConnections } from './pipeline/ssh-connections';
@@ -18,7 +18,8 @@ import { InFlight, RateBudgets } from './pipeline/budgets';
 
 const peers = new WeakMap<net.Socket, Identity | Refusal>();
 
-function identify(controller: Controller, identifier: Identifier, sock: net.Socket): Identity {
+// Once per connection: the peer is the process that connected.
+function identify(controller: Controller, sock: net.Socket): Identity {
   const known = peers.get(sock);
   if (known instanceof Refusal) throw known;
   if (known) return known;
@@ -28,7 +29,7 @@ function identify(controller: Controller, identifier: Identifier, sock: net.Sock
     const allowed = controller.config.config.daemon.agent_uids;
     const ownUid = process.getuid?.() ?? -1;
     const ok = allowed.length === 0 ? peer.uid === ownUid : allowed.includes(peer.uid);
-    verdict = ok ? identifier.identify(peer.pid, peer.uid) : new Refusal('denied_peer', `uid ${peer.uid} may not use this agent socket; a human can add it to daemon.agent_uids in the config`);
+    verdict = ok ? identifyPeer(peer.pid, peer.uid) : new Refusal('denied_peer', `uid ${peer.uid} may not use this agent socket; a human can add it to daemon.agent_uids in the config`);
   } catch (e) {
     verdict = e instanceof Refusal ? e : new Refusal('unidentified_peer', 'the connecting process could not be identified; connect over the Unix socket from a local process');
   }
@@ -98,7 +99,6 @@ export interface RequestServices {
 
 interface Services extends RequestServices {
   controller: Controller;
-  identifier: Identifier;
 }
 
 // A request that acts: counted from here until the reply, approval wait
@@ -133,7 +133,7 @@ const ROUTES: Record<string, Route> = {
 };
 
 export function createAgentServer(controller: Controller, log: Logger, request: RequestServices): http.Server {
-  const services: Services = { controller, identifier: new Identifier(), ...request };
+  const services: Services = { controller, ...request };
   // Headers, and the whole request, must arrive within
   // agent_request_timeout (Node's own timers are the backstop for requests
   // that never reach the handler); idle connections are checked every second.
@@ -149,7 +149,7 @@ export function createAgentServer(controller: Controller, log: Logger, request: 
     void (async () => {
       let refused = false;
       try {
-        const identity = identify(controller, services.identifier, req.socket);
+        const identity = identify(controller, req.socket);
         const route = ROUTES[`${req.method} ${path}`];
         if (!route) throw new Refusal('bad_request', `no endpoint ${req.method} ${path}; see GET /v1/health, GET /v1/credentials, POST /v1/http, POST /v1/ssh`);
         controller.touch();

@@ -47,6 +47,8 @@ export class Controller {
   // Vault writes one at a time, each with its journal entries around it.
   private vaultWrites: Promise<unknown> = Promise.resolve();
   private rotatingAuditKey = false;
+  // Set while an unlock journals its success, so a second one waits for it.
+  private unlockJournaling: Promise<void> | null = null;
 
   constructor(private readonly opts: ControllerOptions) {
     this.config = opts.config;
@@ -78,10 +80,6 @@ export class Controller {
   // Called after a credential was updated or removed.
   onCredentialChange(f: (name: string) => void): void {
     this.credentialListeners.push(f);
-  }
-
-  get journalHandle(): Journal {
-    return this.journal;
   }
 
   // Every decision goes to the journal (durable before this resolves) and to
@@ -249,10 +247,26 @@ export class Controller {
       this.lockReason = 'audit signing key does not match the journal';
       throw e;
     }
+    // Another unlock may be journaling its success: wait for it.
+    while (this.unlockJournaling) await this.unlockJournaling;
     if (this.vault) {
       // Another unlock won the race while this one derived its key.
       opened.wipe();
       return { already_unlocked: true, ...this.status() };
+    }
+    // The unlock is journaled before the vault is open to anyone: a journal
+    // that cannot take the entry keeps the daemon locked.
+    let journaled!: () => void;
+    this.unlockJournaling = new Promise<void>((resolve) => (journaled = resolve));
+    try {
+      await this.record({ kind: 'unlock', outcome: 'ok', generation: opened.generation });
+    } catch (e) {
+      opened.wipe();
+      this.lockReason = 'the audit journal could not record the unlock';
+      throw e;
+    } finally {
+      this.unlockJournaling = null;
+      journaled();
     }
     this.config = fresh;
     this.vault = opened;
@@ -260,7 +274,6 @@ export class Controller {
     this.counters.unlocks += 1;
     this.armAutoLock();
     this.armMaxUnlock();
-    await this.record({ kind: 'unlock', outcome: 'ok', generation: opened.generation });
     if (verdict.ok && verdict.missingVaultEntry) await this.journalVaultWrite(opened.generation);
     if (signing) {
       // A key rotation was cut short: finish it, or forget a key the journal never took.
@@ -465,8 +478,9 @@ export class Controller {
   async credRemove(passphrase: Buffer, name: string): Promise<Record<string, unknown>> {
     if (!this.requireUnlocked().credential(name)) throw new Refusal('not_found', `no credential named "${name}"; see \`postern cred list\``);
     const vault = await this.prove(passphrase);
-    if (!vault.credential(name)) throw new Refusal('not_found', `no credential named "${name}"; see \`postern cred list\``);
-    await this.writeVault(vault, { kind: 'cred_rm', credential: name }, (m) => m.delete(name));
+    const current = vault.credential(name);
+    if (!current) throw new Refusal('not_found', `no credential named "${name}"; see \`postern cred list\``);
+    await this.writeVault(vault, { kind: 'cred_rm', credential: name, credential_kind: current.entry.kind, definition_hash: current.entry.definition_hash }, (m) => m.delete(name));
     this.sessions.endForCredential(name, 'credential_removed');
     for (const f of this.credentialListeners) f(name);
     return { name, removed: true, generation: vault.generation };

@@ -619,6 +619,8 @@ async function run(src: JournalLines, v: Verifier, base: string, allowUnsignedTa
       if (!x) return { kind: 'not_a_journal', seq: null, at: a, message: `${a.file} holds no complete line` };
       const e = x.entry.seq + 1;
       if (src.peek(1) !== undefined) return { kind: 'modified', seq: e, at: a, message: `${basename(a.file)} ends in the middle of a line (line ${a.line}) although later segments follow` };
+      // A write cut short leaves part of one entry, never more than an entry's length.
+      if (a.bytes === null) return { kind: 'modified', seq: e, at: a, message: `the last line (${where(a)}) is incomplete and longer than ${MAX_LINE_BYTES} bytes: not a write cut short` };
       return { kind: 'torn_last_write', seq: e, at: a, message: `the last line (${where(a)}) is incomplete` };
     }
     if (!x) {

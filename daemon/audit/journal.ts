@@ -357,8 +357,9 @@ export class Journal {
       told = resolve;
       failed = reject;
     });
-    if (this.broken || this.shut) {
-      const e = this.broken ?? refuse.closed(this.file);
+    try {
+      this.assertSameFile();
+    } catch (e) {
       failed(e);
       return { assigned, durable: Promise.reject(e) };
     }
@@ -496,9 +497,14 @@ export class Journal {
     if (failure) throw failure;
   }
 
+  // Every entry is refused when the journal file was replaced: what it
+  // records would go to a file nobody will read.
   private enqueue(job: Job): Promise<Head | null> {
-    if (this.broken) return Promise.reject(this.broken);
-    if (this.shut) return Promise.reject(refuse.closed(this.file));
+    try {
+      this.assertSameFile();
+    } catch (e) {
+      return Promise.reject(e);
+    }
     return this.push(job);
   }
 

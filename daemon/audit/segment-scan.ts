@@ -28,7 +28,8 @@ export interface SegmentScan {
   // segment shows it (a genesis, checkpoint or signer entry); else null.
   signer: string | null;
   sinceCheckpoint: number;
-  // The bytes after goodEnd are a single line (complete or not): a write cut short.
+  // The bytes after goodEnd are one write cut short: part of a line, or one
+  // last line that is not an entry.
   torn: { cut: number } | null;
   // Anything else wrong; `offset` is where the good lines end.
   damage: { offset: number; why: string } | null;
@@ -52,7 +53,7 @@ export async function scanSegment(fh: FileHandle, n: number, from: ChainPoint | 
   let signer: string | null = null;
   let changed = false; // the entry before was a signer entry
   let sinceCheckpoint = 0;
-  let bad: { why: string; bytes: number } | null = null;
+  let bad: { why: string; bytes: number; decoded: boolean } | null = null;
   // The state before a signer entry that is (so far) the last good entry.
   let beforeSigner: SignerStart | null = null;
 
@@ -74,7 +75,7 @@ export async function scanSegment(fh: FileHandle, n: number, from: ChainPoint | 
       else if (e.prev !== last.hash) why = `entry ${e.seq} does not name the hash of entry ${last.seq}`;
     }
     if (why !== null || !d.ok) {
-      bad = { why: why ?? 'bad entry', bytes: line.length + 1 };
+      bad = { why: why ?? 'bad entry', bytes: line.length + 1, decoded: d.ok };
       return false;
     }
     const e = d.entry;
@@ -89,12 +90,14 @@ export async function scanSegment(fh: FileHandle, n: number, from: ChainPoint | 
   });
 
   const result: SegmentScan = { last, goodEnd: walk.end, size, vault, signer, sinceCheckpoint, torn: null, damage: null };
-  const failed = bad as { why: string; bytes: number } | null; // assigned in the callback
+  const failed = bad as { why: string; bytes: number; decoded: boolean } | null; // assigned in the callback
   if (walk.overlong) {
     result.damage = { offset: walk.end, why: 'a line longer than any entry' };
   } else if (failed) {
-    // Only the very last line may be bad: that is a write cut short.
-    if (walk.end + failed.bytes === size) result.torn = { cut: failed.bytes };
+    // A crash can leave one last line that is not an entry (cut short, or
+    // blocks never written); an entry that decodes but does not chain was
+    // put there, and is left for `postern audit verify` to name.
+    if (walk.end + failed.bytes === size && !failed.decoded) result.torn = { cut: failed.bytes };
     else result.damage = { offset: walk.end, why: failed.why };
   } else if (walk.end < size) {
     result.torn = { cut: size - walk.end };

@@ -100,7 +100,6 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
     }
     ctx.budgets.take(def.name, def.rate);
     // 7. intent, durable before anything leaves the machine
-    c.journalHandle.assertSameFile();
     const intent = await c.record({ kind: 'http_intent', ...facts });
     // 8–9. connect to the checked address, inject, send, read
     const started = Date.now();

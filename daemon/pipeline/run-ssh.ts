@@ -134,7 +134,6 @@ export async function runSsh(ctx: SshContext, body: Buffer): Promise<Record<stri
     });
     facts = { ...facts, approval };
     // 7. intent, durable before anything leaves the machine
-    c.journalHandle.assertSameFile();
     const intent = await c.record({ kind: 'ssh_intent', ...facts });
     // 8–9. connect (host key checked first) or reuse, exec, read
     const started = Date.now();

@@ -62,7 +62,13 @@ export async function approve(ctx: RequestContext, credential: string, mode: App
   if (decision.kind === 'deny') throw new Refusal('denied_by_user', 'a human denied this request; do not retry it unchanged');
   if (decision.kind === 'once') return 'once';
   const root = [ctx.identity.process, ...ctx.identity.ancestors].find((p) => p.key === decision.rootKey)!;
-  const s = c.sessions.add(credential, root, c.config.config.daemon.session_ttl);
+  // Journaled before it is stored, so the journal knows every session that
+  // ever covered a request; a lock meanwhile ends the grant with the unlock
+  // it was made under.
+  const unlocked = c.requireUnlocked();
+  const s = c.sessions.make(credential, root, c.config.config.daemon.session_ttl);
   await c.record({ kind: 'session_start', session: s.id, credential, root_pid: root.pid, root_exe: root.exe, root_instance: root.key, expires_at: new Date(s.expiresAt).toISOString() });
+  if (c.requireUnlocked() !== unlocked) throw new Refusal('vault_locked', 'the vault was locked while this session was being granted; a human must run `postern unlock`');
+  c.sessions.add(s);
   return `session:${s.id}`;
 }

@@ -24,12 +24,16 @@ export class SessionStore {
     private readonly now: () => number = Date.now,
   ) {}
 
-  add(credential: string, root: ProcessInfo, ttlMs: number): Session {
+  // A grant is made, journaled, and only then added: a session the journal
+  // does not know of never covers a request.
+  make(credential: string, root: ProcessInfo, ttlMs: number): Session {
     const at = this.now();
-    const s: Session = { id: randomBytes(8).toString('hex'), credential, root, createdAt: at, expiresAt: at + ttlMs };
+    return { id: randomBytes(8).toString('hex'), credential, root, createdAt: at, expiresAt: at + ttlMs };
+  }
+
+  add(s: Session): void {
     this.sessions.set(s.id, s);
     this.startSweeper();
-    return s;
   }
 
   // The session covering this requester for this credential, if any: rooted

@@ -37,7 +37,6 @@ const TORN: Array<{ name: string; tail: (file: string) => Buffer }> = [
   { name: 'a line without its newline', tail: (f) => Buffer.from(lines(f)[3]!.replace('"seq":4,', `"seq":${lines(f).length},`)) },
   { name: 'zero bytes (blocks allocated, never written)', tail: () => Buffer.alloc(3000) },
   { name: 'a complete line that is not an entry', tail: () => Buffer.from('{"v":1,"seq":\n') },
-  { name: 'a complete entry that does not chain (a copy of an earlier one)', tail: (f) => Buffer.from(`${lines(f)[5]}\n`) },
 ];
 
 for (const c of TORN) {
@@ -80,6 +79,23 @@ const DAMAGE: Array<{ name: string; mangle: (file: string) => void; why: RegExp 
       fs.writeFileSync(f, l.join('\n'));
     },
     why: /entry 6 does not name the hash of entry 5/,
+  },
+  {
+    // A crash leaves part of a write, never a whole entry that does not
+    // belong: this was put there, and is evidence to keep.
+    name: 'a complete entry at the end that does not chain (a copy of an earlier one)',
+    mangle: (f) => fs.appendFileSync(f, `${lines(f)[5]}\n`),
+    why: /seq 6 after 13/,
+  },
+  {
+    name: 'the last entry (a checkpoint) edited',
+    mangle: (f) => {
+      const l = lines(f);
+      const last = l.length - 2; // the file ends with "\n"
+      l[last] = l[last]!.replace(/"prev":"(.)/, (_m, c: string) => `"prev":"${c === '0' ? '1' : '0'}`);
+      fs.writeFileSync(f, l.join('\n'));
+    },
+    why: /does not name the hash of entry/,
   },
   {
     name: 'a line deleted in the middle',

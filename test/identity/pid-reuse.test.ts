@@ -31,7 +31,7 @@ function nsPids(pid: number): number[] {
   return line.split(/\s+/).slice(1).filter(Boolean).map(Number);
 }
 
-// key = pid:start_time:exe_dev:exe_ino
+// key = pid:start_time:exe_dev:exe_ino:arg_start:argv_hash
 function keyParts(key: string): { pid: string; start: string; exe: string } {
   const [pid, start, dev, ino] = key.split(':');
   return { pid: pid!, start: start!, exe: `${dev}:${ino}` };
