@@ -2,9 +2,10 @@
 // (same uid), but without the passphrase it can neither attach as an
 // approver, nor see or decide a card.
 //
-// `postern approver` is not wired into the CLI yet, so the approver side is
-// exercised through the admin operations it will use (approver.attach,
-// approval.decide, approvals.list).
+// Here the agent speaks the admin protocol itself (approver.attach,
+// approval.decide, approvals.list), as a hostile agent would; the CLI's
+// `postern approver --auto approve` without the passphrase is refused in
+// test/approver/attach.test.ts.
 import t from 'tap';
 import { join } from 'node:path';
 import { TestAdmin } from '../helpers/admin';
