@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { startStack, Stack, Card } from '../helpers/stack';
 import { cli, eventually, openRequest } from '../helpers/postern';
 import { TestAdmin } from '../helpers/admin';
-import { findCanary, makeCanary } from '../helpers/canary';
+import { findCanary, journalText, makeCanary } from '../helpers/canary';
 
 type Mode = 'session' | 'once' | 'deny' | 'silent';
 
@@ -35,6 +35,7 @@ async function harness(config?: string): Promise<Harness> {
   const def = (name: string, approve: string): string =>
     `name = "${name}"\nkind = "http"\napprove = "${approve}"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${P}]\n`;
   s.addCredential('api', def('api', 'session'), secret);
+  s.addCredential('api2', def('api2', 'session'), secret);
   if (config === undefined) s.addCredential('each', def('each', 'each-use'), secret);
   const cards: Card[] = [];
   let mode: Mode = 'session';
@@ -70,7 +71,8 @@ async function noSecret(t: Test, h: Harness): Promise<void> {
   await h.s.d.stop();
   t.same(findCanary(h.texts.join('\n'), h.secret), [], 'no reply carries the secret');
   t.same(findCanary(h.s.d.logs(), h.secret), [], 'the daemon log holds no form of the secret');
-  t.same(findCanary(readFileSync(join(h.s.h.home, 'audit.log')), h.secret), [], 'the journal holds no form of the secret');
+  t.same(findCanary(readFileSync(join(h.s.h.home, 'audit.log')), h.secret), [], 'the journal file holds no form of the secret');
+  t.same(findCanary(await journalText(h.s.h), h.secret), [], 'no decrypted journal entry holds a form of the secret');
 }
 
 
@@ -87,17 +89,24 @@ t.test('sessions end on revoke and lock; each-use, denial, withdrawal, busy', as
   t.equal(r.status, 200, r.text);
   t.equal(cards.length, 1, 'the session covered the second request');
 
-  // `postern sessions revoke ID` ends it.
+  // A second session, for another credential.
+  r = await h.get('api2');
+  t.equal(r.status, 200, r.text);
+  t.equal(cards.length, 2, 'the other credential asked once');
+
+  // `postern sessions revoke ID` ends one, and only that one.
   const listed = sessionsOf(h);
-  t.equal(listed.length, 1);
-  t.equal(listed[0]!.credential, 'api');
-  const rv = cli(s.h, ['sessions', 'revoke', listed[0]!.id]);
+  t.same(listed.map((x) => x.credential).sort(), ['api', 'api2']);
+  const rv = cli(s.h, ['sessions', 'revoke', listed.find((x) => x.credential === 'api')!.id]);
   t.equal(rv.code, 0, rv.stderr);
-  t.same(sessionsOf(h), [], 'the session is gone');
+  t.same(sessionsOf(h).map((x) => x.credential), ['api2'], 'the revoked session is gone, the other stays');
+  r = await h.get('api2');
+  t.equal(r.status, 200, r.text);
+  t.equal(cards.length, 2, 'the other session still covers its credential');
   r = await h.get('api');
   t.equal(r.status, 200, r.text);
-  t.equal(cards.length, 2, 'after revoke the next request asks again');
-  t.equal(sessionsOf(h).length, 1, 'and a new session was approved');
+  t.equal(cards.length, 3, 'after revoke the next request asks again');
+  t.equal(sessionsOf(h).length, 2, 'and a new session was approved');
 
   // Lock ends every session.
   t.equal(cli(s.h, ['lock']).code, 0);
@@ -109,7 +118,7 @@ t.test('sessions end on revoke and lock; each-use, denial, withdrawal, busy', as
   t.same(sessionsOf(h), [], 'no session survives a lock');
   r = await h.get('api');
   t.equal(r.status, 200, r.text);
-  t.equal(cards.length, 3, 'after lock and unlock the next request asks again');
+  t.equal(cards.length, 4, 'after lock and unlock the next request asks again');
 
   // each-use asks every time, even with a session for another credential.
   h.setMode('once');
@@ -117,8 +126,8 @@ t.test('sessions end on revoke and lock; each-use, denial, withdrawal, busy', as
     r = await h.get('each');
     t.equal(r.status, 200, r.text);
   }
-  t.equal(cards.length, 6, 'three each-use requests, three cards');
-  t.ok(cards.slice(3).every((c) => c.credential === 'each' && c.approve === 'each-use'));
+  t.equal(cards.length, 7, 'three each-use requests, three cards');
+  t.ok(cards.slice(4).every((c) => c.credential === 'each' && c.approve === 'each-use'));
 
   // A human denies.
   t.equal(cli(s.h, ['sessions', 'revoke', '--all']).code, 0);
@@ -135,8 +144,8 @@ t.test('sessions end on revoke and lock; each-use, denial, withdrawal, busy', as
   h.setMode('silent');
   before = s.up.requests.length;
   const gone = openRequest(s.sock, { credential: 'api', method: 'GET', url: s.url('api.example.test', '/withdrawn') });
-  t.ok(await eventually(() => cards.length === 7), 'the card arrived');
-  const card = cards[6]!;
+  t.ok(await eventually(() => cards.length === 8), 'the card arrived');
+  const card = cards[7]!;
   gone.socket.destroy();
   t.ok(await eventually(() => h.admin.pushes.some((p) => p['push'] === 'withdrawn' && p['id'] === card.id)), 'the approver was told the card is withdrawn');
   const late = await h.admin.request('approval.decide', { id: card.id, decision: 'session', root_key: card.process.key });
@@ -152,11 +161,11 @@ t.test('sessions end on revoke and lock; each-use, denial, withdrawal, busy', as
   t.equal(firstDone.reply.status, 429, firstDone.reply.text);
   t.equal(code(firstDone.reply), 'busy');
   t.type((firstDone.reply.json as ErrorBody).error.audit_seq, 'number', 'the refusal is journaled');
-  t.ok(await eventually(() => cards.length === 7 + 16), '16 cards are pending');
+  t.ok(await eventually(() => cards.length === 8 + 16), '16 cards are pending');
   const list = await h.admin.request('approvals.list');
   t.equal((list['result'] as { pending: unknown[] }).pending.length, 16);
   // Deny them all: each waiting request ends denied, none was sent.
-  for (const c of cards.slice(7)) await h.admin.request('approval.decide', { id: c.id, decision: 'deny' });
+  for (const c of cards.slice(8)) await h.admin.request('approval.decide', { id: c.id, decision: 'deny' });
   const rest = await Promise.all(pending.filter((_, i) => i !== firstDone.i));
   t.same(rest.map(code), Array(16).fill('denied_by_user'));
   t.equal(s.up.requests.length, before, 'nothing was sent upstream');
@@ -165,7 +174,7 @@ t.test('sessions end on revoke and lock; each-use, denial, withdrawal, busy', as
 });
 
 t.test('sessions expire; no decision in time is approval_timeout', async (t) => {
-  const h = await harness('session_ttl = "2s"\napproval_timeout = "1s"');
+  const h = await harness('session_ttl = "5s"\napproval_timeout = "1s"');
   t.teardown(() => h.s.close());
   const { s, cards } = h;
 
@@ -174,11 +183,18 @@ t.test('sessions expire; no decision in time is approval_timeout', async (t) => 
   r = await h.get('api');
   t.equal(r.status, 200, r.text);
   t.equal(cards.length, 1, 'the session covered the second request');
-  await new Promise((resolve) => setTimeout(resolve, 2200));
-  t.same(sessionsOf(h), [], 'the session expired');
+  // A second session, granted 2.5 s later, outlives the first.
+  await new Promise((resolve) => setTimeout(resolve, 2500));
+  r = await h.get('api2');
+  t.equal(r.status, 200, r.text);
+  t.equal(cards.length, 2);
+  t.ok(await eventually(() => !sessionsOf(h).some((x) => x.credential === 'api'), 6000), 'the first session expired');
+  t.same(sessionsOf(h).map((x) => x.credential), ['api2'], 'the later one has not');
+  r = await h.get('api2');
+  t.equal(cards.length, 2, 'and still covers its credential');
   r = await h.get('api');
   t.equal(r.status, 200, r.text);
-  t.equal(cards.length, 2, 'after expiry the next request asks again');
+  t.equal(cards.length, 3, 'after expiry the next request asks again');
 
   // Nobody answers: refused after approval_timeout, card withdrawn.
   t.equal(cli(s.h, ['sessions', 'revoke', '--all']).code, 0);
@@ -191,8 +207,8 @@ t.test('sessions expire; no decision in time is approval_timeout', async (t) => 
   t.equal(code(r), 'approval_timeout');
   t.type((r.json as ErrorBody).error.audit_seq, 'number', 'the timeout is journaled');
   t.ok(waited >= 900 && waited < 5000, `waited about approval_timeout (${waited} ms)`);
-  t.equal(cards.length, 3);
-  t.ok(h.admin.pushes.some((p) => p['push'] === 'withdrawn' && p['id'] === cards[2]!.id), 'the approver was told the card is withdrawn');
+  t.equal(cards.length, 4);
+  t.ok(h.admin.pushes.some((p) => p['push'] === 'withdrawn' && p['id'] === cards[3]!.id), 'the approver was told the card is withdrawn');
   t.equal(s.up.requests.length, before, 'nothing was sent upstream');
 
   await noSecret(t, h);
