@@ -7,11 +7,10 @@
 import t from 'tap';
 import type { Test } from 'tap';
 import type { ServerResponse } from 'node:http';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startStack, Stack } from '../helpers/stack';
 import { cli, cliAsync, eventually, init, makeHome, Result } from '../helpers/postern';
-import { findCanary, makeCanary } from '../helpers/canary';
+import { findCanary, journalBytes, journalText, makeCanary } from '../helpers/canary';
 
 const STACK = /^\s+at .+(\(.*:\d+:\d+\)|:\d+:\d+)$|\b(TypeError|ReferenceError|RangeError|Error):/m;
 
@@ -125,5 +124,6 @@ t.test('the daemon killed after taking the request: exit 3, maybe_executed', asy
   t.equal(after.code, 3, 'exit 3 once the daemon is gone');
   t.match(after.stderr, /\(ECONNREFUSED\); start it with `postern daemon`/, 'a stale socket: not reachable, nothing executed');
   t.same(findCanary(r.stdout + r.stderr + after.stdout + after.stderr, secret), [], 'the secret in no CLI output');
-  t.same(findCanary(readFileSync(join(s.h.home, 'audit.log')), secret), [], 'nor in the journal');
+  t.same(findCanary(journalBytes(s.h.home), secret), [], 'nor in the journal files');
+  t.same(findCanary(await journalText(s.h), secret), [], 'nor in a decrypted journal entry');
 });

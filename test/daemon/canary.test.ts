@@ -5,7 +5,7 @@
 import t from 'tap';
 import { join } from 'node:path';
 import { cli, init, makeHome, startDaemon, agentRequest, Result } from '../helpers/postern';
-import { canaryForms, filesUnder, findCanary, makeCanary } from '../helpers/canary';
+import { canaryForms, filesUnder, findCanary, journalText, makeCanary } from '../helpers/canary';
 import { readFileSync } from 'node:fs';
 
 t.test('no form of the secret leaves the vault', async (t) => {
@@ -58,7 +58,8 @@ t.test('no form of the secret leaves the vault', async (t) => {
   t.equal(run(['lock']).code, 0);
   t.equal(run(['unlock', '--passphrase-file', h.passFile]).code, 0);
   t.equal(run(['passwd', '--passphrase-file', h.passFile, '--new-passphrase-file', h.file('new', 'another long passphrase')]).code, 0);
-  t.equal(run(['cred', 'rm', 'api2', '--passphrase-file', h.file('new2', 'another long passphrase')]).code, 0);
+  const newPass = h.file('new2', 'another long passphrase');
+  t.equal(run(['cred', 'rm', 'api2', '--passphrase-file', newPass]).code, 0);
   await d.stop();
 
   const sinks: [string, string | Buffer][] = [
@@ -66,6 +67,8 @@ t.test('no form of the secret leaves the vault', async (t) => {
     ['agent response', agent.text],
     ...outputs.map((o, i): [string, string] => [`cli output #${i}`, o.stdout + o.stderr]),
     ...filesUnder(h.home, (p) => p === join(h.home, 'vault')).map((p): [string, Buffer] => [p, readFileSync(p)]),
+    // The files hold the journal's events encrypted: search them decrypted.
+    ['decrypted journal', await journalText(h, newPass)],
   ];
   t.ok(d.logs().length > 0, 'the daemon logged something');
   for (const secret of [httpSecret, sshPassword]) {

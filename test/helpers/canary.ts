@@ -1,8 +1,9 @@
 // Secret canaries: a unique secret, and every form of it worth searching for
 // in bytes postern emits.
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync, lstatSync } from 'node:fs';
+import { readdirSync, readFileSync, lstatSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { cliAsync } from './postern';
 
 export function makeCanary(prefix = 'CANARY'): string {
   return `${prefix}_${randomBytes(18).toString('hex')}`;
@@ -45,4 +46,31 @@ export function filesUnder(dir: string, skip: (path: string) => boolean = () => 
 
 export function readAll(path: string): Buffer {
   return readFileSync(path);
+}
+
+// The raw bytes of every journal segment (`audit.log`, `audit.log.1`, …):
+// this covers the fields kept in clear, never an event's payload, which is
+// encrypted.
+export function journalBytes(home: string): Buffer {
+  const parts: Buffer[] = [];
+  for (let n = 0; ; n++) {
+    const p = join(home, n === 0 ? 'audit.log' : `audit.log.${n}`);
+    if (!existsSync(p)) break;
+    parts.push(readFileSync(p));
+  }
+  return Buffer.concat(parts);
+}
+
+// Every journal entry decrypted (`postern audit show --json`, one JSON
+// object a line): a secret written into an event payload shows only here.
+// Fails rather than search less: an entry that does not decode or decrypt,
+// or a journal without a single event, would hide what it holds.
+export async function journalText(h: { env: NodeJS.ProcessEnv; passFile: string }, passFile = h.passFile): Promise<string> {
+  const r = await cliAsync(h, ['audit', 'show', '--json', '--passphrase-file', passFile]);
+  if (r.code !== 0) throw new Error(`audit show exited ${r.code}: ${r.stderr}`);
+  const entries = r.stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+  const unread = entries.filter((e) => e['undecodable'] === true || e['undecryptable'] === true);
+  if (unread.length > 0) throw new Error(`audit show could not read ${unread.length} entries: ${JSON.stringify(unread[0])}`);
+  if (!entries.some((e) => e['type'] === 'event')) throw new Error('the journal holds no event to search');
+  return r.stdout;
 }

@@ -2,14 +2,13 @@
 // the real daemon and must give the exact status and code; refusals must be
 // journaled (a new audit_seq) and must not reach the upstream (no request,
 // no connection); successes must reach it exactly once. Every reply, the
-// daemon log and the journal are searched for the secret canary.
+// daemon log and the journal (its files and its decrypted entries) are
+// searched for the secret canary.
 import type { Test } from 'tap';
 import net from 'node:net';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Stack } from './stack';
 import type { SeenRequest } from './https-upstream';
-import { findCanary } from './canary';
+import { findCanary, journalBytes, journalText } from './canary';
 
 export interface Reply {
   status: number;
@@ -89,5 +88,6 @@ export async function runRows(t: Test, s: Stack, table: Row[], secret: string): 
   await s.d.stop();
   t.same(findCanary(texts.join('\n'), secret), [], 'no reply carries the secret');
   t.same(findCanary(s.d.logs(), secret), [], 'the daemon log holds no form of the secret');
-  t.same(findCanary(readFileSync(join(s.h.home, 'audit.log')), secret), [], 'the journal holds no form of the secret');
+  t.same(findCanary(journalBytes(s.h.home), secret), [], 'the journal files hold no form of the secret');
+  t.same(findCanary(await journalText(s.h), secret), [], 'no decrypted journal entry holds a form of the secret');
 }

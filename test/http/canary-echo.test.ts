@@ -21,7 +21,7 @@ import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { startStack, Stack } from '../helpers/stack';
 import { cli } from '../helpers/postern';
-import { filesUnder } from '../helpers/canary';
+import { filesUnder, journalBytes, journalText } from '../helpers/canary';
 import { exposures } from '../helpers/exposure';
 import type { AgentResponse } from '../../daemon/pipeline/response';
 
@@ -341,13 +341,15 @@ t.test('redact_response = false returns the secret: the detector sees every form
 
 t.test('no form of any secret in the daemon log or the journal; the journal verifies', async (t) => {
   await s.d.stop();
-  const audit = readFileSync(join(s.h.home, 'audit.log'));
+  const audit = journalBytes(s.h.home);
   t.ok(audit.length > 0, 'the journal has entries');
+  const decrypted = await journalText(s.h);
   t.ok(s.d.logs().length > 0, 'the daemon logged something');
   const files = filesUnder(s.h.home, (p) => p === join(s.h.home, 'vault'));
   for (const c of ALL) {
     t.same(exposures(s.d.logs(), c.secret), [], `${c.name}: daemon log`);
-    t.same(exposures(audit, c.secret), [], `${c.name}: audit.log`);
+    t.same(exposures(audit, c.secret), [], `${c.name}: journal files`);
+    t.same(exposures(decrypted, c.secret), [], `${c.name}: decrypted journal entries`);
     for (const f of files) t.same(exposures(readFileSync(f), c.secret), [], `${c.name}: ${f.slice(s.h.home.length)}`);
   }
   for (const c of [...CREDS, COOKIES]) t.same(exposures(replies.join('\n'), c.secret), [], `${c.name}: no reply at all`);

@@ -4,12 +4,12 @@
 // Unix socket).
 import t from 'tap';
 import { join } from 'node:path';
-import { writeFileSync, mkdirSync, readFileSync } from 'node:fs';
+import { writeFileSync, mkdirSync } from 'node:fs';
 import { cli, init, makeHome, startDaemon, agentRequest, PASSPHRASE, eventually } from '../helpers/postern';
 import { makeTestCa, startHttpsUpstream, echo } from '../helpers/https-upstream';
 import { startDnsServer, zone } from '../helpers/dns-server';
 import { TestAdmin } from '../helpers/admin';
-import { findCanary, makeCanary } from '../helpers/canary';
+import { findCanary, journalBytes, journalText, makeCanary } from '../helpers/canary';
 
 t.test('inject, redirect not followed, SSRF refused, approval by session', async (t) => {
   const ca = makeTestCa(['api.example.test', 'redir.example.test']);
@@ -105,7 +105,8 @@ t.test('inject, redirect not followed, SSRF refused, approval by session', async
   await d.stop();
   const v = cli(h, ['audit', 'verify', '--json']);
   t.equal(v.code, 0, v.stdout + v.stderr);
-  t.same(findCanary(readFileSync(join(h.home, 'audit.log')), secret), []);
+  t.same(findCanary(journalBytes(h.home), secret), [], 'the journal files hold no form of the secret');
+  t.same(findCanary(await journalText(h), secret), [], 'no decrypted journal entry holds a form of the secret');
   t.same(findCanary(d.logs(), secret), []);
   t.ok(await eventually(() => true));
 });

@@ -12,12 +12,10 @@
 // wrongly let an address through would be stopped at approval, never
 // connect, and fail the row with denied_by_user.
 import t, { Test } from 'tap';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import ipaddr from 'ipaddr.js';
 import { startStack, Stack, Card } from '../helpers/stack';
 import type { Answer } from '../helpers/dns-server';
-import { findCanary, makeCanary } from '../helpers/canary';
+import { findCanary, journalBytes, journalText, makeCanary } from '../helpers/canary';
 
 const SENTINEL4 = '192.168.77.77';
 const SENTINEL6 = 'fc00::77';
@@ -332,5 +330,6 @@ t.test('hostile DNS answers through the real daemon', async (t) => {
   await s.d.stop();
   t.same(findCanary(texts.join('\n'), secret), [], 'no reply carries the secret');
   t.same(findCanary(s.d.logs(), secret), [], 'the daemon log holds no form of the secret');
-  t.same(findCanary(readFileSync(join(s.h.home, 'audit.log')), secret), [], 'the journal holds no form of the secret');
+  t.same(findCanary(journalBytes(s.h.home), secret), [], 'the journal files hold no form of the secret');
+  t.same(findCanary(await journalText(s.h), secret), [], 'no decrypted journal entry holds a form of the secret');
 });

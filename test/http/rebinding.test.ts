@@ -6,10 +6,8 @@
 // one A query and at most one AAAA query, is served from 127.0.0.1, and the
 // next request (a new resolution) is refused naming 10.0.0.1.
 import t from 'tap';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { startStack, Card } from '../helpers/stack';
-import { findCanary, makeCanary } from '../helpers/canary';
+import { findCanary, journalBytes, journalText, makeCanary } from '../helpers/canary';
 
 const NAME = 'rebind.example.test';
 
@@ -70,5 +68,6 @@ t.test('one resolution per request; the connection goes to the checked address',
   await s.d.stop();
   t.same(findCanary(first.text + second.text, secret), []);
   t.same(findCanary(s.d.logs(), secret), [], 'the daemon log holds no form of the secret');
-  t.same(findCanary(readFileSync(join(s.h.home, 'audit.log')), secret), [], 'the journal holds no form of the secret');
+  t.same(findCanary(journalBytes(s.h.home), secret), [], 'the journal files hold no form of the secret');
+  t.same(findCanary(await journalText(s.h), secret), [], 'no decrypted journal entry holds a form of the secret');
 });

@@ -4,13 +4,11 @@
 // returned as a tool error with the daemon's code, and the bridge exiting
 // when its stdin closes.
 import t from 'tap';
-import { join } from 'node:path';
-import { readFileSync } from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { startStack, Card } from '../helpers/stack';
 import { CLI, cli, makeHome } from '../helpers/postern';
-import { findCanary, makeCanary } from '../helpers/canary';
+import { findCanary, journalBytes, journalText, makeCanary } from '../helpers/canary';
 
 t.test('the MCP bridge: tools, an approval rooted at its parent, a refusal as a tool error', async (t) => {
   const s = await startStack();
@@ -85,7 +83,8 @@ t.test('the MCP bridge: tools, an approval rooted at its parent, a refusal as a 
   await exited;
   t.ok(bridgePid !== null && !processAlive(bridgePid), 'the bridge exited');
   t.same(findCanary(stderr, secret), [], 'nothing of the secret on the bridge\'s stderr');
-  t.same(findCanary(readFileSync(join(s.h.home, 'audit.log')), secret), []);
+  t.same(findCanary(journalBytes(s.h.home), secret), [], 'the journal files hold no form of the secret');
+  t.same(findCanary(await journalText(s.h), secret), [], 'no decrypted journal entry holds a form of the secret');
 });
 
 function processAlive(pid: number): boolean {

@@ -21,6 +21,7 @@ import { startStack, Stack, auditList } from '../helpers/stack';
 import { agentRequest, eventually } from '../helpers/postern';
 import { SshReply, addSshCredential } from '../helpers/ssh-credential';
 import { exposures } from '../helpers/exposure';
+import { journalBytes, journalText } from '../helpers/canary';
 
 interface ErrorBody {
   error: { code: string; message: string; audit_seq?: unknown; maybe_executed?: unknown };
@@ -248,11 +249,17 @@ t.test('SSH channel failures through the daemon', async (t) => {
   });
 
   await t.test('no secret in any reply, log or journal', async (t) => {
-    const journal = readFileSync(join(s.h.home, 'audit.log')).toString('latin1');
     const key = healthy.keys.ed25519;
     const seed = ed25519Seed(key.privateKey, key.publicKey);
     const keyLines = key.privateKey.split('\n').filter((l) => l.length >= 16 && !l.startsWith('-----'));
-    for (const [where, text] of [['replies', texts.join('\n')], ['daemon log', s.d.logs()], ['audit.log', journal]] as const) {
+    // The files keep events encrypted: the decrypted entries are searched too.
+    const places = [
+      ['replies', texts.join('\n')],
+      ['daemon log', s.d.logs()],
+      ['journal files', journalBytes(s.h.home).toString('latin1')],
+      ['decrypted journal', await journalText(s.h)],
+    ] as const;
+    for (const [where, text] of places) {
       for (const pw of [healthy.password!.password, noSession.password!.password]) t.same(exposures(text, pw), [], `${where}: no form of a password`);
       t.same(exposures(text, seed), [], `${where}: no form of the key's seed`);
       t.same(keyLines.filter((l) => text.includes(l)), [], `${where}: no line of the key file`);

@@ -4,8 +4,9 @@
 // exit codes, signals, stderr, stdin, output capped at [ssh] max_output,
 // connection reuse and lock, the password and private keys redacted from
 // command output, the journal's intent and outcome, `postern request ssh`,
-// and a search for every secret in every reply, the daemon log and the raw
-// journal.
+// and a search for every secret (password, private keys, the encrypted
+// key's passphrase) in every reply and CLI output, the daemon log, and the
+// journal's files and decrypted entries.
 import t from 'tap';
 import type { Test } from 'tap';
 import { createHash, createPrivateKey, randomBytes } from 'node:crypto';
@@ -18,6 +19,7 @@ import { startStack, Stack, Card, auditList } from '../helpers/stack';
 import { agentRequest, cli, cliAsync, eventually } from '../helpers/postern';
 import { SshCredSpec, SshReply, addSshCredential } from '../helpers/ssh-credential';
 import { exposures } from '../helpers/exposure';
+import { journalBytes, journalText } from '../helpers/canary';
 
 
 type Entry = Record<string, unknown> & { seq: number; kind?: string };
@@ -142,6 +144,8 @@ t.test('POST /v1/ssh against OpenSSH, through the daemon', async (t) => {
     return { decision: 'session', root_key: card.process.key };
   });
   const password = sshd.password!.password;
+  const keyPassphrase = sshd.keys.encrypted.passphrase!;
+  const wrongKeyPassphrase = `not-the-passphrase-${randomBytes(9).toString('hex')}`;
 
   // Files the throwaway user can read: the password, and a copy of every
   // private key file as it was given to `cred add`.
@@ -183,7 +187,8 @@ t.test('POST /v1/ssh against OpenSSH, through the daemon', async (t) => {
 
   await t.test('key login with every key type and format', async (t) => {
     // An encrypted key needs its passphrase at import; a wrong one is refused.
-    const wrong = addSsh(s, cred({ name: 'k-wrong-pass' }), sshd.keys.encrypted.path, 'not the passphrase');
+    const wrong = addSsh(s, cred({ name: 'k-wrong-pass' }), sshd.keys.encrypted.path, wrongKeyPassphrase);
+    texts.push(wrong.stdout, wrong.stderr);
     t.equal(wrong.code, 1, wrong.stdout + wrong.stderr);
     t.match(wrong.stderr, /passphrase is wrong/);
     for (const k of KEY_CREDS) {
@@ -206,6 +211,7 @@ t.test('POST /v1/ssh against OpenSSH, through the daemon', async (t) => {
 
   await t.test('password login', async (t) => {
     const added = addSsh(s, cred({ name: 'pw', auth: 'password' }), s.h.file('pw.secret', password + '\n'));
+    texts.push(added.stdout, added.stderr);
     t.equal(added.code, 0, added.stderr);
     const before = sshd.logs().length;
     const r = await ok(t, { credential: 'pw', command: 'id -un' });
@@ -373,18 +379,25 @@ t.test('POST /v1/ssh against OpenSSH, through the daemon', async (t) => {
     t.match(doc, { error: { code: 'denied_policy', audit_seq: Number } }, `--json prints the refusal as one JSON document:\n${r.stdout}`);
   });
 
-  await t.test('no secret in any reply, the daemon log or the raw journal', async (t) => {
+  await t.test('no secret in any reply, the daemon log or the journal', async (t) => {
     // The encrypted key's private part, from a copy ssh-keygen decrypts.
     const tmp = mkdtempSync(join(tmpdir(), 'pt-enc-'));
     t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
     const copy = join(tmp, 'key');
     copyFileSync(sshd.keys.encrypted.path, copy);
-    execFileSync('ssh-keygen', ['-q', '-p', '-P', sshd.keys.encrypted.passphrase!, '-N', '', '-f', copy], { stdio: 'ignore' });
+    execFileSync('ssh-keygen', ['-q', '-p', '-P', keyPassphrase, '-N', '', '-f', copy], { stdio: 'ignore' });
     const keyTexts = KEY_CREDS.map((k) => ({ name: k.name, text: k.key === 'encrypted' ? readFileSync(copy, 'utf8') : sshd.keys[k.key].privateKey }));
-    const journal = readFileSync(join(s.h.home, 'audit.log'));
-    const places: [string, string][] = [['replies', texts.join('\n')], ['daemon log', s.d.logs()], ['audit.log', journal.toString('latin1')]];
+    // The files keep events encrypted: the decrypted entries are searched too.
+    const places: [string, string][] = [
+      ['replies', texts.join('\n')],
+      ['daemon log', s.d.logs()],
+      ['journal files', journalBytes(s.h.home).toString('latin1')],
+      ['decrypted journal', await journalText(s.h)],
+    ];
     for (const [where, text] of places) {
       t.same(exposures(text, password), [], `${where}: no form of the password`);
+      t.same(exposures(text, keyPassphrase), [], `${where}: no form of the encrypted key's passphrase`);
+      t.same(exposures(text, wrongKeyPassphrase), [], `${where}: no form of the refused key passphrase`);
       for (const k of keyTexts) t.same(keyLeaks(text, privateParts(k.text)), [], `${where}: no piece of ${k.name}`);
     }
     t.ok(texts.length > 30, `${texts.length} replies searched`);
