@@ -6,12 +6,10 @@
 // waits included) the next one is 429 busy at once, and slots come back when
 // requests end, however they end. Every budget refusal is journaled.
 import t from 'tap';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { startStack, Card, auditEntries } from '../helpers/stack';
 import { cli, eventually } from '../helpers/postern';
 import { echo } from '../helpers/https-upstream';
-import { findCanary, makeCanary } from '../helpers/canary';
+import { findCanary, journalBytes, journalText, makeCanary } from '../helpers/canary';
 
 type Mode = 'session' | 'once' | 'deny' | 'silent';
 type Reply = { status: number; json: unknown; text: string };
@@ -200,5 +198,6 @@ t.test('rate budgets and max_concurrent', async (t) => {
   await s.d.stop();
   t.same(findCanary(texts.join('\n'), secret), [], 'no reply carries the secret');
   t.same(findCanary(s.d.logs(), secret), [], 'the daemon log holds no form of the secret');
-  t.same(findCanary(readFileSync(join(s.h.home, 'audit.log')), secret), [], 'the journal holds no form of the secret');
+  t.same(findCanary(journalBytes(s.h.home), secret), [], 'the journal files hold no form of the secret');
+  t.same(findCanary(await journalText(s.h), secret), [], 'nor does any decrypted entry');
 });

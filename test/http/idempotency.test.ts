@@ -8,14 +8,12 @@
 // frees the key, an upstream_timeout that may have executed is replayed.
 import t, { Test } from 'tap';
 import { createServer as createHttpsServer } from 'node:https';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { ServerResponse } from 'node:http';
 import { startStack, Stack, Card, auditList } from '../helpers/stack';
 import { cli, eventually, freePort } from '../helpers/postern';
 import { echo } from '../helpers/https-upstream';
 import { writeAgentScript, Agent } from '../helpers/agent-child';
-import { findCanary, makeCanary } from '../helpers/canary';
+import { findCanary, journalBytes, journalText, makeCanary } from '../helpers/canary';
 
 type Mode = 'session' | 'once' | 'deny' | 'silent';
 type Reply = { status: number; json: unknown; text: string };
@@ -442,11 +440,12 @@ t.test('idempotency keys through the daemon', async (t) => {
   });
 
   await s.d.stop();
-  noSecret(t, s, texts, secret);
+  await noSecret(t, s, texts, secret);
 });
 
-function noSecret(t: Test, s: Stack, texts: string[], secret: string): void {
+async function noSecret(t: Test, s: Stack, texts: string[], secret: string): Promise<void> {
   t.same(findCanary(texts.join('\n'), secret), [], 'no reply carries the secret');
   t.same(findCanary(s.d.logs(), secret), [], 'the daemon log holds no form of the secret');
-  t.same(findCanary(readFileSync(join(s.h.home, 'audit.log')), secret), [], 'the journal holds no form of the secret');
+  t.same(findCanary(journalBytes(s.h.home), secret), [], 'the journal files hold no form of the secret');
+  t.same(findCanary(await journalText(s.h), secret), [], 'nor does any decrypted entry');
 }

@@ -12,11 +12,9 @@ import tls from 'node:tls';
 import { createServer as createHttpsServer } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { startStack } from '../helpers/stack';
 import { cli, eventually } from '../helpers/postern';
-import { findCanary, makeCanary } from '../helpers/canary';
+import { findCanary, journalBytes, journalText, makeCanary } from '../helpers/canary';
 
 interface Conn {
   remotePort: number;
@@ -179,6 +177,7 @@ t.test('connections: HTTP/1.1, per credential and address, closed on lock and up
   for (const secret of [secretA, secretB]) {
     t.same(findCanary(texts.join('\n'), secret), [], 'no reply carries a secret');
     t.same(findCanary(s.d.logs(), secret), [], 'the daemon log holds no form of a secret');
-    t.same(findCanary(readFileSync(join(s.h.home, 'audit.log')), secret), [], 'the journal holds no form of a secret');
+    t.same(findCanary(journalBytes(s.h.home), secret), [], 'the journal files hold no form of a secret');
+    t.same(findCanary(await journalText(s.h), secret), [], 'nor does any decrypted entry');
   }
 });

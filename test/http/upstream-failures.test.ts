@@ -12,12 +12,10 @@ import net from 'node:net';
 import { createServer as createHttpsServer } from 'node:https';
 import { createServer as createHttpServer, IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { startStack, auditEntries } from '../helpers/stack';
 import { eventually, freePort } from '../helpers/postern';
 import { echo, makeTestCa } from '../helpers/https-upstream';
-import { findCanary, makeCanary } from '../helpers/canary';
+import { findCanary, journalBytes, journalText, makeCanary } from '../helpers/canary';
 
 interface ErrorBody {
   error: { code: string; message: string; audit_seq: number; maybe_executed?: unknown };
@@ -232,5 +230,6 @@ t.test('upstream failures: refusals, maybe_executed, no retry, journaled', async
   await s.d.stop();
   t.same(findCanary(texts.join('\n'), secret), [], 'no reply carries the secret');
   t.same(findCanary(s.d.logs(), secret), [], 'the daemon log holds no form of the secret');
-  t.same(findCanary(readFileSync(join(s.h.home, 'audit.log')), secret), [], 'the journal holds no form of the secret');
+  t.same(findCanary(journalBytes(s.h.home), secret), [], 'the journal files hold no form of the secret');
+  t.same(findCanary(await journalText(s.h), secret), [], 'nor does any decrypted entry');
 });

@@ -9,7 +9,7 @@
 import t from 'tap';
 import type { Test } from 'tap';
 import { spawn, ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ServerResponse } from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -18,7 +18,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { startStack, Stack } from '../helpers/stack';
 import { CLI, cli, eventually, init, makeHome, startDaemon, Daemon } from '../helpers/postern';
-import { findCanary, makeCanary } from '../helpers/canary';
+import { findCanary, journalBytes, journalText, makeCanary } from '../helpers/canary';
 
 // The bridge as a child of this process, its stdio carrying MCP: this side
 // of the transport, so the test decides when stdin closes and sees how the
@@ -224,6 +224,7 @@ t.test('the daemon killed while a call is in flight', async (t) => {
   t.notMatch(bridge.stderr, STACK, 'no stack trace on stderr');
   t.notMatch(JSON.stringify([r, next]), STACK, 'no stack trace in a reply');
   t.same(findCanary(JSON.stringify([r, next]) + bridge.stderr, secret), []);
-  t.same(findCanary(readFileSync(join(s.h.home, 'audit.log')), secret), []);
+  t.same(findCanary(journalBytes(s.h.home), secret), [], 'the journal files hold no form of the secret');
+  t.same(findCanary(await journalText(s.h), secret), [], 'nor does any decrypted entry');
   await endsOnStdinClose(t, bridge);
 });
