@@ -22,8 +22,9 @@ export class Context {
   }
 
   // Commands that touch a passphrase, a secret or an approval harden first.
+  // `role` is the command ("unlock", "cred"); harden() names it "postern <role>".
   harden(role: string): void {
-    harden(`postern ${role}`);
+    harden(role);
   }
 
   // Human lines go to stdout in text mode; in JSON mode only `data` is printed.

@@ -58,7 +58,9 @@ function fail(e: unknown, json: boolean): never {
     const detail = e instanceof DaemonRefusal ? e.detail : e instanceof Unreachable && e.maybeExecuted ? { maybe_executed: true } : {};
     process.stdout.write(JSON.stringify({ error: { code: codeOf(e), message, ...(problems.length ? { problems } : {}), ...detail } }, null, 2) + '\n');
   }
-  process.stderr.write(`postern: ${message}\n`);
+  // A message that begins with "postern" (a hardening refusal: "postern
+  // unlock refuses to run: ...") already names its subject.
+  process.stderr.write(message.startsWith('postern ') ? `${message}\n` : `postern: ${message}\n`);
   // For developers: the stack of an unexpected error, only when asked for.
   if (code === EXIT.refused && codeOf(e) === 'internal_error' && process.env['POSTERN_DEBUG'] === '1') process.stderr.write(`${(e as Error)?.stack ?? String(e)}\n`);
   // The problems list adds detail only when it says more than the message.
@@ -73,8 +75,11 @@ async function main(argv: string[]): Promise<void> {
     await program.parseAsync(argv);
   } catch (e) {
     if (e instanceof CommanderError) {
-      if (e.code === 'commander.helpDisplayed' || e.code === 'commander.version' || e.code === 'commander.help') process.exit(EXIT.ok);
-      process.exit(EXIT.usage);
+      // Help asked for (--help, -h, `help`) ends with commander's exit code 0;
+      // a missing or unknown sub-command prints the same usage to stderr with
+      // a non-zero one, and is a usage error like any other.
+      const asked = ['commander.helpDisplayed', 'commander.help', 'commander.version'].includes(e.code) && e.exitCode === 0;
+      process.exit(asked ? EXIT.ok : EXIT.usage);
     }
     fail(e, Boolean(program.opts<GlobalOptions>().json));
   }

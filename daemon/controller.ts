@@ -118,7 +118,15 @@ export class Controller {
   private writeVault(vault: UnlockedVault, payload: EventPayload, change: Parameters<UnlockedVault['commit']>[1], opts?: Parameters<UnlockedVault['commit']>[2]): Promise<void> {
     const run = this.vaultWrites.then(async () => {
       const head = await this.record({ ...payload, generation: vault.generation + 1 });
-      vault.commit(formatHead(head.seq, head.hash), change, opts);
+      try {
+        vault.commit(formatHead(head.seq, head.hash), change, opts);
+      } catch (e) {
+        // The journal holds the intent without a vault entry after it, which
+        // is what a write that did not happen looks like at the next unlock.
+        const errno = e instanceof Refusal ? e.detail?.['errno'] : (e as NodeJS.ErrnoException)?.code;
+        this.log.error({ event: 'vault_write_failed', kind: payload.kind, path: this.config.paths.vault, errno, code: e instanceof Refusal ? e.code : (e as Error)?.name }, 'the vault could not be written');
+        throw e;
+      }
       await this.journalVaultWrite(vault.generation);
     });
     this.vaultWrites = run.catch(() => undefined);

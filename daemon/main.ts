@@ -33,7 +33,7 @@ export interface RunningDaemon {
 }
 
 export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
-  harden('postern daemon');
+  harden('daemon');
   loadNative();
   process.umask(0o077);
   const config = loadConfig({ configFlag: opts.configFlag, env: opts.env });
@@ -124,7 +124,8 @@ export async function runDaemon(opts: DaemonOptions): Promise<void> {
     daemon = await startDaemon(opts);
   } catch (e) {
     const msg = e instanceof Refusal ? e.message : `could not start: ${(e as Error).message}`;
-    process.stderr.write(`postern daemon: ${msg}\n`);
+    // Hardening refusals already begin with "postern daemon refuses to run".
+    process.stderr.write(msg.startsWith('postern ') ? `${msg}\n` : `postern daemon: ${msg}\n`);
     process.exit(1);
   }
   const onSignal = (sig: string): void => {

@@ -8,14 +8,24 @@ import { chmodSync, chownSync, lstatSync, unlinkSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { Refusal } from '../shared/errors';
 
-function listen(server: net.Server, path: string): Promise<void> {
+// `bornMode`: the permission bits the socket file gets at bind(2). For a path,
+// Node binds and listens synchronously inside server.listen(), so a umask set
+// around that call decides the mode the socket has from its first connection
+// on. The umask is the process's, so it is restored at once: no JavaScript
+// runs in between, and at start-up nothing else is creating files.
+function listen(server: net.Server, path: string, bornMode?: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const onError = (e: Error): void => reject(e);
     server.once('error', onError);
-    server.listen(path, () => {
-      server.off('error', onError);
-      resolve();
-    });
+    const previous = bornMode === undefined ? null : process.umask(~bornMode & 0o777);
+    try {
+      server.listen(path, () => {
+        server.off('error', onError);
+        resolve();
+      });
+    } finally {
+      if (previous !== null) process.umask(previous);
+    }
   });
 }
 
@@ -56,12 +66,15 @@ async function clearStale(path: string): Promise<void> {
   unlinkSync(path);
 }
 
+// The socket is never connectable under a mode wider than `mode`: it is
+// born with `mode` itself or, when its group must change first, with the
+// owner's bits only until the group is set. chown/chmod afterwards repeat
+// the final state whatever the umask did.
 export async function listenUnix(server: net.Server, path: string, mode: number, group?: string): Promise<void> {
+  const gid = group ? groupId(group) : undefined;
   await clearStale(path);
-  // The umask is 077 for the whole daemon, so the socket is born 0600; the
-  // wider mode for a shared agent socket is applied after its group is set.
-  await listen(server, path);
-  if (group) chownSync(path, -1, groupId(group));
+  await listen(server, path, gid === undefined ? mode : mode & 0o700);
+  if (gid !== undefined) chownSync(path, -1, gid);
   chmodSync(path, mode);
 }
 

@@ -10,11 +10,16 @@ export interface SealedSecret {
   readonly ciphertext: Buffer;
 }
 
+// What a secret needed after the lock gets.
+export function lockedWhileNeeded(): Refusal {
+  return new Refusal('vault_locked', 'the vault was locked while this secret was needed; run `postern unlock` and retry');
+}
+
 export class SealedSecrets {
   private key: Buffer | null = randomBytes(AEAD_KEY_BYTES);
 
   private liveKey(): Buffer {
-    if (!this.key) throw new Refusal('vault_locked', 'the vault was locked while this secret was needed; run `postern unlock` and retry');
+    if (!this.key) throw lockedWhileNeeded();
     return this.key;
   }
 

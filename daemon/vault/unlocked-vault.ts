@@ -4,9 +4,10 @@
 import { timingSafeEqual } from 'node:crypto';
 import { deriveKey } from '../../shared/kdf';
 import { wipe } from '../../shared/crypto';
-import { VaultContents, VaultHeader, decryptVault, rewriteVaultFile, wipeContents } from '../../shared/vault-format';
+import { VaultContents, VaultHeader, decryptVault, parseHeader, readVaultFile, rewriteVaultFile, wipeContents } from '../../shared/vault-format';
 import { CredentialEntry, VaultMeta, readMeta } from '../../shared/vault-meta';
-import { SealedSecret, SealedSecrets } from './sealed-secrets';
+import { SealedSecret, SealedSecrets, lockedWhileNeeded } from './sealed-secrets';
+import { isErrnoError, vaultWriteFailed } from './write-failure';
 
 export interface StoredCredential {
   entry: Omit<CredentialEntry, 'secret'>;
@@ -102,6 +103,8 @@ export class UnlockedVault {
 
   // The one door to a credential's secret: opened only for `fn`, wiped after.
   withCredentialSecret<T>(name: string, fn: (secret: Buffer) => Promise<T>): Promise<T> {
+    // After a lock the map is empty too; the lock is the reason to give.
+    if (this.sealer.wiped) return Promise.reject(lockedWhileNeeded());
     const c = this.creds.get(name);
     if (!c) return Promise.reject(new Error(`no credential ${name}`));
     return this.sealer.withOpenAsync(c.secret, fn);
@@ -140,6 +143,8 @@ export class UnlockedVault {
     const key = opts.newKey ? opts.newKey.key : this.key;
     try {
       this.header = rewriteVaultFile(this.path, key, header, contents);
+    } catch (e) {
+      throw this.writeFailure(e);
     } finally {
       wipeContents(contents);
     }
@@ -151,6 +156,19 @@ export class UnlockedVault {
       wipe(this.key);
       this.key = opts.newKey.key;
     }
+  }
+
+  // A filesystem error is a refusal naming the file, as long as the file on
+  // disk is still this generation (the rename did not happen); anything else
+  // is passed on as it is.
+  private writeFailure(e: unknown): unknown {
+    if (!isErrnoError(e)) return e;
+    try {
+      if (parseHeader(readVaultFile(this.path)).header.generation !== this.header.generation) return e;
+    } catch {
+      return e;
+    }
+    return vaultWriteFailed(this.path, e);
   }
 
   private nextSigning(change: SigningChange | undefined): { sign: SealedSecret; signPublic: string; next: { sealed: SealedSecret; public: string } | null } {

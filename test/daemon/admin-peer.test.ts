@@ -19,7 +19,22 @@ t.test('the CLI refuses an admin.sock served by a uid other than daemon_uid', as
     t.equal(r.code, 1, args[0]!);
     t.match(r.stderr, /served by uid 0, not the daemon's uid 65534/);
   }
-  t.notMatch(d.logs(), /"event":"unlock"/, 'no unlock attempt reached the daemon');
+  // The daemon logs every unlock attempt: "kind":"unlock" once it opened
+  // (or refused for another reason), "kind":"passphrase_refused" for a
+  // wrong passphrase.
+  const attempt = /"kind":"(unlock|passphrase_refused)"/;
+  t.notMatch(d.logs(), attempt, 'no unlock attempt reached the daemon');
+
+  // The same daemon, reached by a CLI whose config expects uid 0: the
+  // pattern does see real attempts, wrong and right.
+  const trusting = h.file('trusting.toml', '[daemon]\ndaemon_uid = -1\n');
+  const wrong = cli(h, ['--config', trusting, 'unlock', '--passphrase-file', h.file('wrong', 'definitely not it\n')]);
+  t.equal(wrong.code, 1, wrong.stderr);
+  t.ok(await eventually(() => /"kind":"passphrase_refused"/.test(d.logs())), 'a wrong passphrase is logged');
+  const right = cli(h, ['--config', trusting, 'unlock', '--passphrase-file', h.passFile]);
+  t.equal(right.code, 0, right.stderr);
+  t.ok(await eventually(() => /"kind":"unlock","outcome":"ok"/.test(d.logs())), 'an unlock is logged');
+  t.match(d.logs(), attempt);
 });
 
 t.test('the daemon refuses admin connections from another uid', async (t) => {

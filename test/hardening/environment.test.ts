@@ -18,6 +18,7 @@ import {
   tracerPid,
   type Finding,
 } from '../../shared/hardening';
+import { cleanEnv, cli } from '../helpers/postern';
 
 t.test('the tables', async (t) => {
   t.same([...FORBIDDEN_ENV].sort(), ['HOSTALIASES', 'LD_LIBRARY_PATH', 'LD_PRELOAD', 'NODE_OPTIONS']);
@@ -165,4 +166,30 @@ t.test('doctor judges what it reads', async (t) => {
     { level: 'ok', what: 'Node.js v22.0.0' },
     { level: 'ok', what: /native addon loads/ },
   ]);
+});
+
+// Every command that hardens names itself once: "postern <command> refuses
+// to run: ...", the whole stderr, exit 1, before it reads any config.
+t.test('the refusal names the command once, for the daemon and every hardened command', async (t) => {
+  const env = cleanEnv({ NODE_OPTIONS: '--no-warnings', POSTERN_HOME: '/nonexistent/postern-home' });
+  const reason = `NODE_OPTIONS is set (${FORBIDDEN_ENV_REASONS['NODE_OPTIONS']}); unset it and start again`;
+  const commands: [string, string[]][] = [
+    ['daemon', ['daemon']],
+    ['init', ['init']],
+    ['unlock', ['unlock']],
+    ['passwd', ['passwd']],
+    ['config approve', ['config', 'approve']],
+    ['cred', ['cred', 'add', '--file', '/nonexistent/def.toml']],
+    ['cred', ['cred', 'update', 'x', '--file', '/nonexistent/def.toml']],
+    ['cred', ['cred', 'rm', 'x']],
+    ['approver', ['approver']],
+    ['mcp', ['mcp']],
+    ['audit show', ['audit', 'show']],
+    ['audit rotate-key', ['audit', 'rotate-key']],
+  ];
+  for (const [role, args] of commands) {
+    const r = cli({ env }, args);
+    t.equal(r.code, 1, `${args.join(' ')}: exit 1`);
+    t.equal(r.stderr, `postern ${role} refuses to run: ${reason}\n`, `${args.join(' ')}: the message`);
+  }
 });
