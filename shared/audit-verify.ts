@@ -315,6 +315,39 @@ class JournalLines {
   }
 }
 
+export interface JournalLine {
+  file: string;
+  line: number; // 1-based, within its file
+  bytes: Buffer | null; // without its "\n"; null: longer than any entry (not kept)
+  terminated: boolean;
+}
+
+// The lines of every segment in order, read the way verification reads them
+// (regular files only, no more than an entry's length of a line kept), for
+// readers that print them. Segment 0 missing, empty or not a regular file,
+// or a later segment missing or unreadable while the journal goes on, is a
+// Refusal naming the file; an empty last segment has no lines.
+export async function* journalLines(path: string): AsyncGenerator<JournalLine> {
+  const src = new JournalLines(resolveJournalPath(path));
+  try {
+    for (;;) {
+      await src.ensure(1);
+      const r = src.peek(0);
+      if (!r) return;
+      src.shift();
+      if (r.kind === 'line') {
+        yield { file: r.file, line: r.line, bytes: r.bytes, terminated: r.terminated };
+      } else if (r.seg === 0) {
+        throw new Refusal('not_found', `${r.file} ${r.detail}; give the journal file (segment 0, or its directory) with --log`);
+      } else if (r.kind !== 'empty') {
+        throw new Refusal('not_found', `segment ${r.seg} (${r.file}) ${r.detail}, so the entries from there on cannot be read; run \`postern audit verify\` to see what is damaged`);
+      }
+    }
+  } finally {
+    await src.close();
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Checking.
 
@@ -386,6 +419,12 @@ function classify(x: Point, a: LineRec, b: Rec | undefined): Verdict {
   }
   if (!ae) {
     if (bFromX) return { kind: 'inserted', seq: null, at, message: `${where(a)} is an extra line that is not an entry (${pa.why}); entry ${e} follows it` };
+    // One last line that is not an entry, within an entry's length, is what
+    // a crash can leave (a write cut short, blocks never written): the
+    // daemon cuts it at its next start, as it does part of a line.
+    if (b === undefined && a.bytes !== null) {
+      return { kind: 'torn_last_write', seq: e, at, message: `the last line (${where(a)}) is not an entry (${pa.why})` };
+    }
     return { kind: 'modified', seq: e, at, message: `entry ${e} (${where(a)}) no longer decodes: ${pa.why}` };
   }
   // A second line chaining from X's predecessor: one of the two was added.
@@ -437,7 +476,17 @@ function classifyFirst(a: LineRec, b: Rec | undefined): Verdict | null {
     return { kind: 'inserted', seq: ae ? ae.seq : null, at, message: `${where(a)} is an extra line before the genesis entry` };
   }
   if (!ae && be && be.seq === 2) return { kind: 'modified', seq: 1, at, message: `the genesis entry no longer decodes: ${pa.why}` };
-  const what = ae ? `a ${ae.type} entry with seq ${ae.seq}, not the genesis entry` : `not a journal entry (${pa.why})`;
+  // The journal starts later than entry 1: the first entries were removed.
+  // A segment entry is rather a later segment given in place of segment 0.
+  if (ae && ae.seq > 1 && ae.type !== 'segment') {
+    const range = ae.seq === 2 ? 'entry 1 (the genesis entry) is' : `entries 1 (the genesis entry) to ${ae.seq - 1} are`;
+    return { kind: 'deleted', seq: 1, at, message: `${range} missing: the first line (${where(a)}) is entry ${ae.seq}` };
+  }
+  const what = !ae
+    ? `not a journal entry (${pa.why})`
+    : ae.type === 'segment'
+      ? `the start of segment ${ae.segment} (entry ${ae.seq}), not the genesis entry of segment 0`
+      : `a ${ae.type} entry with seq ${ae.seq}, not the genesis entry`;
   return { kind: 'not_a_journal', seq: null, at, message: `the first line of ${a.file} is ${what}` };
 }
 
@@ -653,7 +702,7 @@ function markVerdict(m: MarkRec, x: Point | null, more: boolean): Verdict {
 }
 
 // ---------------------------------------------------------------------------
-// The head: the last complete line of the last segment, read from the end.
+// The head: the last complete entry of the last segment, read from the end.
 
 export interface JournalHead {
   seq: number;
@@ -676,7 +725,7 @@ export async function journalHead(path: string): Promise<JournalHead> {
   if (last < 0) throw new Refusal('not_found', `${base} does not exist; give the journal file (segment 0, or its directory) with --log`);
   for (let n = last; n >= 0; n--) {
     const file = segmentPath(base, n);
-    const line = await lastCompleteLine(file);
+    const line = await lastEntryLine(file, n === last);
     if (line === 'none') continue;
     const d = line === 'overlong' ? null : decodeEntry(line);
     if (!d || !d.ok) {
@@ -687,32 +736,50 @@ export async function journalHead(path: string): Promise<JournalHead> {
   throw new Refusal('not_found', `${base} holds no complete entry; give the journal file with --log`);
 }
 
-// The last "\n"-terminated line of a file (a torn tail is skipped), scanning
-// backwards in chunks so that memory stays bounded.
-async function lastCompleteLine(file: string): Promise<Buffer | 'none' | 'overlong'> {
+interface FoundLine {
+  line: Buffer | 'overlong';
+  start: number; // offset of its first byte (unknown, 0, when overlong)
+  end: number; // offset of its "\n"
+}
+
+// The line that should hold a segment's last entry: its last complete line,
+// or, in the last segment, the one before it when that last line is a torn
+// write (a line that is not an entry, ending the file). Part of a line at
+// the end is skipped. 'none': no complete entry line in the file.
+async function lastEntryLine(file: string, isLast: boolean): Promise<Buffer | 'overlong' | 'none'> {
   // A FIFO or device would block or never end: only regular files are read.
   if (!statSync(file).isFile()) throw new Refusal('not_found', `${file} is not a regular file; give the journal file (segment 0, or its directory) with --log`);
   const fh = await open(file, 'r');
   try {
     const size = (await fh.stat()).size;
-    const chunk = Buffer.allocUnsafe(READ_CHUNK);
-    // Find the last "\n".
-    let end = -1;
-    for (let pos = size; pos > 0 && end < 0; ) {
-      const from = Math.max(0, pos - READ_CHUNK);
-      const { bytesRead } = await fh.read(chunk, 0, pos - from, from);
-      const i = chunk.subarray(0, bytesRead).lastIndexOf(NL);
-      if (i >= 0) end = from + i;
-      pos = from;
-    }
-    if (end < 0) return 'none';
-    const span = Math.min(end, LONGEST_ENTRY + 1);
-    const buf = Buffer.alloc(span);
-    const { bytesRead } = await fh.read(buf, 0, span, end - span);
-    const start = buf.subarray(0, bytesRead).lastIndexOf(NL);
-    if (start < 0 && end > LONGEST_ENTRY) return 'overlong';
-    return Buffer.from(buf.subarray(start + 1, bytesRead));
+    const found = await completeLineBefore(fh, size);
+    if (!found) return 'none';
+    const torn = isLast && found.end === size - 1 && found.line !== 'overlong' && !decodeEntry(found.line).ok;
+    if (!torn) return found.line;
+    const before = await completeLineBefore(fh, found.start);
+    return before ? before.line : 'none';
   } finally {
     await fh.close();
   }
+}
+
+// The last "\n"-terminated line that ends before `limit`, scanning backwards
+// in chunks so that memory stays bounded.
+async function completeLineBefore(fh: FileHandle, limit: number): Promise<FoundLine | null> {
+  const chunk = Buffer.allocUnsafe(READ_CHUNK);
+  let end = -1;
+  for (let pos = limit; pos > 0 && end < 0; ) {
+    const from = Math.max(0, pos - READ_CHUNK);
+    const { bytesRead } = await fh.read(chunk, 0, pos - from, from);
+    const i = chunk.subarray(0, bytesRead).lastIndexOf(NL);
+    if (i >= 0) end = from + i;
+    pos = from;
+  }
+  if (end < 0) return null;
+  const span = Math.min(end, LONGEST_ENTRY + 1);
+  const buf = Buffer.alloc(span);
+  const { bytesRead } = await fh.read(buf, 0, span, end - span);
+  const nl = buf.subarray(0, bytesRead).lastIndexOf(NL);
+  if (nl < 0 && end > LONGEST_ENTRY) return { line: 'overlong', start: 0, end };
+  return { line: Buffer.from(buf.subarray(nl + 1, bytesRead)), start: end - span + nl + 1, end };
 }

@@ -1,17 +1,19 @@
 // The tamper suite over a journal written by the daemon's own writer (not
 // the fixture encoder): at least 1,000 entries over several segments and
 // daemon runs. For each kind of damage, at the first, a middle, a
-// checkpoint and the last entry, verify names the right entry and kind; the
-// untouched journal verifies. Flipping every byte of one entry in turn is
+// checkpoint and the last entry, verify names the right entry and kind (a
+// torn last write exactly as the daemon's start-up cuts it); the untouched journal verifies. Flipping every byte of one entry in turn is
 // caught each time. Also through the real CLI for a representative few.
 import t from 'tap';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { segmentPath } from '../../shared/audit-format';
 import { verifyJournal, VerifyOptions, ProblemKind } from '../../shared/audit-verify';
 import { ed25519Keypair } from '../../shared/crypto';
 import { b64, fieldOffset, resign, tamper, TamperOp } from '../helpers/journal-fixture';
 import { buildJournalWithWriter } from '../helpers/journal-by-writer';
+import { Journal } from '../../daemon/audit/journal';
 import { cleanEnv, cli } from '../helpers/postern';
 
 const root = mkdtempSync(join(tmpdir(), 'pt-tamper-writer-'));
@@ -43,6 +45,8 @@ t.test('damage to a journal the writer made', async (t) => {
     { name: 'checkpoint changed', op: change(cp, 'head'), kind: 'modified', seq: cp },
     { name: 'last entry of segment 0 changed', op: change(lastOf0, 'prev'), kind: 'modified', seq: lastOf0 },
     { name: 'last entry signature changed', op: change(N, 'sig'), kind: 'bad_signature', seq: N },
+    { name: 'last entry prev changed', op: change(N, 'prev'), kind: 'modified', seq: N },
+    { name: 'first entry deleted', op: { op: 'delete', seq: 1 }, kind: 'deleted', seq: 1 },
     { name: 'entry 2 deleted', op: { op: 'delete', seq: 2 }, kind: 'deleted', seq: 2 },
     { name: 'middle deleted', op: { op: 'delete', seq: mid }, kind: 'deleted', seq: mid },
     { name: 'checkpoint deleted', op: { op: 'delete', seq: cp }, kind: 'deleted', seq: cp },
@@ -58,6 +62,10 @@ t.test('damage to a journal the writer made', async (t) => {
     { name: 'last 3 cut: an unsigned tail', op: { op: 'cut', count: 3 }, kind: 'unsigned_tail', seq: prevCp + 1 },
     { name: 'last 3 cut, expected head', op: { op: 'cut', count: 3 }, kind: 'behind_expected_head', seq: N - 2, opts: { expectHead: head } },
     { name: 'cut back to a checkpoint, expected head', op: { op: 'cut', count: N - prevCp }, kind: 'behind_expected_head', seq: prevCp + 1, opts: { expectHead: head } },
+    // One last complete line that is not an entry: a write cut short, as the daemon sees it.
+    { name: 'half an entry and its "\\n" appended', op: { op: 'insert', before: N + 1, line: Buffer.from('{"v":1,"seq":') }, kind: 'torn_last_write', seq: N + 1 },
+    { name: 'zeros and a "\\n" appended', op: { op: 'insert', before: N + 1, line: Buffer.alloc(512) }, kind: 'torn_last_write', seq: N + 1 },
+    { name: 'the same line before the last entry', op: { op: 'insert', before: N, line: Buffer.from('{"v":1,"seq":') }, kind: 'inserted', seq: null },
   ];
   for (const row of rows) {
     const path = tamper(j, row.op, scratch());
@@ -65,6 +73,67 @@ t.test('damage to a journal the writer made', async (t) => {
     t.equal(r.ok, false, `${row.name}: fails`);
     t.equal(r.problem?.kind, row.kind, `${row.name}: kind`);
     t.equal(r.problem?.seq ?? null, row.seq, `${row.name}: entry`);
+  }
+
+  // Part of a line appended after the last entry (no "\n"): a torn write.
+  const torn = tamper(j, { op: 'cut', count: 0 }, scratch());
+  appendFileSync(segmentPath(torn, j.files.length - 1), '{"v":1,"seq":' + (N + 1) + ',"prev":"');
+  const tr = await verifyJournal(torn, { pubkey, expectHead: head });
+  t.equal(tr.problem?.kind, 'torn_last_write', 'an appended partial line: kind');
+  t.equal(tr.problem?.seq, N + 1, 'an appended partial line: entry');
+  t.equal(tr.entries, N, 'every entry before it checked');
+
+  // One checkpoint re-signed with another key: naming that key, or claiming the journal's.
+  const stranger = ed25519Keypair();
+  const named = await verifyJournal(resign(j, scratch(), { key: stranger, only: cp }).path);
+  t.equal(named.problem?.kind, 'wrong_key', 're-signed, naming the other key: kind');
+  t.equal(named.problem?.seq, cp, 're-signed, naming the other key: entry');
+  const claimed = await verifyJournal(resign(j, scratch(), { key: stranger, only: cp, claim: 'original' }).path);
+  t.equal(claimed.problem?.kind, 'bad_signature', 're-signed, claiming the journal key: kind');
+  t.equal(claimed.problem?.seq, cp, 're-signed, claiming the journal key: entry');
+
+  // The daemon's start-up agrees: what verify calls a torn last write it
+  // cuts (and records as a repair entry, after which the journal verifies);
+  // what verify calls damage it refuses to open, leaving it untouched.
+  const lastFile = (p: string): string => segmentPath(p, j.files.length - 1);
+  const agreement: { name: string; make: () => string; torn: boolean }[] = [
+    { name: 'part of a line', make: () => torn, torn: true },
+    { name: 'a last line that is not an entry', make: () => tamper(j, { op: 'insert', before: N + 1, line: Buffer.from('{"v":1,"seq":') }, scratch()), torn: true },
+    { name: 'a last line of zeros', make: () => tamper(j, { op: 'insert', before: N + 1, line: Buffer.alloc(512) }, scratch()), torn: true },
+    { name: 'the last entry modified', make: () => tamper(j, change(N, 'prev'), scratch()), torn: false },
+    { name: 'a line that is not an entry before the last entry', make: () => tamper(j, { op: 'insert', before: N, line: Buffer.from('{"v":1,"seq":') }, scratch()), torn: false },
+    {
+      name: 'a line that is not an entry, then part of another',
+      make: () => {
+        const p = tamper(j, { op: 'cut', count: 0 }, scratch());
+        appendFileSync(lastFile(p), '{"v":1,"seq":\n{"v":1,');
+        return p;
+      },
+      torn: false,
+    },
+  ];
+  for (const a of agreement) {
+    const path = a.make();
+    const before = await verifyJournal(path);
+    t.equal(before.problem?.kind === 'torn_last_write', a.torn, `${a.name}: verify says ${before.problem?.kind}`);
+    const size = statSync(lastFile(path)).size;
+    const opened = await Journal.open({ path, segmentSize: 96 * 1024 }).then(
+      async (w) => {
+        await w.close();
+        return null;
+      },
+      (e: unknown) => e,
+    );
+    if (a.torn) {
+      t.equal(opened, null, `${a.name}: the daemon opens it`);
+      const after = await verifyJournal(path, { allowUnsignedTail: true });
+      t.equal(after.ok, true, `${a.name}: repaired, it verifies (${JSON.stringify(after.problem)})`);
+      const lines = readFileSync(lastFile(path), 'utf8').split('\n');
+      t.match(lines.find((l) => l.includes('"type":"repair"')), `"seq":${N + 1},`, `${a.name}: entry ${N + 1} is the repair`);
+    } else {
+      t.match(opened, { code: 'audit_unavailable' }, `${a.name}: the daemon refuses it`);
+      t.equal(statSync(lastFile(path)).size, size, `${a.name}: left untouched`);
+    }
   }
 
   // Every byte of one middle event, flipped in turn.

@@ -63,7 +63,13 @@ t.test('hostile input and bad options', async (t) => {
     writeFileSync(longAlone, '');
     truncateSync(longAlone, 100 * 1024 * 1024);
 
+    // One last line that is not an entry (a write cut short), and a journal without its genesis entry.
+    const garbageLast = tamper(j, { op: 'insert', before: N + 1, line: Buffer.from('{"v":1,"seq":') }, scratch());
+    const noGenesis = tamper(j, { op: 'delete', seq: 1 }, scratch());
+
     const cases: Array<[string, string[], string, number | null]> = [
+      ['a last line that is not an entry', ['--log', garbageLast], 'torn_last_write', N + 1],
+      ['the genesis entry deleted', ['--log', noGenesis], 'deleted', 1],
       ['an empty file', ['--log', empty], 'not_a_journal', null],
       ['binary garbage', ['--log', garbage], 'not_a_journal', null],
       ['a journal from another vault, pinned', ['--log', foreign.path, '--pubkey', pubkey], 'wrong_key', 1],

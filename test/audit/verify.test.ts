@@ -1,12 +1,13 @@
 // verifyJournal against real journals and every kind of damage, at the
 // first, a middle, a checkpoint, a segment boundary and the last entry:
-// the first problem must carry the right kind and entry number.
+// the first problem must carry the right kind and entry number. And the
+// head, past a torn last write.
 import t, { Test } from 'tap';
 import { appendFileSync, mkdirSync, mkdtempSync, renameSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { encodeEntry, segmentPath } from '../../shared/audit-format';
-import { ProblemKind, VerifyOptions, VerifyReport, verifyJournal } from '../../shared/audit-verify';
+import { ProblemKind, VerifyOptions, VerifyReport, journalHead, verifyJournal } from '../../shared/audit-verify';
 import { ed25519Keypair } from '../../shared/crypto';
 import { TamperOp, b64, buildJournal, fieldOffset, makeKeys, rechainFrom, resign, tamper } from '../helpers/journal-fixture';
 
@@ -85,7 +86,7 @@ t.test('verifyJournal', async (t) => {
     { name: 'last entry (checkpoint) sig changed', op: flipAt(N, 'sig'), kind: 'bad_signature', seq: N },
     { name: 'last entry time changed, expected head', op: flipAt(N, 'time'), kind: 'behind_expected_head', seq: N, opts: { expectHead: head } },
     // deleted
-    { name: 'genesis deleted', op: { op: 'delete', seq: 1 }, kind: 'not_a_journal', seq: null },
+    { name: 'genesis deleted', op: { op: 'delete', seq: 1 }, kind: 'deleted', seq: 1 },
     { name: 'entry 2 deleted', op: { op: 'delete', seq: 2 }, kind: 'deleted', seq: 2 },
     { name: 'middle entry deleted', op: { op: 'delete', seq: mid }, kind: 'deleted', seq: mid },
     { name: 'checkpoint deleted', op: { op: 'delete', seq: cp }, kind: 'deleted', seq: cp },
@@ -189,6 +190,38 @@ t.test('verifyJournal', async (t) => {
     writeFileSync(segmentPath(emptyNext, 3), '');
     expectProblem(t, await check(emptyNext), 'torn_last_write', N + 1, 'an empty last segment');
 
+    // One last line that is not an entry: what a crash can leave, cut by the daemon at its next start.
+    for (const [what, junk] of [['half an entry and its "\\n"', '{"v":1,"seq":\n'], ['zeros and a "\\n"', '\0'.repeat(300) + '\n'], ['an empty line', '\n']] as const) {
+      const p = tamper(j, { op: 'cut', count: 0 }, scratch());
+      appendFileSync(segmentPath(p, 2), junk);
+      const g = await check(p);
+      expectProblem(t, g, 'torn_last_write', N + 1, `a last line of ${what}`);
+      t.equal(g.problem?.line, 201, `${what}: its line`);
+      t.match(g.problem?.message, /start the daemon once, it cuts the torn line/, `${what}: the advice`);
+    }
+    const startTorn = tamper(j, { op: 'cut', count: 0 }, scratch());
+    writeFileSync(segmentPath(startTorn, 3), '{"v":1,"seq":1001,"pr\n');
+    expectProblem(t, await check(startTorn), 'torn_last_write', N + 1, 'a new last segment holding only a line that is not an entry');
+    // More than one write's worth, or an entry, is damage.
+    const twoLines = tamper(j, { op: 'cut', count: 0 }, scratch());
+    appendFileSync(segmentPath(twoLines, 2), '{"v":1,"seq":\n{"v":1,');
+    expectProblem(t, await check(twoLines), 'modified', N + 1, 'a line that is not an entry, then part of another');
+    const twoFull = tamper(j, { op: 'cut', count: 0 }, scratch());
+    appendFileSync(segmentPath(twoFull, 2), 'junk\njunk\n');
+    expectProblem(t, await check(twoFull), 'modified', N + 1, 'two last lines that are not entries');
+    const overlong = tamper(j, { op: 'cut', count: 0 }, scratch());
+    appendFileSync(segmentPath(overlong, 2), 'a'.repeat(70_000) + '\n');
+    expectProblem(t, await check(overlong), 'modified', N + 1, 'a last line longer than MAX_LINE_BYTES');
+    const earlier = tamper(j, { op: 'cut', count: 0 }, scratch());
+    appendFileSync(segmentPath(earlier, 1), '{"v":1,"seq":\n');
+    expectProblem(t, await check(earlier), 'inserted', null, 'a line that is not an entry at the end of an earlier segment');
+    // A last entry that decodes but does not chain was put there.
+    const near = head.hash.slice(0, 63) + (head.hash.endsWith('0') ? '1' : '0');
+    const closeForgery = tamper(j, { op: 'insert', before: N + 1, line: encodeEntry(N + 1, near, '2025-01-01T01:00:00.000Z', { type: 'vault', generation: 99, vault_hash: head.hash }) }, scratch());
+    expectProblem(t, await check(closeForgery), 'modified', N + 1, 'a last entry one digit of prev away from chaining');
+    const farForgery = tamper(j, { op: 'insert', before: N + 1, line: encodeEntry(N + 1, j.hashes[N - 2] as string, '2025-01-01T01:00:00.000Z', { type: 'vault', generation: 99, vault_hash: head.hash }) }, scratch());
+    expectProblem(t, await check(farForgery), 'modified', N, 'a last entry naming an unrelated hash: the entry before it is blamed');
+
     const midTorn = tamper(j, { op: 'cut', count: 0 }, scratch());
     const s0 = Buffer.concat((j.files[0] as Buffer[]).flatMap((l) => [l, Buffer.from('\n')]));
     writeFileSync(midTorn, s0.subarray(0, s0.length - 1));
@@ -222,6 +255,32 @@ t.test('verifyJournal', async (t) => {
     expectProblem(t, await check(split), 'missing_segment', 400, 'segment 1 begins with another entry');
   });
 
+  t.test('the head skips a torn last write as the daemon cuts it, and nothing else', async (t) => {
+    const at = (seq: number): { seq: number; hash: string } => ({ seq, hash: j.hashes[seq - 1] as string });
+    const headOf = async (p: string): Promise<{ seq: number; hash: string }> => {
+      const h = await journalHead(p);
+      return { seq: h.seq, hash: h.hash };
+    };
+    const copy = (): string => tamper(j, { op: 'cut', count: 0 }, scratch());
+    t.same(await headOf(copy()), head, 'untouched');
+    for (const [what, junk] of [['part of a line', '{"v":1,"seq":1001'], ['a last line that is not an entry', '{"v":1,"seq":\n'], ['zeros and a "\\n"', '\0'.repeat(64) + '\n']] as const) {
+      const p = copy();
+      appendFileSync(segmentPath(p, 2), junk);
+      t.same(await headOf(p), head, what);
+    }
+    const onlyTorn = copy();
+    writeFileSync(segmentPath(onlyTorn, 3), 'junk\n');
+    t.same(await headOf(onlyTorn), head, 'a new last segment holding only a line that is not an entry');
+    const cut = tamper(j, { op: 'cut', count: 3 }, scratch());
+    appendFileSync(segmentPath(cut, 2), 'junk\n');
+    t.same(await headOf(cut), at(N - 3), 'after a cut');
+    for (const [what, junk] of [['two lines that are not entries', 'junk\njunk\n'], ['a line that is not an entry, then part of one', 'junk\n{"v"'], ['a line longer than any entry', 'a'.repeat(70_000) + '\n']] as const) {
+      const p = copy();
+      appendFileSync(segmentPath(p, 2), junk);
+      await t.rejects(journalHead(p), { code: 'not_found', message: /is not a journal entry; run `postern audit verify/ }, what);
+    }
+  });
+
   t.test('not a journal', async (t) => {
     const d = scratch();
     mkdirSync(d);
@@ -236,9 +295,28 @@ t.test('verifyJournal', async (t) => {
     const noLine = join(d, 'noline');
     writeFileSync(noLine, (j.files[0] as Buffer[])[0] as Buffer);
     expectProblem(t, await check(noLine), 'not_a_journal', null, 'a genesis without its "\\n"');
+    // A later segment given in place of segment 0.
+    expectProblem(t, await check(segmentPath(j.path, 1)), 'not_a_journal', null, 'segment 1 given as the journal');
+    // An entry that is not the genesis, but claims seq 1.
+    const one = join(d, 'one');
+    writeFileSync(one, encodeEntry(1, '0'.repeat(64), '2025-01-01T00:00:00.000Z', { type: 'vault', generation: 1, vault_hash: head.hash }) + '\n');
+    expectProblem(t, await check(one), 'not_a_journal', null, 'a vault entry with seq 1');
+  });
+
+  t.test('the first entries removed', async (t) => {
+    const d = scratch();
+    mkdirSync(d);
     const second = join(d, 'second');
     writeFileSync(second, Buffer.concat([(j.files[0] as Buffer[])[1] as Buffer, Buffer.from('\n')]));
-    expectProblem(t, await check(second), 'not_a_journal', null, 'a journal starting at entry 2');
+    const r = await check(second);
+    expectProblem(t, r, 'deleted', 1, 'a journal of entry 2 alone');
+    t.match(r.problem?.message, /^entry 1 \(the genesis entry\) is missing: the first line \(second line 1\) is entry 2;/);
+    const from5 = join(d, 'from5');
+    writeFileSync(from5, Buffer.concat((j.files[0] as Buffer[]).slice(4).flatMap((l) => [l, Buffer.from('\n')])));
+    const r5 = await check(from5);
+    expectProblem(t, r5, 'deleted', 1, 'a journal starting at entry 5');
+    t.match(r5.problem?.message, /^entries 1 \(the genesis entry\) to 4 are missing/);
+    t.equal(r5.entries, 0);
   });
 
   t.test('bad options are refused', async (t) => {
