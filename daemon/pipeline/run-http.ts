@@ -136,10 +136,11 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
     } finally {
       scan.redactor?.wipe();
     }
-    // 10. outcome
+    // 10. outcome; the hash is of what the agent gets, so the journal never
+    // holds a hash of a secret the upstream echoed.
     const outcome = await c.recordOutcome({
       kind: 'http_outcome', intent_seq: intent.seq, status: raw.status, bytes: raw.body.length, truncated: reply.truncated,
-      redactions: reply.redactions, body_sha256: sha256(raw.body), duration_ms: Date.now() - started,
+      redactions: reply.redactions, body_sha256: sha256(Buffer.from(reply.body, reply.body_encoding)), duration_ms: Date.now() - started,
     });
     // 11. reply
     const result = { ...reply, target: { host: req.target.host, address: pinned.address, port: req.target.port }, audit_seq: outcome.seq };
