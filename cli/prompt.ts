@@ -2,8 +2,9 @@
 // terminal without echo; never from argv or the environment. Everything is
 // returned as a Buffer so it can be wiped after use.
 import { openSync, readSync, closeSync, fstatSync } from 'node:fs';
-import { ReadStream, WriteStream } from 'node:tty';
 import { UsageError } from './errors';
+import { SecretCollector } from './secret-collector';
+import { askOnTerminal } from './terminal-prompt';
 import { Refusal } from '../shared/errors';
 
 const MAX_INPUT = 256 * 1024;
@@ -62,53 +63,26 @@ export function stripNewline(buf: Buffer): Buffer {
   return out;
 }
 
-// Ask on the controlling terminal, echo off. Works with raw mode so the
-// characters are never shown; handles backspace and Ctrl-C.
-export function askHidden(prompt: string): Promise<Buffer> {
-  let fd: number;
-  try {
-    fd = openSync('/dev/tty', 'r+');
-  } catch {
-    throw new UsageError(`no terminal to ask for the ${prompt.replace(/:\s*$/, '').toLowerCase()}; pass it with a --*-file option (see --help)`);
-  }
-  const input = new ReadStream(fd);
-  const output = new WriteStream(fd);
-  return new Promise((resolve, reject) => {
-    const buf = Buffer.alloc(MAX_INPUT);
-    let len = 0;
-    output.write(prompt);
-    input.setRawMode(true);
-    input.resume();
-    const finish = (err: Error | null): void => {
-      input.setRawMode(false);
-      input.pause();
-      input.removeAllListeners('data');
-      output.write('\n');
-      input.destroy();
-      output.destroy();
-      if (err) {
-        buf.fill(0);
-        reject(err);
-      } else {
-        const out = Buffer.from(buf.subarray(0, len));
-        buf.fill(0);
-        resolve(out);
-      }
-    };
-    input.on('data', (data: Buffer) => {
-      for (const byte of data) {
-        if (byte === 0x0d || byte === 0x0a) return finish(null);
-        if (byte === 0x03) return finish(new UsageError('cancelled'));
-        if (byte === 0x04 && len === 0) return finish(new UsageError('cancelled'));
-        if (byte === 0x7f || byte === 0x08) {
-          if (len > 0) len -= 1;
-          continue;
-        }
-        if (len < buf.length) buf[len++] = byte;
-      }
-      data.fill(0);
-    });
-  });
+// Ask on the controlling terminal, echo off, for one line (a passphrase, a
+// token, a password). Extra pasted lines are dropped, never left for the
+// shell.
+export function askHidden(prompt: string, what = prompt.replace(/:\s*$/, '').toLowerCase()): Promise<Buffer> {
+  const collector = new SecretCollector('line', MAX_INPUT, `the ${what} is longer than ${MAX_INPUT} bytes; check what was typed or pasted, or give it in a file (see --help)`);
+  return askOnTerminal(prompt, what, collector);
+}
+
+export const MAX_PRIVATE_KEY = 64 * 1024;
+export const PRIVATE_KEY_PROMPT = 'Private key (paste it; it ends at its END line, or press Ctrl-D): ';
+
+// Ask on the controlling terminal, echo off, for a private key pasted as a
+// whole: lines up to "-----END ... PRIVATE KEY-----", or to Ctrl-D.
+export function askPrivateKey(prompt = PRIVATE_KEY_PROMPT): Promise<Buffer> {
+  const collector = new SecretCollector(
+    'private-key',
+    MAX_PRIVATE_KEY,
+    `the pasted private key is larger than ${MAX_PRIVATE_KEY / 1024} KiB, more than any supported key; check what was pasted, or give the key file with --secret-file`,
+  );
+  return askOnTerminal(prompt, 'private key', collector);
 }
 
 export async function getPassphrase(opts: { passphraseFile?: string }, prompt = 'Passphrase: '): Promise<Buffer> {

@@ -5,9 +5,9 @@ import { Command } from 'commander';
 import { readFileSync } from 'node:fs';
 import { Context } from '../context';
 import { withAdmin, AdminClient } from '../admin-client';
-import { getPassphrase, getSecret, readInputFile, stripNewline, askHidden } from '../prompt';
+import { getPassphrase, getSecret, readInputFile, stripNewline, askHidden, askPrivateKey } from '../prompt';
 import { Refusal } from '../../shared/errors';
-import type { CredentialDef } from '../../shared/credential';
+import type { CredentialDef, SshCredentialDef } from '../../shared/credential';
 
 // The credential module (zod schemas, ssh2 key parsing) is loaded on demand,
 // so commands that do not need it start faster.
@@ -35,21 +35,35 @@ function readDefinition(file: string): CredentialDef {
 // encrypted SSH key is decrypted here, with its passphrase asked like a
 // secret, and only the decrypted key is sent to the daemon's vault.
 async function readCheckedSecret(def: CredentialDef, o: SecretOptions): Promise<Buffer> {
-  const secret = await getSecret(o, def.kind === 'ssh' ? (def.auth === 'key' ? 'Private key (paste, then Enter): ' : 'Password: ') : 'Secret: ');
-  if (def.kind === 'http') {
-    credential().checkHttpSecret(secret);
-    return secret;
-  }
+  if (def.kind === 'ssh' && def.auth === 'key') return readCheckedKey(def, o);
+  const secret = await getSecret(o, def.kind === 'ssh' ? 'Password: ' : 'Secret: ');
   try {
-    return credential().prepareSshSecret(def, secret);
+    if (def.kind === 'http') credential().checkHttpSecret(secret);
+    else credential().prepareSshSecret(def, secret);
   } catch (e) {
-    if (!(e instanceof Refusal) || e.detail?.['needs_key_passphrase'] !== true) throw e;
+    secret.fill(0);
+    throw e;
   }
-  const keyPass = o.keyPassphraseFile ? stripNewline(readInputFile(o.keyPassphraseFile, 'key passphrase')) : await askHidden('Passphrase of the private key: ');
+  return secret;
+}
+
+// A private key: from the file, else pasted at the terminal. What was read
+// is wiped once the key (decrypted, re-encoded) has been prepared from it.
+async function readCheckedKey(def: SshCredentialDef, o: SecretOptions): Promise<Buffer> {
+  const secret = o.secretFile ? await getSecret(o) : await askPrivateKey();
   try {
-    return credential().prepareSshSecret(def, secret, keyPass);
+    try {
+      return credential().prepareSshSecret(def, secret);
+    } catch (e) {
+      if (!(e instanceof Refusal) || e.detail?.['needs_key_passphrase'] !== true) throw e;
+    }
+    const keyPass = o.keyPassphraseFile ? stripNewline(readInputFile(o.keyPassphraseFile, 'key passphrase')) : await askHidden('Passphrase of the private key: ');
+    try {
+      return credential().prepareSshSecret(def, secret, keyPass);
+    } finally {
+      keyPass.fill(0);
+    }
   } finally {
-    keyPass.fill(0);
     secret.fill(0);
   }
 }
