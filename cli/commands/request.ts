@@ -53,6 +53,29 @@ async function call(c: Context, path: string, body: Record<string, unknown>): Pr
   return r.json;
 }
 
+// A file named by an option, read whole; a path that cannot be read is the
+// caller's mistake, said in one line naming the option and the file.
+const UNREADABLE: Record<string, string> = {
+  ENOENT: 'no such file; check the path',
+  ENOTDIR: 'a part of the path is not a directory; check the path',
+  EISDIR: 'is a directory; name a file',
+  EACCES: 'permission denied; check the file\'s permissions',
+  EPERM: 'permission denied; check the file\'s permissions',
+  ELOOP: 'too many symbolic links; check the path',
+  ENAMETOOLONG: 'the path is too long; check it',
+};
+
+function readOptionFile(option: string, file: string, dashIsStdin: boolean): Buffer {
+  const stdin = dashIsStdin && file === '-';
+  try {
+    return readFileSync(stdin ? 0 : file);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const shown = stdin ? '- (stdin)' : JSON.stringify(file);
+    throw new UsageError(`${option} ${shown}: ${(code && UNREADABLE[code]) ?? `cannot be read (${code ?? String(e)}); check it`}`);
+  }
+}
+
 function headerList(value: string, previous: string[] = []): string[] {
   return [...previous, value];
 }
@@ -81,7 +104,7 @@ export function register(program: Command, ctx: Ctx): void {
       if (o.data !== undefined && o.dataFile) throw new UsageError('give --data or --data-file, not both');
       const body: Record<string, unknown> = { credential: o.credential, method: o.method, url: o.url, headers };
       if (o.data !== undefined) body['body'] = o.data;
-      if (o.dataFile) body['body_base64'] = readFileSync(o.dataFile).toString('base64');
+      if (o.dataFile) body['body_base64'] = readOptionFile('--data-file', o.dataFile, false).toString('base64');
       Object.assign(body, timeoutOption(o.timeoutMs));
       if (o.idempotencyKey) body['idempotency_key'] = o.idempotencyKey;
       const j = await call(c, '/v1/http', body);
@@ -103,7 +126,7 @@ export function register(program: Command, ctx: Ctx): void {
     .action(async (o: { credential: string; command: string; stdinFile?: string; timeoutMs?: string }) => {
       const c = ctx();
       const body: Record<string, unknown> = { credential: o.credential, command: o.command, ...timeoutOption(o.timeoutMs) };
-      if (o.stdinFile !== undefined) body['stdin_base64'] = readFileSync(o.stdinFile === '-' ? 0 : o.stdinFile).toString('base64');
+      if (o.stdinFile !== undefined) body['stdin_base64'] = readOptionFile('--stdin-file', o.stdinFile, true).toString('base64');
       const j = await call(c, '/v1/ssh', body);
       const show = (v: unknown): string => (j['encoding'] === 'base64' ? Buffer.from(String(v), 'base64').toString('utf8') : String(v));
       const ending = j['signal'] ? `signal ${String(j['signal'])}` : `exit ${String(j['exit_code'])}`;

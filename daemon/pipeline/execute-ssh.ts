@@ -1,15 +1,16 @@
 // Run one command over an exec channel (SPEC §6.6): no pty, no
 // environment; stdin written and closed; stdout and stderr read together up
 // to a limit (what arrives beyond it is drained and dropped, so the command
-// can finish and report its exit status); on timeout the remote command is
-// signalled (TERM, then KILL) and the channel closed.
+// can finish and report its exit status); on timeout (counted from the
+// request for the channel) the remote command is signalled (TERM, then
+// KILL) and the channel closed.
 import type { Client, ClientChannel } from 'ssh2';
 import { Refusal } from '../../shared/errors';
 
 export interface ExecOptions {
   command: string;
   stdin: Buffer | null;
-  timeoutMs: number;
+  timeoutMs: number; // for opening the channel and running the command
   readLimit: number; // stdout + stderr bytes kept
   keepLimit: number; // of which the first `keepLimit` bytes, in arrival order, may be returned
 }
@@ -50,6 +51,33 @@ function openChannel(client: Client, command: string, attach: (channel: ClientCh
 
 export class ChannelOpenFailed extends Error {}
 
+// The server had not confirmed the exec request in time. The request may
+// have reached it, so the command may run; the connection must go (closing
+// it is what stops a late channel), which the caller does by discarding it.
+function openWithin(client: Client, command: string, attach: (channel: ClientChannel) => void, ms: number, host: string): Promise<ClientChannel> {
+  return new Promise((resolve, reject) => {
+    let late = false;
+    const timer = setTimeout(() => {
+      late = true;
+      reject(new Refusal('upstream_timeout', `${host} did not start the command in time (its exec channel was not confirmed); it may yet run — check before retrying`, { maybe_executed: true }));
+    }, ms);
+    openChannel(client, command, (channel) => {
+      if (late) {
+        signalChannel(channel, 'TERM');
+        channel.close();
+        return;
+      }
+      attach(channel);
+    }).then((channel) => {
+      clearTimeout(timer);
+      if (!late) resolve(channel);
+    }, () => {
+      clearTimeout(timer);
+      if (!late) reject(new ChannelOpenFailed(`could not open an exec channel on ${host}`));
+    });
+  });
+}
+
 // ssh2 sends a signal request only while our side of the channel is still
 // writable, but stdin has been closed (EOF) by then, as any SSH client does.
 // The request is still valid in SSH after EOF (RFC 4254 §6.9 needs only an
@@ -73,6 +101,7 @@ export function signalChannel(channel: ClientChannel, name: 'TERM' | 'KILL'): vo
 }
 
 export async function execOn(client: Client, host: string, o: ExecOptions): Promise<ExecResult> {
+  const started = Date.now();
   const out: Buffer[] = [];
   const err: Buffer[] = [];
   let kept = 0;
@@ -121,13 +150,9 @@ export async function execOn(client: Client, host: string, o: ExecOptions): Prom
       wake();
     });
   };
-  let channel: ClientChannel;
-  try {
-    channel = await openChannel(client, o.command, attach);
-  } catch {
-    // The command was not started: the caller may try a fresh connection.
-    throw new ChannelOpenFailed(`could not open an exec channel on ${host}`);
-  }
+  // A refused channel (ChannelOpenFailed): the command was not started, and
+  // the caller may try a fresh connection.
+  const channel = await openWithin(client, o.command, attach, o.timeoutMs, host);
   return new Promise((resolve, reject) => {
     const timers: NodeJS.Timeout[] = [];
     const finish = (): void => {
@@ -157,7 +182,7 @@ export async function execOn(client: Client, host: string, o: ExecOptions): Prom
         channel.close();
         timers.push(setTimeout(finish, CLOSE_AFTER_MS));
       }, KILL_AFTER_MS));
-    }, o.timeoutMs));
+    }, Math.max(0, o.timeoutMs - (Date.now() - started))));
     if (o.stdin) channel.end(o.stdin);
     else channel.end();
   });

@@ -26,6 +26,9 @@ export type HostKind = 'name' | 'ipv4' | 'ipv6';
 export interface ResolveOptions {
   dnsServers: readonly DnsServer[]; // empty: the system's servers (/etc/resolv.conf)
   timeoutMs: number; // for the whole resolution, both queries together
+  // Where the name came from, for messages that ask to check it; default
+  // "the host name in the URL".
+  nameSource?: string;
 }
 
 export interface ResolvedAddress {
@@ -60,23 +63,24 @@ function isLocalhost(name: string): boolean {
 // the name has no record of that type; everything else is a failure.
 const EMPTY = new Set(['ENODATA']);
 const NXDOMAIN = 'ENOTFOUND';
+const URL_HOST = 'the host name in the URL';
 const EXPLAIN: Record<string, string> = {
-  ENOTFOUND: 'the name does not exist (NXDOMAIN); check the host name in the URL',
-  ENODATA: 'the name has no A or AAAA records; check the host name in the URL',
+  ENOTFOUND: 'the name does not exist (NXDOMAIN); check {name}',
+  ENODATA: 'the name has no A or AAAA records; check {name}',
   ESERVFAIL: 'the DNS server reported a failure (SERVFAIL); the name\'s DNS may be broken, retry later',
   EREFUSED: 'the DNS server refused the query; check http.dns_servers in the config',
   ECONNREFUSED: 'the DNS server could not be reached (connection refused); check http.dns_servers in the config',
-  EBADNAME: 'the name is not a valid DNS name; check the host name in the URL',
+  EBADNAME: 'the name is not a valid DNS name; check {name}',
   EFORMERR: 'the DNS server could not parse the query (FORMERR); check http.dns_servers in the config',
   EBADRESP: 'the DNS server sent a malformed answer; check http.dns_servers in the config',
   ENOTIMP: 'the DNS server does not implement the query; check http.dns_servers in the config',
 };
 
-function explain(code: string, timeoutMs: number, servers: string): string {
+function explain(code: string, timeoutMs: number, servers: string, nameSource: string): string {
   if (code === 'ETIMEOUT') {
     return `no answer within ${timeoutMs} ms from ${servers}; check the network and http.dns_servers in the config, then retry`;
   }
-  return EXPLAIN[code] ?? `the resolver failed (${code}); check the network and http.dns_servers in the config, then retry`;
+  return EXPLAIN[code]?.replace('{name}', () => nameSource) ?? `the resolver failed (${code}); check the network and http.dns_servers in the config, then retry`;
 }
 
 function literal(host: string, hostKind: 'ipv4' | 'ipv6'): Resolution {
@@ -154,7 +158,7 @@ export async function resolveTarget(host: string, hostKind: HostKind, opts: Reso
   // does not exist, it is refused even when the other has records (a
   // contradiction only a broken or hostile server produces).
   for (const o of [v4, v6]) {
-    if (!o.ok && o.code === NXDOMAIN) throw dnsError(host, NXDOMAIN, opts.timeoutMs, servers);
+    if (!o.ok && o.code === NXDOMAIN) throw dnsError(host, NXDOMAIN, opts.timeoutMs, servers, opts.nameSource ?? URL_HOST);
   }
 
   const seen = new Set<string>();
@@ -177,7 +181,7 @@ export async function resolveTarget(host: string, hostKind: HostKind, opts: Reso
   if (addresses.length === 0) {
     // Both empty: no records. Otherwise report the first real failure.
     const failure = unanswered[0];
-    throw dnsError(host, failure ? failure.code : 'ENODATA', opts.timeoutMs, servers);
+    throw dnsError(host, failure ? failure.code : 'ENODATA', opts.timeoutMs, servers, opts.nameSource ?? URL_HOST);
   }
   // One family failing while the other answered is accepted: only the
   // addresses returned are ever connected to, and each is classified, so an
@@ -188,6 +192,6 @@ export async function resolveTarget(host: string, hostKind: HostKind, opts: Reso
   return result;
 }
 
-function dnsError(host: string, code: string, timeoutMs: number, servers: string): Refusal {
-  return new Refusal('dns_error', `could not resolve ${host}: ${explain(code, timeoutMs, servers)}`, { host, dns_code: code });
+function dnsError(host: string, code: string, timeoutMs: number, servers: string, nameSource: string): Refusal {
+  return new Refusal('dns_error', `could not resolve ${host}: ${explain(code, timeoutMs, servers, nameSource)}`, { host, dns_code: code });
 }

@@ -18,6 +18,10 @@ import { execOn, ExecResult, ChannelOpenFailed } from './execute-ssh';
 import { who, sha256, refuse, dnsServers, approve } from './steps';
 import { isIP } from 'node:net';
 
+// The longest connecting may take (TCP, key exchange with every host key
+// type tried, login), also when timeout_ms is longer.
+const CONNECT_LIMIT_MS = 20_000;
+
 export interface SshContext {
   controller: Controller;
   ssh: SshConnections;
@@ -79,7 +83,9 @@ function allUtf8(...parts: Buffer[]): boolean {
 // dropped and one fresh connection made: the command had not started.
 async function run(ctx: SshContext, t: SshTarget, req: SshRequest, o: { timeoutMs: number; readLimit: number; keepLimit: number }): Promise<ExecResult> {
   const vault = ctx.controller.requireUnlocked();
-  const open = () => vault.withCredentialSecret(t.def.name, (secret) => connectSsh(t, secret, Math.min(o.timeoutMs, 20_000)));
+  // Connecting has its own limit; timeout_ms counts from its end (or from
+  // taking a kept connection), for opening the channel and the command.
+  const open = (preferred?: string) => vault.withCredentialSecret(t.def.name, (secret) => connectSsh(t, secret, Math.min(o.timeoutMs, CONNECT_LIMIT_MS), preferred));
   for (let attempt = 0; ; attempt++) {
     const lease = await ctx.ssh.lease(t, open);
     try {
@@ -123,7 +129,10 @@ export async function runSsh(ctx: SshContext, body: Buffer): Promise<Record<stri
     // 3. policy: the command rules and stdin, before anything is resolved
     checkSshPolicy(def, req);
     // 4. one resolution; every address classified
-    const resolution = await resolveTarget(def.host, hostKind(def.host), { dnsServers: dnsServers(cfg.http.dns_servers), timeoutMs: Math.min(cfg.ssh.timeout, 10_000) });
+    const resolution = await resolveTarget(def.host, hostKind(def.host), {
+      dnsServers: dnsServers(cfg.http.dns_servers), timeoutMs: Math.min(cfg.ssh.timeout, 10_000),
+      nameSource: `the host of credential "${def.name}" (a human can change it with \`postern cred update\`)`,
+    });
     assertAllAllowed(def.host, resolution.addresses.map((a) => a.address), def.allow_addresses);
     const pinned = resolution.addresses[0]!;
     facts = { ...facts, address: pinned.address, addresses: resolution.addresses.map((a) => a.address) };
@@ -153,7 +162,9 @@ export async function runSsh(ctx: SshContext, body: Buffer): Promise<Record<stri
     } catch (e) {
       redactor?.wipe();
       const r = e instanceof Refusal ? e : new Refusal('upstream_error', 'the SSH command failed; see the daemon log');
-      const out = await c.record({ kind: 'ssh_outcome', intent_seq: intent.seq, error: r.code, maybe_executed: r.detail?.['maybe_executed'] ?? null, duration_ms: Date.now() - started }).catch(() => null);
+      // The host keys shown are public: they tell a human what changed.
+      const offered = r.code === 'host_key_mismatch' ? { offered_host_keys: r.detail?.['offered_host_keys'] ?? [] } : {};
+      const out = await c.record({ kind: 'ssh_outcome', intent_seq: intent.seq, error: r.code, maybe_executed: r.detail?.['maybe_executed'] ?? null, ...offered, duration_ms: Date.now() - started }).catch(() => null);
       throw new Refusal(r.code, r.message, { ...(r.detail ?? {}), audit_seq: out?.seq ?? intent.seq });
     }
     // Redact each stream; keep, in arrival order, at most max_output bytes.
@@ -162,7 +173,9 @@ export async function runSsh(ctx: SshContext, body: Buffer): Promise<Record<stri
     redactor?.wipe();
     const truncated = !result.complete || result.bytes > cap || stdout.cut || stderr.cut;
     const text = allUtf8(stdout.data, stderr.data);
-    const outputHash = sha256(Buffer.concat([result.stdout, result.stderr]));
+    // Of what is returned, after redaction: a hash of the raw output would
+    // let the journal confirm a guess of the secret the command printed.
+    const outputHash = sha256(Buffer.concat([stdout.data, stderr.data]));
     // 10. outcome
     const outcome = await c.recordOutcome({
       kind: 'ssh_outcome', intent_seq: intent.seq, exit_code: result.exitCode, signal: result.signal, bytes: result.bytes,

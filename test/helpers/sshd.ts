@@ -1,5 +1,6 @@
 // A real OpenSSH server for SSH tests: Debian's /usr/sbin/sshd, run as root
-// in the foreground with its own configuration, ed25519 host key and log in
+// in the foreground with its own configuration, host keys (ed25519 unless
+// other types are asked for) and log in
 // a temporary directory, listening on a free 127.0.0.1 port, and a throwaway
 // local user (created with useradd, deleted on close and at process exit)
 // whose authorized_keys holds client keys of every type and format a
@@ -13,6 +14,10 @@
 // - Closing the channel or the connection WITHOUT a signal leaves a running
 //   command alive (re-parented to init); sshd also withholds its
 //   CHANNEL_CLOSE until the command exits. Only a signal ends it.
+// - It shows one host key per handshake: the first type in the client's
+//   list of host key algorithms that it has a key of (ssh2 lists ed25519
+//   first, then ECDSA, then RSA); with none, it logs "no matching host key
+//   type found ... [preauth]".
 // - The log (LogLevel VERBOSE) has one "Connection from" line per accepted
 //   TCP connection, "Accepted publickey for <user> ... <key fingerprint>" or
 //   "Accepted password for <user>" per login.
@@ -63,8 +68,9 @@ export interface Sshd {
   port: number;
   pid: number; // the listening sshd
   dir: string; // temporary directory (config, host keys, log, the user's home)
-  hostKey: string; // the host's public key line ("ssh-ed25519 AAAA...")
-  hostKeyFingerprint: string; // "SHA256:..." of the ed25519 host key, as ssh-keygen -lf prints it
+  hostKey: string; // the first host key's public key line ("ssh-ed25519 AAAA...")
+  hostKeyFingerprint: string; // "SHA256:..." of the first host key, as ssh-keygen -lf prints it
+  hostKeys: HostKey[]; // every host key, in the order of SshdOptions.hostKeyTypes
   otherHostKeyFingerprint: string; // a well-formed fingerprint of a different ed25519 key
   user: string; // the throwaway login user (home in dir, shell /bin/sh)
   uid: number;
@@ -76,8 +82,18 @@ export interface Sshd {
   close(): Promise<void>; // stops sshd and every process it started, deletes the user and dir
 }
 
+export interface HostKey {
+  type: KeyType;
+  keyType: string; // the type in the key blob, as ssh-keyscan prints it: "ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256"
+  publicKey: string; // the public key line
+  fingerprint: string; // "SHA256:..." as `ssh-keyscan HOST | ssh-keygen -lf -` prints it
+}
+
 export interface SshdOptions {
   passwordUser?: boolean; // give `user` a password and turn on PasswordAuthentication
+  // The host key types, one key each (ecdsa: nistp256), in sshd_config's
+  // order; default ['ed25519'].
+  hostKeyTypes?: KeyType[];
   // sshd_config lines: one whose keyword is already set replaces that line
   // (sshd keeps the first value it reads), any other is added.
   extraConfig?: string[];
@@ -354,13 +370,13 @@ function readText(path: string): string {
   }
 }
 
-function config(o: { port: number; dir: string; user: string; password: boolean; extra?: string[] }): string {
+function config(o: { port: number; dir: string; user: string; password: boolean; hostKeys: string[]; extra?: string[] }): string {
   const keyword = (line: string): string => line.trim().split(/\s+/)[0]!.toLowerCase();
   const extra = new Map((o.extra ?? []).map((line) => [keyword(line), line]));
   const lines = [
     `ListenAddress 127.0.0.1:${o.port}`,
     'AddressFamily inet',
-    `HostKey ${join(o.dir, 'host_ed25519')}`,
+    ...o.hostKeys.map((path) => `HostKey ${path}`),
     `PidFile ${join(o.dir, 'sshd.pid')}`,
     // Relative to the user's home (in dir): StrictModes walks from the file
     // up to the home directory only, so a 1777 /tmp above it does not matter.
@@ -410,13 +426,13 @@ interface Started {
 
 // Start sshd on a free port; another process may take the port between our
 // probe and sshd's bind, so a bind failure means: try another.
-async function launch(dir: string, user: string, password: boolean, extra?: string[]): Promise<Started> {
+async function launch(dir: string, user: string, password: boolean, hostKeys: string[], extra?: string[]): Promise<Started> {
   const log = join(dir, 'sshd.log');
   const errPath = join(dir, 'sshd.stderr');
   for (let attempt = 0; ; attempt++) {
     const port = await freePort();
     const cfg = join(dir, 'sshd_config');
-    writeFileSync(cfg, config({ port, dir, user, password, extra }), { mode: 0o600 });
+    writeFileSync(cfg, config({ port, dir, user, password, hostKeys, extra }), { mode: 0o600 });
     rmSync(log, { force: true });
     const errFd = openSync(errPath, 'w', 0o600);
     // setpriv --pdeathsig: the listener dies with this process even if no
@@ -472,13 +488,19 @@ export async function startSshd(o: SshdOptions = {}): Promise<Sshd> {
     const gid = Number(execFileSync('id', ['-g', user], { env: SPAWN_ENV }).toString().trim());
     if (password !== undefined) await shadowTool('chpasswd', [], `${user}:${password}\n`);
 
-    const hostKeyPath = join(dir, 'host_ed25519');
+    const types = o.hostKeyTypes ?? ['ed25519'];
+    if (types.length === 0 || new Set(types).size !== types.length) throw new Error(`hostKeyTypes: give distinct types, at least one (${types.join(', ')})`);
+    const hostKeyPaths = types.map((type) => join(dir, `host_${type}`));
     const otherKeyPath = join(dir, 'other_ed25519');
     await Promise.all([
-      mustRun('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'postern-test-host', '-f', hostKeyPath]),
+      ...types.map((type, i) => mustRun('ssh-keygen', ['-q', '-t', type, '-N', '', '-C', `postern-test-host-${type}`, '-f', hostKeyPaths[i]!])),
       mustRun('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'postern-test-other-host', '-f', otherKeyPath]),
     ]);
-    const [hostKeyFingerprint, otherHostKeyFingerprint] = await Promise.all([fingerprint(`${hostKeyPath}.pub`), fingerprint(`${otherKeyPath}.pub`)]);
+    const hostKeys: HostKey[] = await Promise.all(types.map(async (type, i) => {
+      const publicKey = readFileSync(`${hostKeyPaths[i]!}.pub`, 'utf8').trim().split(' ').slice(0, 2).join(' ');
+      return { type, keyType: publicKey.split(' ')[0]!, publicKey, fingerprint: await fingerprint(`${hostKeyPaths[i]!}.pub`) };
+    }));
+    const otherHostKeyFingerprint = await fingerprint(`${otherKeyPath}.pub`);
 
     const material = await keysPromise;
     const keyDir = join(dir, 'keys');
@@ -496,7 +518,7 @@ export async function startSshd(o: SshdOptions = {}): Promise<Sshd> {
     writeFileSync(join(sshDir, 'authorized_keys'), authorized.join('\n') + '\n', { mode: 0o600 });
     for (const p of [home, sshDir, join(sshDir, 'authorized_keys')]) chownSync(p, uid, gid);
 
-    const started = await launch(dir, user, password !== undefined, o.extraConfig);
+    const started = await launch(dir, user, password !== undefined, hostKeyPaths, o.extraConfig);
     const child = started.child;
     l.child = child;
 
@@ -508,8 +530,9 @@ export async function startSshd(o: SshdOptions = {}): Promise<Sshd> {
       port: started.port,
       pid: child.pid!,
       dir,
-      hostKey: readFileSync(`${hostKeyPath}.pub`, 'utf8').trim(),
-      hostKeyFingerprint,
+      hostKey: readFileSync(`${hostKeyPaths[0]!}.pub`, 'utf8').trim(),
+      hostKeyFingerprint: hostKeys[0]!.fingerprint,
+      hostKeys,
       otherHostKeyFingerprint,
       user,
       uid,
