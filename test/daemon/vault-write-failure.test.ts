@@ -9,6 +9,7 @@ import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { cli, eventually, init, makeHome, startDaemon } from '../helpers/postern';
+import { findCanary, journalText, makeCanary } from '../helpers/canary';
 
 const def = (name: string): string => `name = "${name}"
 kind = "http"
@@ -47,9 +48,14 @@ t.test('a vault write refused by the filesystem leaves the vault as it was, and 
   daemonStop = () => d.stop();
   t.equal(cli(h, ['unlock', '--passphrase-file', h.passFile]).code, 0);
 
-  const secret = h.file('secret', 'vault-write-failure-secret-0123\n');
-  const add = (name: string, ...extra: string[]) =>
-    cli(h, ['cred', 'add', '--file', h.file(`${name}.toml`, def(name)), '--secret-file', secret, '--passphrase-file', h.passFile, ...extra]);
+  const canary = makeCanary('VAULTFAIL');
+  const secret = h.file('secret', `${canary}\n`);
+  const outputs: string[] = [];
+  const add = (name: string, ...extra: string[]) => {
+    const r = cli(h, ['cred', 'add', '--file', h.file(`${name}.toml`, def(name)), '--secret-file', secret, '--passphrase-file', h.passFile, ...extra]);
+    outputs.push(r.stdout, r.stderr);
+    return r;
+  };
   const names = (): string[] => {
     const r = cli(h, ['cred', 'list', '--json']);
     return (JSON.parse(r.stdout) as { credentials: { name: string }[] }).credentials.map((c) => c.name);
@@ -108,4 +114,9 @@ t.test('a vault write refused by the filesystem leaves the vault as it was, and 
   t.equal(cli(h, ['lock']).code, 0);
   t.equal(cli(h, ['unlock', '--passphrase-file', h.passFile]).code, 0);
   t.same(names(), ['first', 'second'], 'and is in the vault file');
+
+  t.same(findCanary(outputs.join('\n'), canary), [], 'the secret is in no CLI output, refused or not');
+  t.same(findCanary(d.logs(), canary), [], 'nor in the daemon log');
+  t.same(findCanary(fs.readFileSync(join(h.dir, 'audit.log')), canary), [], 'nor in the journal file');
+  t.same(findCanary(await journalText(h), canary), [], 'nor in any decrypted journal entry');
 });

@@ -105,8 +105,9 @@ t.test('ENOSPC: an unlock the journal cannot record leaves the daemon locked', a
   t.equal(cli(s.h, ['lock']).code, 0, 'locked');
   const filler = fill(dir, 0);
   await exhaust(t, s);
-  const u = await cliAsync(s.h, ['unlock', '--passphrase-file', s.h.passFile]);
+  const u = await cliAsync(s.h, ['unlock', '--passphrase-file', s.h.passFile, '--json']);
   t.equal(u.code, 1, 'the unlock is refused');
+  t.equal(JSON.parse(u.stdout).error.code, 'audit_unavailable');
   t.match(u.stderr, /^postern: .*audit.*(ENOSPC|no space)/i, `it says the journal could not be written: ${u.stderr}`);
   const st = JSON.parse((await cliAsync(s.h, ['status', '--json'])).stdout) as { locked: boolean; lock_reason: string };
   t.equal(st.locked, true, 'the daemon is still locked');

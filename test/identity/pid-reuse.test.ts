@@ -4,13 +4,12 @@
 // X and Y then have the SAME pid as the daemon sees it; only the instance
 // (start time) tells them apart.
 import t from 'tap';
-import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CLI, PASSPHRASE, agentRequest, canConnect, init, makeHome } from '../helpers/postern';
+import { agentRequest, init, makeHome } from '../helpers/postern';
 import { echo, makeTestCa, startHttpsUpstream } from '../helpers/https-upstream';
 import { startDnsServer, zone } from '../helpers/dns-server';
-import { TestAdmin } from '../helpers/admin';
+import { nsPids, startDaemonInPidNs } from '../helpers/identity-pidns';
 import type { Card } from '../helpers/stack';
 import { Agent, writeAgentScript } from '../helpers/agent-child';
 
@@ -23,12 +22,6 @@ async function eventually(check: () => boolean | Promise<boolean>, ms = 5000): P
     await new Promise((r) => setTimeout(r, 50));
   }
   return check();
-}
-
-// The pids of a process in each namespace it belongs to, outermost first.
-function nsPids(pid: number): number[] {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('NSpid:')) ?? '';
-  return line.split(/\s+/).slice(1).filter(Boolean).map(Number);
 }
 
 // key = pid:start_time:exe_dev:exe_ino:arg_start:argv_hash
@@ -50,42 +43,17 @@ t.test('a recycled pid never inherits an approval (daemon and agents in one pid 
   writeFileSync(join(h.home, 'config.toml'), `[http]\ndns_servers = ["127.0.0.1:${dns.port}"]\nca_file = "${ca.caFile}"\n`, { mode: 0o600 });
   t.equal(init(h).code, 0, 'init');
 
-  // The daemon as pid 1 of a new pid namespace with its own /proc.
-  const unshare = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', 'unshare', '--fork', '--pid', '--mount-proc', '--kill-child=SIGTERM', process.execPath, CLI, 'daemon'], { env: h.env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let logs = '';
-  unshare.stdout.on('data', (d: Buffer) => (logs += d.toString()));
-  unshare.stderr.on('data', (d: Buffer) => (logs += d.toString()));
-  const unshareExit = new Promise<void>((r) => unshare.on('exit', () => r()));
-  const up2 = await eventually(async () => (await canConnect(join(h.home, 'admin.sock'))) && (await canConnect(join(h.home, 'agent.sock'))), 20_000);
-  t.ok(up2, `the daemon started:\n${logs}`);
-  const daemonPid = Number(readFileSync(`/proc/${unshare.pid}/task/${unshare.pid}/children`, 'utf8').trim().split(/\s+/)[0]);
-  t.teardown(async () => {
-    try {
-      process.kill(daemonPid, 'SIGTERM');
-    } catch {
-      // already gone
-    }
-    await unshareExit;
-  });
-  t.same(nsPids(daemonPid).slice(1), [1], 'the daemon is pid 1 of its own namespace');
-  // The daemon serves only peers it can name, so the CLI and the approver
-  // connect from inside its pid namespace too (the approver through a relay).
+  // The daemon as pid 1 of a new pid namespace with its own /proc; the CLI
+  // and the approver connect from inside it.
   const script = writeAgentScript();
   t.teardown(() => script.cleanup());
-  const inNs = (argv: string[]): string[] => ['nsenter', '-t', String(daemonPid), '-p', '-m', '--', ...argv];
-  const nsCli = (args: string[]): number | null =>
-    spawnSync('/usr/bin/env', ['-u', 'NODE_OPTIONS', ...inNs([process.execPath, CLI, ...args])], { env: h.env, encoding: 'utf8', timeout: 60_000 }).status;
-  t.equal(nsCli(['unlock', '--passphrase-file', h.passFile]), 0, 'unlock');
+  const ns = await startDaemonInPidNs(h, script);
+  t.teardown(() => ns.close());
+  const { daemonPid, inNs, admin } = ns;
+  t.same(nsPids(daemonPid).slice(1), [1], 'the daemon is pid 1 of its own namespace');
   const def = h.file('api.toml', `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`);
-  t.equal(nsCli(['cred', 'add', '--file', def, '--secret-file', h.file('s', 'pid-reuse-secret-0123'), '--passphrase-file', h.passFile]), 0, 'cred add');
-  const relay = await Agent.start(script, { prefix: inNs([]) });
-  t.teardown(() => relay.kill());
-  const relayPath = join(h.dir, 'admin-relay.sock');
-  await relay.relay(relayPath, join(h.home, 'admin.sock'));
+  t.equal(ns.cli(['cred', 'add', '--file', def, '--secret-file', h.file('s', 'pid-reuse-secret-0123'), '--passphrase-file', h.passFile]).code, 0, 'cred add');
 
-  const admin = await TestAdmin.connect(relayPath);
-  t.teardown(() => admin.close());
-  t.equal((await admin.request('approver.attach', {}, [Buffer.from(PASSPHRASE)]))['ok'], true, 'approver attached');
   const cards: Card[] = [];
   let plan: (card: Card) => Answer = () => null;
   admin.onPush = (f) => {

@@ -23,6 +23,7 @@ import { startStack, auditList } from '../helpers/stack';
 import { agentRequest, eventually } from '../helpers/postern';
 import { SshCredSpec, SshReply, addSshCredential } from '../helpers/ssh-credential';
 import { exposures } from '../helpers/exposure';
+import { journalText } from '../helpers/canary';
 
 type Entry = Record<string, unknown> & { seq: number; kind?: string };
 
@@ -224,6 +225,7 @@ t.test('pinning an ed25519, ECDSA or RSA host key', async (t) => {
     t.same(exposures(texts.join('\n'), password), [], 'replies');
     t.same(exposures(s.d.logs(), password), [], 'daemon log');
     t.same(exposures(journal, password), [], 'audit.log');
+    t.same(exposures(await journalText(s.h), password), [], 'the decrypted journal entries');
     t.ok(texts.length >= 12);
   });
 });
