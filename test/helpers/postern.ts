@@ -172,10 +172,10 @@ export function agentRequest(socketPath: string, method: string, path: string, b
 }
 
 // Poll until `check` holds (for output that crosses a pipe), up to `ms`.
-export async function eventually(check: () => boolean, ms = 3000): Promise<boolean> {
+export async function eventually(check: () => boolean | Promise<boolean>, ms = 3000): Promise<boolean> {
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
-    if (check()) return true;
+    if (await check()) return true;
     await new Promise((r) => setTimeout(r, 20));
   }
   return check();

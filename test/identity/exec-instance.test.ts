@@ -7,6 +7,7 @@ import { mkdirSync, readFileSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import { startStack, auditList, Card } from '../helpers/stack';
 import { ControlServer, startIdentityAgent, writeIdentityAgent } from '../helpers/identity-agent';
+import { eventually } from '../helpers/postern';
 
 type Answer = { decision: 'deny' | 'once' | 'session'; root_key?: string } | null;
 interface CardProcess {
@@ -23,14 +24,6 @@ function errorCode(json: unknown): string | undefined {
   return (json as { error?: { code?: string } } | null)?.error?.code;
 }
 
-async function eventually(check: () => Promise<boolean>, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await check()) return true;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return check();
-}
 
 t.test('python exec-ing python is a new instance: a new card with the new argv and cwd, and the old session ends', async (t) => {
   const s = await startStack();

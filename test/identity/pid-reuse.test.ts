@@ -6,7 +6,7 @@
 import t from 'tap';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { agentRequest, init, makeHome } from '../helpers/postern';
+import { agentRequest, init, makeHome, eventually } from '../helpers/postern';
 import { echo, makeTestCa, startHttpsUpstream } from '../helpers/https-upstream';
 import { startDnsServer, zone } from '../helpers/dns-server';
 import { nsPids, startDaemonInPidNs } from '../helpers/identity-pidns';
@@ -15,14 +15,6 @@ import { Agent, writeAgentScript } from '../helpers/agent-child';
 
 type Answer = { decision: 'deny' | 'once' | 'session'; root_key?: string } | null;
 
-async function eventually(check: () => boolean | Promise<boolean>, ms = 5000): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await check()) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return check();
-}
 
 // key = pid:start_time:exe_dev:exe_ino:arg_start:argv_hash
 function keyParts(key: string): { pid: string; start: string; exe: string } {
@@ -108,7 +100,7 @@ t.test('a recycled pid never inherits an approval (daemon and agents in one pid 
     t.equal(yk.pid, xk.pid);
     t.equal(yk.exe, xk.exe, 'same executable');
     t.not(yk.start, xk.start, 'only the start time tells the instances apart');
-    t.ok(await eventually(async () => (await sessionRoots()).length === 0), "X's session ended with X");
+    t.ok(await eventually(async () => (await sessionRoots()).length === 0, 5000), "X's session ended with X");
     await y.exit();
   });
 
@@ -122,7 +114,7 @@ t.test('a recycled pid never inherits an approval (daemon and agents in one pid 
     // X sends; its connection is held by X's child, so the card stays pending after X exits.
     const holder = await x.handOff(sock, body, replyFile);
     t.not(holder, P);
-    t.ok(await eventually(() => cards.length === before + 1), 'a card for X');
+    t.ok(await eventually(() => cards.length === before + 1, 5000), 'a card for X');
     const xCard = cards[before]!;
     t.equal(xCard.process.pid, P);
     await x.exit();
@@ -134,7 +126,7 @@ t.test('a recycled pid never inherits an approval (daemon and agents in one pid 
     // The human approves X's card with a session rooted at X.
     const d = await admin.request('approval.decide', { id: xCard.id, decision: 'session', root_key: xCard.process.key });
     t.equal((d['result'] as { taken: boolean }).taken, true, 'the decision was taken');
-    t.ok(await eventually(() => existsSync(replyFile)), 'the held request was answered');
+    t.ok(await eventually(() => existsSync(replyFile), 5000), 'the held request was answered');
     const raw = readFileSync(replyFile, 'utf8');
     t.match(raw, /^HTTP\/1\.1 403 /, raw);
     const json = JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4)) as { error: { code: string } };

@@ -4,6 +4,7 @@
 import t from 'tap';
 import { startStack, Card } from '../helpers/stack';
 import { Agent, writeAgentScript } from '../helpers/agent-child';
+import { eventually } from '../helpers/postern';
 
 type Answer = { decision: 'deny' | 'once' | 'session'; root_key?: string } | null;
 
@@ -118,11 +119,3 @@ t.test('sibling agents: a session rooted at one sibling does not cover the other
   await unrelated.exit();
 });
 
-async function eventually(check: () => Promise<boolean>, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await check()) return true;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return check();
-}
