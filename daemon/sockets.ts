@@ -13,13 +13,18 @@ import { Refusal } from '../shared/errors';
 // around that call decides the mode the socket has from its first connection
 // on. The umask is the process's, so it is restored at once: no JavaScript
 // runs in between, and at start-up nothing else is creating files.
+// Connections waiting to be accepted (the kernel caps it at somaxconn):
+// Node's default of 511 makes a burst of agent connections fail with
+// EAGAIN while the daemon is busy for a moment.
+const BACKLOG = 4096;
+
 function listen(server: net.Server, path: string, bornMode?: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const onError = (e: Error): void => reject(e);
     server.once('error', onError);
     const previous = bornMode === undefined ? null : process.umask(~bornMode & 0o777);
     try {
-      server.listen(path, () => {
+      server.listen({ path, backlog: BACKLOG }, () => {
         server.off('error', onError);
         resolve();
       });
