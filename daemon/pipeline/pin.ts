@@ -19,11 +19,18 @@ export interface PinKey {
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
 
 // A lookup that can only ever answer the checked address. Node's
-// autoSelectFamily asks with `all: true` and expects an array.
+// autoSelectFamily asks with `all: true` and expects an array. The answer is
+// given on a later tick, as a real lookup's is: answered synchronously, a
+// connect that fails at once (ENETUNREACH on an offline host) is emitted
+// before undici has attached its error handler, and the unhandled 'error'
+// ends the process.
 export function pinnedLookup(address: string, family: 4 | 6) {
   return (_hostname: string, options: { all?: boolean } | number | undefined, callback: LookupCallback): void => {
-    if (typeof options === 'object' && options !== null && options.all) callback(null, [{ address, family }]);
-    else callback(null, address, family);
+    const all = typeof options === 'object' && options !== null && options.all === true;
+    process.nextTick(() => {
+      if (all) callback(null, [{ address, family }]);
+      else callback(null, address, family);
+    });
   };
 }
 
