@@ -1,8 +1,11 @@
 // Address classification (SPEC §6.2): every address a request may connect to
 // is judged against one TABLE of ranges, each with a reason code, before any
 // connection is made. An address outside every row is public. A blocked row
-// can be opened by the credential's `allow_addresses`, except the cloud
-// metadata rows, which no credential can open.
+// can be opened by the credential's `allow_addresses`, except the rows no
+// credential can open: all of link-local (clouds put metadata services there
+// at many addresses, and new ones appear), NAT64 local-use (it can embed any
+// IPv4 address, at positions no one fixed), and the metadata services that
+// live elsewhere.
 //
 // IPv6 forms that embed an IPv4 address (mapped, compatible, translated,
 // NAT64, 6to4, Teredo, ISATAP) are judged as the IPv4 address they embed, by
@@ -40,7 +43,8 @@ export interface AddressRow {
 }
 
 const row = (cidr: string, reason: BlockReason, note: string): AddressRow => ({ cidr, reason, overridable: true, note });
-const metadata = (cidr: string, note: string): AddressRow => ({ cidr, reason: 'metadata', overridable: false, note });
+const always = (cidr: string, reason: BlockReason, note: string): AddressRow => ({ cidr, reason, overridable: false, note });
+const metadata = (cidr: string, note: string): AddressRow => always(cidr, 'metadata', note);
 
 // The most specific row containing an address decides (longest prefix), so
 // a metadata /32 inside link-local is judged as metadata, whatever the order.
@@ -51,7 +55,7 @@ export const ADDRESS_TABLE: readonly AddressRow[] = [
   row('10.0.0.0/8', 'private', 'RFC 1918'),
   row('100.64.0.0/10', 'cgnat', 'shared address space, RFC 6598'),
   row('127.0.0.0/8', 'loopback', 'RFC 1122'),
-  row('169.254.0.0/16', 'link_local', 'RFC 3927'),
+  always('169.254.0.0/16', 'link_local', 'RFC 3927'),
   row('172.16.0.0/12', 'private', 'RFC 1918'),
   row('192.0.0.0/24', 'ietf_protocol', 'RFC 6890'),
   row('192.0.2.0/24', 'documentation', 'TEST-NET-1, RFC 5737'),
@@ -66,6 +70,9 @@ export const ADDRESS_TABLE: readonly AddressRow[] = [
   metadata('169.254.170.2/32', 'AWS ECS task metadata and credentials'),
   // Extra: the EKS Pod Identity agent hands out AWS credentials here.
   metadata('169.254.170.23/32', 'AWS EKS Pod Identity credentials'),
+  // Inside link-local, so blocked anyway; named so a refusal says what they are.
+  metadata('169.254.0.23/32', 'Tencent Cloud instance metadata'),
+  metadata('169.254.42.42/32', 'Scaleway instance metadata'),
   metadata('100.100.100.200/32', 'Alibaba Cloud instance metadata'),
   // Extra: Oracle Cloud's legacy metadata address (inside 192.0.0.0/24).
   metadata('192.0.0.192/32', 'Oracle Cloud instance metadata'),
@@ -79,7 +86,7 @@ export const ADDRESS_TABLE: readonly AddressRow[] = [
   // addresses are judged as the embedded IPv4 (IPV4_EMBEDDINGS below).
   row('::/128', 'unspecified', 'RFC 4291'),
   row('::1/128', 'loopback', 'RFC 4291'),
-  row('64:ff9b:1::/48', 'nat64_local', 'RFC 8215'),
+  always('64:ff9b:1::/48', 'nat64_local', 'RFC 8215'),
   // Extra: a black-hole prefix; nothing answers there.
   row('100::/64', 'discard', 'discard-only, RFC 6666'),
   // Extra: the IPv6 analogue of 192.0.0.0/24, blocked whole as the SPEC
@@ -91,11 +98,12 @@ export const ADDRESS_TABLE: readonly AddressRow[] = [
   // Extra: segment identifiers, never a host on the internet.
   row('5f00::/16', 'reserved', 'SRv6 SIDs, RFC 9602'),
   row('fc00::/7', 'unique_local', 'RFC 4193'),
-  row('fe80::/10', 'link_local', 'RFC 4291'),
+  always('fe80::/10', 'link_local', 'RFC 4291'),
   row('fec0::/10', 'site_local', 'deprecated, RFC 3879'),
   row('ff00::/8', 'multicast', 'RFC 4291'),
   metadata('fd00:ec2::254/128', 'AWS instance metadata over IPv6'),
   metadata('fd00:ec2::23/128', 'AWS EKS Pod Identity credentials over IPv6'),
+  metadata('fd20:ce::254/128', 'Google Cloud instance metadata over IPv6'),
   // Extra: all of IPv6 outside 2000::/3 is unallocated for global unicast
   // (IANA IPv6 address space); no public host lives there, so these rows
   // block it whole. Together with the rows above they cover every address

@@ -20,9 +20,9 @@ import { findCanary, journalBytes, journalText, makeCanary } from '../helpers/ca
 const SENTINEL4 = '192.168.77.77';
 const SENTINEL6 = 'fc00::77';
 
-type Cred = 'strict' | 'loop' | 'meta';
+type Cred = 'strict' | 'loop' | 'meta' | 'wide';
 // The wildcard each credential's one rule allows: `<row>.<zone>`.
-const ZONE: Record<Cred, string> = { strict: 'addr.test', loop: 'loop.test', meta: 'meta.test' };
+const ZONE: Record<Cred, string> = { strict: 'addr.test', loop: 'loop.test', meta: 'meta.test', wide: 'wide.test' };
 
 type Expect =
   | { kind: 'denied'; address: string; reason: string; judgedAs?: string; message?: RegExp }
@@ -222,19 +222,49 @@ const ROWS: Row[] = [
   { what: 'A SERVFAIL, AAAA blocked: the answered family is still judged', cred: 'loop', answer: (type) => (type === 'A' ? { rcode: 'SERVFAIL' } : v6('fd00::9')), expect: denied('fd00::9', 'unique_local') },
 
   // ---- A credential whose allow_addresses covers link-local, CGNAT, ULA
-  // and 192.0.0.0/24: the metadata addresses stay blocked.
+  // and 192.0.0.0/24: the metadata addresses stay blocked, and so does all
+  // of link-local (SPEC §6.2: no allow_addresses opens it).
   inside('169.254.169.254', 'metadata', 'meta'),
   inside('169.254.170.2', 'metadata', 'meta'),
+  inside('169.254.170.23', 'metadata', 'meta'),
+  inside('169.254.0.23', 'metadata', 'meta'),
+  inside('169.254.42.42', 'metadata', 'meta'),
   inside('100.100.100.200', 'metadata', 'meta'),
   inside('fd00:ec2::254', 'metadata', 'meta'),
+  inside('fd00:ec2::23', 'metadata', 'meta'),
   embedded('IPv4-mapped', '::ffff:169.254.169.254', '169.254.169.254', 'metadata', 'meta'),
   embedded('NAT64', '64:ff9b::a9fe:a9fe', '169.254.169.254', 'metadata', 'meta'),
-  // Neighbours of the metadata addresses are opened by allow_addresses.
-  outside('169.254.169.253', 'meta'),
-  outside('169.254.169.255', 'meta'),
+  inside('169.254.0.0', 'link_local', 'meta'),
+  inside('169.254.169.253', 'link_local', 'meta'),
+  inside('169.254.255.255', 'link_local', 'meta'),
+  embedded('IPv4-mapped', '::ffff:169.254.1.1', '169.254.1.1', 'link_local', 'meta'),
+  // Neighbours of the metadata addresses outside link-local are opened by
+  // allow_addresses.
   outside('100.100.100.199', 'meta'),
   outside('100.100.100.201', 'meta'),
   outside('fd00:ec2::253', 'meta'),
+
+  // ---- A credential that allows every address ("0.0.0.0/0", "::/0"):
+  // link-local, NAT64 local-use and the metadata services stay blocked.
+  inside('169.254.169.254', 'metadata', 'wide'),
+  inside('169.254.0.23', 'metadata', 'wide'),
+  inside('169.254.42.42', 'metadata', 'wide'),
+  inside('169.254.1.1', 'link_local', 'wide'),
+  inside('fe80::1', 'link_local', 'wide'),
+  inside('fe80::a9fe:a9fe', 'link_local', 'wide'),
+  inside('64:ff9b:1::a9fe:a9fe', 'nat64_local', 'wide'),
+  inside('64:ff9b:1::7f00:1', 'nat64_local', 'wide'),
+  inside('fd00:ec2::254', 'metadata', 'wide'),
+  inside('fd20:ce::254', 'metadata', 'wide'),
+  inside('100.100.100.200', 'metadata', 'wide'),
+  inside('168.63.129.16', 'metadata', 'wide'),
+  embedded('IPv4-mapped', '::ffff:169.254.0.23', '169.254.0.23', 'metadata', 'wide'),
+  embedded('IPv4-compatible', '::169.254.42.42', '169.254.42.42', 'metadata', 'wide'),
+  embedded('NAT64', '64:ff9b::a9fe:101', '169.254.1.1', 'link_local', 'wide'),
+  embedded('6to4', '2002:a9fe:a9fe::1', '169.254.169.254', 'metadata', 'wide'),
+  embedded('NAT64', '64:ff9b::a83f:8110', '168.63.129.16', 'metadata', 'wide'),
+  embedded('IPv4-mapped', '::ffff:100.100.100.200', '100.100.100.200', 'metadata', 'wide'),
+  { what: 'ISATAP id under fe80::/10 naming a public address', cred: 'wide', answer: v6('fe80::5efe:808:808'), expect: denied('fe80::5efe:808:808', 'link_local') },
 ];
 
 // Targets of the CNAME rows.
@@ -268,6 +298,7 @@ t.test('hostile DNS answers through the real daemon', async (t) => {
   s.addCredential('strict', `name = "strict"\nkind = "http"\n${inject}${rule(ZONE.strict)}`, secret);
   s.addCredential('loop', `name = "loop"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n${inject}${rule(ZONE.loop)}`, secret);
   s.addCredential('meta', `name = "meta"\nkind = "http"\nallow_addresses = ["169.254.0.0/16", "100.64.0.0/10", "fd00::/8", "192.0.0.0/24"]\n${inject}${rule(ZONE.meta)}`, secret);
+  s.addCredential('wide', `name = "wide"\nkind = "http"\nallow_addresses = ["0.0.0.0/0", "::/0"]\n${inject}${rule(ZONE.wide)}`, secret);
 
   // The second fence: only loopback is ever approved.
   const cards: Card[] = [];

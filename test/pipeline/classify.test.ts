@@ -118,8 +118,9 @@ t.test('cloud metadata: blocked, and its neighbours are judged by their range', 
     ['::ffff:a9fe:a9fe', EVERYTHING, 'metadata', '169.254.169.254'],
     ['64:ff9b::169.254.169.254', EVERYTHING, 'metadata', '169.254.169.254'],
     ['::ffff:100.100.100.200', EVERYTHING, 'metadata', '100.100.100.200'],
-    // The range around them still opens.
-    ['169.254.1.1', ['169.254.0.0/16'], 'allowed_by_credential'],
+    // All of link-local stays shut (SPEC §6.2); a ULA range around a
+    // metadata address still opens.
+    ['169.254.1.1', ['169.254.0.0/16'], 'link_local'],
     ['fd00::1', ['fd00::/8'], 'allowed_by_credential'],
   ]);
   const v = classifyAddress('169.254.169.254', EVERYTHING);
@@ -246,7 +247,8 @@ t.test('allow_addresses over IPv4 covers the IPv6 forms that embed it', async (t
     // Public addresses stay "public" whatever the allow list says.
     ['8.8.8.8', ['10.0.0.0/8'], 'public'],
     ['::ffff:8.8.8.8', EVERYTHING, 'public', '8.8.8.8'],
-    ['64:ff9b:1::1', ['64:ff9b:1::/48'], 'allowed_by_credential'],
+    // NAT64 local-use is blocked whole, whatever allow_addresses says.
+    ['64:ff9b:1::1', ['64:ff9b:1::/48'], 'nat64_local'],
   ]);
 });
 
@@ -264,8 +266,8 @@ t.test('Teredo, ISATAP and combined forms', async (t) => {
     ['2600::200:5efe:8.8.8.8', NONE, 'public', '8.8.8.8'],
     // ISATAP under a blocked prefix: the prefix is judged too.
     ['fe80::5efe:8.8.8.8', NONE, 'link_local', 'fe80::5efe:808:808'],
-    ['fe80::5efe:8.8.8.8', ['fe80::/10'], 'allowed_by_credential', '8.8.8.8'],
-    ['fe80::5efe:10.0.0.1', ['fe80::/10'], 'private', '10.0.0.1'],
+    ['fe80::5efe:8.8.8.8', ['fe80::/10'], 'link_local', 'fe80::5efe:808:808'],
+    ['fe80::5efe:10.0.0.1', ['fe80::/10'], 'link_local', 'fe80::5efe:a00:1'],
     ['fd00::200:5efe:8.8.8.8', NONE, 'unique_local', 'fd00::200:5efe:808:808'],
     // Two embedded addresses (6to4 prefix + ISATAP id): both are judged.
     ['2002:808:808::5efe:10.0.0.1', NONE, 'private', '10.0.0.1'],
@@ -388,20 +390,33 @@ t.test('every table row: its ends are blocked, its outside neighbours are not ju
   }
 });
 
-t.test('every overridable row opens with allow_addresses; metadata rows never do', async (t) => {
+t.test('every overridable row opens with allow_addresses; link-local, NAT64 local-use and metadata rows never do', async (t) => {
+  const WIDE = ['0.0.0.0/0', '::/0'];
   for (const row of ADDRESS_TABLE) {
     const [first, last] = ends(row.cidr);
     for (const a of [first, last]) {
-      const v = classifyAddress(text(a), [row.cidr]);
-      // 2001:: (start of 2001::/23) is Teredo: judged by its client, not the row.
-      if (v.judgedAs !== text(a)) continue;
-      if (row.overridable) t.equal(v.reason, 'allowed_by_credential', `${text(a)} with ${row.cidr} allowed`);
-      else t.match(v, { allowed: false, reason: 'metadata' }, `${text(a)} stays blocked with ${row.cidr} allowed`);
+      for (const allow of [[row.cidr], WIDE]) {
+        const v = classifyAddress(text(a), allow);
+        // 2001:: (start of 2001::/23) is Teredo: judged by its client, not the row.
+        if (v.judgedAs !== text(a)) continue;
+        if (row.overridable) t.equal(v.reason, 'allowed_by_credential', `${text(a)} with ${allow.join(', ')} allowed`);
+        else t.match(v, { allowed: false, reason: mostSpecificReason(text(a)) }, `${text(a)} stays blocked with ${allow.join(', ')} allowed`);
+      }
     }
   }
-  t.same(ADDRESS_TABLE.filter((r) => !r.overridable).map((r) => r.reason).filter((r) => r !== 'metadata'), [],
-    'only metadata rows are not overridable');
+  t.same([...new Set(ADDRESS_TABLE.filter((r) => !r.overridable).map((r) => r.reason))].sort(), ['link_local', 'metadata', 'nat64_local'],
+    'only link-local, NAT64 local-use and metadata rows are not overridable');
+  // Every address of link-local, whatever allow_addresses says.
+  for (const a of ['169.254.0.1', '169.254.0.23', '169.254.42.42', '169.254.170.23', '169.254.254.254', 'fe80::1', 'fe80::a9fe:a9fe', 'febf::1', '64:ff9b:1::a9fe:a9fe', '64:ff9b:1:abcd::1', 'fd20:ce::254']) {
+    t.equal(classifyAddress(a, WIDE).allowed, false, `${a} is blocked with every address allowed`);
+  }
 });
+
+// The reason the most specific row gives an address (no allow list).
+function mostSpecificReason(a: string): string {
+  const v = classifyAddress(a, NONE);
+  return v.allowed ? 'public' : v.reason;
+}
 
 t.test('IPv6: only global unicast 2000::/3 is public', async (t) => {
   // One address in each /16; none of these second hextets is special.
