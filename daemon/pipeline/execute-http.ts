@@ -1,6 +1,7 @@
 // Send the request over the pinned pool and read the response within limits
 // (SPEC §6.1 steps 8–9). Redirects are never followed: a 3xx comes back with
-// its Location. postern never retries.
+// its Location. postern never retries. Only a request without a body leaves
+// its connection to be reused.
 import type { Pool } from 'undici';
 import { Refusal } from '../../shared/errors';
 
@@ -70,6 +71,11 @@ export async function sendPinned(pool: Pool, host: string, o: SendOptions): Prom
       headers: o.headers,
       body: o.body ?? undefined,
       signal: abort.signal,
+      // A connection that carried a body is closed after its response (and
+      // asks the origin to close it too): an origin that misreads the body's
+      // length would take the start of the next request on it, with its
+      // injected secret, as part of this body (SPEC §6.2, "CL.0").
+      reset: o.body !== null,
       // undici's own timers tick coarsely (~500 ms) and fire early; the
       // timer above is the only deadline.
       headersTimeout: 0,
