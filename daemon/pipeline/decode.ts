@@ -1,5 +1,6 @@
 // Undo a Content-Encoding the upstream applied although postern asked for
-// `identity` (SPEC §6.1 step 9): redaction must see the bytes the agent
+// `identity` (SPEC §6.1 step 9), and a Transfer-Encoding other than chunked
+// (which undici undoes; SPEC §6.2): redaction must see the bytes the agent
 // will see. Decompression is capped, so a small bomb cannot become a large
 // allocation; a body that decompresses beyond the cap is truncated.
 import zlib from 'node:zlib';
@@ -37,6 +38,25 @@ export function parseContentEncoding(value: string | string[] | undefined, host:
     const c = CODINGS[name];
     if (c) out.push(c);
   }
+  return out.reverse();
+}
+
+// "gzip, chunked": the body was gzipped, then chunked; undici removes the
+// chunking, the rest is undone here, last applied first. Anything postern
+// cannot undo is refused, as is "chunked" anywhere but last (RFC 9112: then
+// the message is not chunked at all, and its framing cannot be trusted).
+export function parseTransferEncoding(value: string | string[] | undefined, host: string): Coding[] {
+  if (value === undefined) return [];
+  const names = (Array.isArray(value) ? value.join(',') : value).split(',').map((p) => p.trim().toLowerCase()).filter((p) => p !== '');
+  const out: Coding[] = [];
+  names.forEach((name, i) => {
+    if (name === 'chunked' && i === names.length - 1) return;
+    const c = CODINGS[name];
+    if (name === 'chunked' || c === undefined) {
+      throw new Refusal('upstream_error', `${host} answered with a transfer-encoding postern cannot undo (it undoes gzip, deflate and br, then chunked last), so the body cannot be checked for the secret; the request was executed — do not repeat it blindly`, { maybe_executed: true });
+    }
+    if (c) out.push(c);
+  });
   return out.reverse();
 }
 

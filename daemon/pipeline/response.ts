@@ -1,10 +1,11 @@
 // SPEC §6.1 step 9 and §6.4: turn what the upstream sent into what the
-// agent gets. In order: undo a Content-Encoding (capped), drop Set-Cookie
+// agent gets. In order: undo a Transfer-Encoding other than chunked, then a
+// Content-Encoding (capped), drop Set-Cookie
 // unless the credential passes it, redact headers and body (over the bytes
 // read beyond the cap), then truncate at max_response_body.
 import type { HttpCredentialDef } from '../../shared/credential';
 import type { RawResponse } from './execute-http';
-import { parseContentEncoding, decodeBody } from './decode';
+import { parseContentEncoding, parseTransferEncoding, decodeBody } from './decode';
 import { Redactor, redact, redactText } from './redact';
 
 export interface AgentResponse {
@@ -31,12 +32,16 @@ export function isText(contentType: string | undefined, body: Buffer): boolean {
   }
 }
 
-// Headers that describe the bytes on the wire rather than the body returned.
-const WIRE_HEADERS_WHEN_DECODED = ['content-encoding', 'content-length'];
+// Headers that describe the bytes on the wire rather than the body returned:
+// dropped when the coding they name was undone.
+const WIRE_HEADERS_WHEN_CONTENT_DECODED = ['content-encoding', 'content-length'];
+const WIRE_HEADERS_WHEN_TRANSFER_DECODED = ['transfer-encoding', 'content-length'];
 
 export async function shapeResponse(raw: RawResponse, def: HttpCredentialDef, redactor: Redactor | null, cap: number, readLimit: number, host: string): Promise<AgentResponse> {
-  const codings = parseContentEncoding(raw.headers['content-encoding'], host);
-  const decoded = await decodeBody(codings, raw.body, raw.complete, readLimit, host);
+  const transfer = parseTransferEncoding(raw.headers['transfer-encoding'], host);
+  const content = parseContentEncoding(raw.headers['content-encoding'], host);
+  const decoded = await decodeBody([...transfer, ...content], raw.body, raw.complete, readLimit, host);
+  const wire = new Set([...(transfer.length > 0 ? WIRE_HEADERS_WHEN_TRANSFER_DECODED : []), ...(content.length > 0 ? WIRE_HEADERS_WHEN_CONTENT_DECODED : [])]);
   let redactions = 0;
   const scrub = (v: string): string => {
     const r = redactText(redactor, v);
@@ -46,7 +51,7 @@ export async function shapeResponse(raw: RawResponse, def: HttpCredentialDef, re
   const headers: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(raw.headers)) {
     if (name === 'set-cookie' && !def.pass_set_cookie) continue;
-    if (decoded.decoded && WIRE_HEADERS_WHEN_DECODED.includes(name)) continue;
+    if (wire.has(name)) continue;
     // An upstream may echo the secret as a header name, too.
     const shown = scrub(name);
     const values = Array.isArray(value) ? value.map(scrub) : scrub(value);
