@@ -17,6 +17,7 @@ import * as auditRotate from './commands/audit-rotate';
 import * as approver from './commands/approver';
 import * as sessions from './commands/sessions';
 import * as mcp from './commands/mcp';
+import { packageVersion } from '../shared/version';
 
 function buildProgram(): { program: Command; ctx: () => Context } {
   const program = new Command('postern');
@@ -24,6 +25,7 @@ function buildProgram(): { program: Command; ctx: () => Context } {
     .description('holds API and SSH credentials for AI agents and performs requests with them')
     .option('--config <file>', 'config file (default: $POSTERN_CONFIG, else <home>/config.toml)')
     .option('--json', 'print data as JSON')
+    .version(packageVersion(), '--version', 'print the version')
     .enablePositionalOptions(false)
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) })

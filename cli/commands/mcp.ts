@@ -1,26 +1,13 @@
 // `postern mcp`: the MCP bridge on stdio (SPEC §10). stdout carries MCP
 // messages only; the bridge exits when its stdin closes.
 import { Command } from 'commander';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { Context } from '../context';
 import { createBridge } from '../mcp/bridge';
 import { agentCall } from './request';
+import { packageVersion } from '../../shared/version';
 
 type Ctx = () => Context;
-
-// package.json sits above dist/ once compiled, and above cli/ in the source.
-function packageVersion(): string {
-  for (const rel of ['../../../package.json', '../../package.json']) {
-    try {
-      return (JSON.parse(readFileSync(join(__dirname, rel), 'utf8')) as { version: string }).version;
-    } catch {
-      // try the next
-    }
-  }
-  return '0.0.0';
-}
 
 export function register(program: Command, ctx: Ctx): void {
   program

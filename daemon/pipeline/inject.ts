@@ -5,6 +5,8 @@
 // string for the duration of the send: the one unavoidable copy.
 import type { HttpCredentialDef } from '../../shared/credential';
 import type { Target } from './target';
+import { headerKey } from '../../shared/http-headers';
+import { packageVersion } from '../../shared/version';
 
 export interface Injected {
   headers: Record<string, string>;
@@ -21,9 +23,28 @@ function percentEncode(b: Buffer): string {
   return out;
 }
 
-export function inject(def: HttpCredentialDef, secret: Buffer, agentHeaders: [string, string][], target: Target): Injected {
+// The headers sent besides the secret: the agent's, then the credential's
+// [headers] the agent did not set, then `User-Agent: postern/<version>` when
+// neither set one (some APIs, GitHub's among them, refuse requests without).
+// Names are compared as servers compare them: any case, "_" read as "-".
+export function requestHeaders(def: HttpCredentialDef, agentHeaders: [string, string][]): Record<string, string> {
   const headers: Record<string, string> = {};
-  for (const [k, v] of agentHeaders) headers[k] = v;
+  const set = new Set<string>();
+  for (const [k, v] of agentHeaders) {
+    headers[k] = v;
+    set.add(headerKey(k));
+  }
+  for (const [k, v] of Object.entries(def.headers ?? {})) {
+    if (set.has(headerKey(k))) continue;
+    headers[k] = v;
+    set.add(headerKey(k));
+  }
+  if (!set.has('user-agent')) headers['user-agent'] = `postern/${packageVersion()}`;
+  return headers;
+}
+
+export function inject(def: HttpCredentialDef, secret: Buffer, agentHeaders: [string, string][], target: Target): Injected {
+  const headers = requestHeaders(def, agentHeaders);
   // postern reads responses itself; compression is asked for never.
   headers['accept-encoding'] = 'identity';
   let pathAndQuery = target.path + target.query;

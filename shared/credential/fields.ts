@@ -3,6 +3,8 @@
 // schemas in schema.ts wire them to their paths.
 import ipaddr from 'ipaddr.js';
 import { Check, ok, bad, hasInvisible, quote } from './text';
+import { pathFormProblem } from '../path-form';
+import { FORBIDDEN_HEADERS, HEADER_TOKEN, HEADER_VALUE, forbiddenHeader } from '../http-headers';
 
 export const NAME_PATTERN = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 export const MAX_DESCRIPTION_LENGTH = 500;
@@ -100,26 +102,44 @@ export function checkCidr(text: string): Check<string> {
 }
 
 // RFC 9110 token: header names and methods.
-const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const TOKEN = HEADER_TOKEN;
 
-// Headers postern manages itself or that an agent may not send (SPEC §6.2):
-// a secret placed in one would be framing, routing or a forwarding hint.
-export const NON_INJECTABLE_HEADERS: readonly string[] = [
-  'host', 'content-length', 'transfer-encoding', 'connection', 'upgrade', 'te', 'trailer',
-  'keep-alive', 'expect', 'accept-encoding', 'forwarded', 'x-real-ip', 'x-http-method-override',
-  'x-http-method', 'x-method-override', 'x-original-url', 'x-rewrite-url',
-];
-const NON_INJECTABLE_PREFIXES: readonly string[] = ['proxy-', 'x-forwarded-'];
-
+// A header postern manages itself or that an agent may not send (SPEC §6.2)
+// cannot carry the secret: a secret placed in one would be framing, routing
+// or a forwarding hint.
 export function checkHeaderName(name: string): Check<string> {
   if (name === '') return bad('is empty; name the header, e.g. "Authorization"');
   if (name.length > 128) return bad('is longer than 128 characters');
   if (!TOKEN.test(name)) return bad(`${quote(name)} is not a valid HTTP header name (letters, digits and !#$%&'*+.^_\`|~-)`);
   const lower = name.toLowerCase();
-  if (NON_INJECTABLE_HEADERS.includes(lower) || NON_INJECTABLE_PREFIXES.some((p) => lower.startsWith(p))) {
+  if (forbiddenHeader(lower, FORBIDDEN_HEADERS)) {
     return bad(`${quote(lower)} cannot carry a secret; use the header the API documents, e.g. "Authorization"`);
   }
   return ok(lower);
+}
+
+// `[headers]`: request headers sent unless the agent sets them (SPEC §4).
+// The same names as an agent may send (no header postern manages), values
+// of printable ASCII sent as written; at most HEADERS_MAX of them.
+export const HEADERS_MAX = 32;
+const HEADER_VALUE_MAX = 4096;
+
+export function checkDefaultHeaderName(name: string): Check<string> {
+  if (name === '') return bad('is empty; name the header, e.g. User-Agent = "acme-agent"');
+  if (name.length > 128) return bad('is longer than 128 characters');
+  if (!TOKEN.test(name)) return bad(`${quote(name)} is not a valid HTTP header name (letters, digits and !#$%&'*+.^_\`|~-)`);
+  const row = forbiddenHeader(name, FORBIDDEN_HEADERS);
+  if (row) return bad(`cannot be set: ${row.reason}; remove it`);
+  return ok(name.toLowerCase());
+}
+
+export function checkDefaultHeaderValue(value: string): Check<string> {
+  if (value.length > HEADER_VALUE_MAX) return bad(`is longer than ${HEADER_VALUE_MAX} characters`);
+  if (!HEADER_VALUE.test(value)) return bad('must be printable ASCII (space and tab allowed); encode other text as the API documents');
+  if (value.includes(SECRET_PLACEHOLDER)) {
+    return bad(`contains ${SECRET_PLACEHOLDER}, but [headers] values are sent as written; the secret goes only where [inject] puts it`);
+  }
+  return ok(value);
 }
 
 export const SECRET_PLACEHOLDER = '{secret}';
@@ -189,6 +209,12 @@ export function checkPathRule(path: string): Check<string> {
     return bad(`${quote(path)} contains a character that is sent percent-encoded (space, quote, non-ASCII...); write it encoded, e.g. "%20"`);
   }
   if (/%(?![0-9A-Fa-f]{2})/.test(path)) return bad(`${quote(path)} has a "%" not followed by two hex digits`);
+  // The forms some origin reads as another path ("..;", "%252E", "%C0%AE",
+  // "%EF%BC%8E"): requests with them are refused, as above.
+  const form = pathFormProblem(path);
+  if (form) {
+    return bad(`${quote(path)}: segment ${quote(form.segment)} ${form.problem}; requests with it are refused, so the rule could never match`);
+  }
   return ok(path);
 }
 

@@ -12,7 +12,9 @@ import { Check, ok, bad, quote } from './text';
 import {
   checkName, checkDescription, checkRate, checkCidr, checkHeaderName, checkTemplate, checkBasicUser,
   checkQueryName, checkMethod, checkPathRule, checkHostKey, checkSshUser,
+  checkDefaultHeaderName, checkDefaultHeaderValue, HEADERS_MAX,
 } from './fields';
+import { credentialHeaderRows, forbiddenHeader, headerKey } from '../http-headers';
 import {
   Approve, CredentialDef, HttpCredentialDef, HttpInject, HttpAllowRule, HttpScheme, SshCredentialDef,
   HTTP_KEYS, SSH_KEYS, INJECT_KEYS, ALLOW_RULE_KEYS, stricterApprove,
@@ -48,6 +50,7 @@ const EXPECTED: Readonly<Record<string, string>> = {
   boolean: 'true or false',
   array: 'a list',
   object: 'a table',
+  record: 'a table',
 };
 
 // Messages for zod's own issues, from the raw issue (which carries the input).
@@ -120,6 +123,8 @@ const httpSchema = z.strictObject({
   redact_response: z.boolean().default(true),
   pass_set_cookie: z.boolean().default(false),
   rate: checked(checkRate).optional(),
+  // Names are checked in httpCrossChecks (each problem at its own path).
+  headers: z.record(z.string(), checked(checkDefaultHeaderValue)).optional(),
   inject: injectSchema,
   allow: z.array(ruleSchema).min(1).max(LIMITS.allow),
 });
@@ -254,6 +259,7 @@ function httpCrossChecks(raw: Record<string, unknown>): Found[] {
       problems.push({ at: ['inject', 'template'], message: 'is only used with header; remove it, or add header' });
     }
   }
+  problems.push(...headerProblems(raw));
   const credentialApprove = own(raw, 'approve') ?? 'session';
   const allow = own(raw, 'allow');
   if (credentialApprove === 'each-use' && Array.isArray(allow)) {
@@ -265,6 +271,35 @@ function httpCrossChecks(raw: Record<string, unknown>): Found[] {
         });
       }
     });
+  }
+  return problems;
+}
+
+// [headers] names: valid, not managed by postern, not the header the
+// credential injects into, and each once (case and "_" against "-" aside).
+function headerProblems(raw: Record<string, unknown>): Found[] {
+  const headers = own(raw, 'headers');
+  if (!isTable(headers)) return [];
+  const problems: Found[] = [];
+  const names = Object.keys(headers);
+  if (names.length > HEADERS_MAX) problems.push({ at: ['headers'], message: `must list at most ${HEADERS_MAX} headers` });
+  const inject = own(raw, 'inject');
+  const injectInto = isTable(inject) && typeof own(inject, 'header') === 'string' ? { header: own(inject, 'header') as string, template: '' }
+    : isTable(inject) && own(inject, 'basic_user') !== undefined ? { basic_user: '' } : { query: '' };
+  const rows = credentialHeaderRows({ name: String(own(raw, 'name') ?? 'this'), inject: injectInto });
+  const seen = new Map<string, string>();
+  for (const name of names) {
+    const r = checkDefaultHeaderName(name);
+    if (!r.ok) {
+      problems.push({ at: ['headers', name], message: r.problem });
+      continue;
+    }
+    const row = forbiddenHeader(name, rows);
+    if (row) problems.push({ at: ['headers', name], message: `cannot be set: ${row.reason}; remove it` });
+    const key = headerKey(name);
+    const before = seen.get(key);
+    if (before !== undefined) problems.push({ at: ['headers', name], message: `is the same header as ${quote(before)} (names are case-insensitive, and servers read "_" as "-"); keep one` });
+    else seen.set(key, name);
   }
   return problems;
 }
@@ -306,6 +341,9 @@ function buildHttp(p: HttpParsed): HttpCredentialDef {
     pass_set_cookie: p.pass_set_cookie,
     ...(p.rate !== undefined ? { rate: p.rate } : {}),
     allow_addresses: unique(p.allow_addresses),
+    ...(p.headers !== undefined && Object.keys(p.headers).length > 0
+      ? { headers: Object.fromEntries(Object.entries(p.headers).map(([k, v]) => [k.toLowerCase(), v])) }
+      : {}),
     inject: buildInject(p.inject),
     allow: p.allow.map((r) => buildRule(r, p.approve)),
   };

@@ -51,18 +51,27 @@ function tomlValue(v: unknown): string {
   throw new TypeError(`definitionToToml: cannot print ${typeof v}`);
 }
 
+// A header name is a bare key unless it holds a character TOML keys cannot
+// (a "." would make it a dotted key).
+function tomlKey(k: string): string {
+  return /^[A-Za-z0-9_-]+$/.test(k) ? k : tomlString(k);
+}
+
 function keyLines(table: Record<string, unknown>, keys: readonly string[]): string[] {
   return keys.filter((k) => table[k] !== undefined).map((k) => `${k} = ${tomlValue(table[k])}`);
 }
 
 // The normalised definition as TOML: fixed key order, top-level keys before
-// the [inject] and [[allow]] tables. parseDefinitionToml reads it back to an
+// the [headers], [inject] and [[allow]] tables. parseDefinitionToml reads it back to an
 // equal definition.
 export function definitionToToml(def: CredentialDef): string {
   const d = def as unknown as Record<string, unknown>;
   if (def.kind === 'ssh') return `${keyLines(d, SSH_KEYS).join('\n')}\n`;
-  const top = HTTP_KEYS.filter((k) => k !== 'inject' && k !== 'allow');
+  const top = HTTP_KEYS.filter((k) => k !== 'headers' && k !== 'inject' && k !== 'allow');
   const parts = [keyLines(d, top).join('\n')];
+  if (def.headers) {
+    parts.push(['[headers]', ...Object.entries(def.headers).map(([k, v]) => `${tomlKey(k)} = ${tomlString(v)}`)].join('\n'));
+  }
   parts.push(['[inject]', ...keyLines(def.inject as Record<string, unknown>, INJECT_KEYS)].join('\n'));
   for (const rule of def.allow) {
     parts.push(['[[allow]]', ...keyLines(rule as unknown as Record<string, unknown>, ALLOW_RULE_KEYS)].join('\n'));

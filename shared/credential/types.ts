@@ -30,6 +30,7 @@ export interface HttpCredentialDef {
   pass_set_cookie: boolean;
   rate?: string; // normalised "N/sec|min|hour|day"; absent: no budget
   allow_addresses: string[]; // normalised CIDRs
+  headers?: Record<string, string>; // lower-cased names, in the order written; absent: none
   inject: HttpInject;
   allow: HttpAllowRule[];
 }
@@ -53,7 +54,7 @@ export type CredentialDef = HttpCredentialDef | SshCredentialDef;
 
 // Key order of each table, used to print, diff and rebuild definitions.
 export const HTTP_KEYS = [
-  'name', 'description', 'kind', 'approve', 'redact_response', 'pass_set_cookie', 'rate', 'allow_addresses', 'inject', 'allow',
+  'name', 'description', 'kind', 'approve', 'redact_response', 'pass_set_cookie', 'rate', 'allow_addresses', 'headers', 'inject', 'allow',
 ] as const;
 export const INJECT_KEYS = ['header', 'template', 'basic_user', 'query'] as const;
 export const ALLOW_RULE_KEYS = ['host', 'schemes', 'ports', 'methods', 'paths', 'approve'] as const;

@@ -191,6 +191,27 @@ function namesFor(row: { name: string; prefix: boolean }): string[] {
   return base.flatMap((n) => [n, n.toUpperCase(), n.replace(/(^|-)([a-z])/g, (_, d: string, c: string) => d + c.toUpperCase())]);
 }
 
+// The same names with "_" for "-" (CGI-style servers read them alike), and
+// mixtures of both.
+function underscoreNamesFor(row: { name: string; prefix: boolean }): string[] {
+  return namesFor(row).filter((n) => n.includes('-')).flatMap((n) => [n.replace(/-/g, '_'), n.replace('-', '_')]);
+}
+
+t.test('every forbidden header is refused with "_" for "-" too', async (t) => {
+  let n = 0;
+  for (const row of FORBIDDEN_HEADERS) {
+    for (const name of new Set(underscoreNamesFor(row))) {
+      const r = refusal(() => checkAgentHeaders({ accept: 'x', [name]: 'v' }));
+      t.equal(r.code, 'bad_request', name);
+      t.equal(r.message, `header "${name.toLowerCase()}" may not be sent: ${row.reason}; remove it`, name);
+      n += 1;
+    }
+  }
+  t.ok(n > 40, `${n} spellings`);
+  const twins = refusal(() => checkAgentHeaders({ 'x-trace': 'a', X_Trace: 'b' }));
+  t.match(twins, { code: 'bad_request', message: /header "x_trace" is given twice/ }, 'x-trace and X_Trace are one header');
+});
+
 t.test('every forbidden header of the table is refused, in any case', async (t) => {
   t.equal(FORBIDDEN_HEADERS.length, 19, 'the SPEC §6.2 list has 19 entries');
   for (const row of FORBIDDEN_HEADERS) {
