@@ -808,6 +808,11 @@ const HEADER = [
   '# Fractions ("1.5s"), signs, spaces and bare numbers are refused, as are',
   '# unknown keys and tables. Relative paths are relative to home; "~/" is',
   '# the user\'s home directory.',
+  '#',
+  '# Request headers (User-Agent, an API version) are not set here: they',
+  '# belong to a credential, in the [headers] table of its definition.',
+  '# postern sends User-Agent: postern/<version> when neither the agent nor',
+  '# the credential sets one (docs/responses.md, "Headers postern adds").',
 ];
 
 const HOME_NOTE = [
