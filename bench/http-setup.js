@@ -100,7 +100,7 @@ async function startHttpBench({ concurrency, name }) {
     await waitFor(() => canConnect(agentSock), 'the daemon start');
     cli(['unlock', '--passphrase-file', passFile]);
     const def = path.join(dir, 'bench.toml');
-    fs.writeFileSync(def, `name = "bench"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "${HOST}"\nports = [${httpsPort}]\npaths = ["/*"]\n`);
+    fs.writeFileSync(def, `name = "bench"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "${HOST}"\nports = [${httpsPort}]\nmethods = ["GET", "POST"]\npaths = ["/*"]\n`);
     const secretFile = path.join(dir, 'secret');
     fs.writeFileSync(secretFile, 'bench-secret-0123456789abcdef0123456789', { mode: 0o600 });
     cli(['cred', 'add', '--file', def, '--secret-file', secretFile, '--passphrase-file', passFile]);
@@ -125,6 +125,21 @@ async function startHttpBench({ concurrency, name }) {
       const body = await r.body.text();
       if (r.statusCode !== 200) throw new Error(`postern: ${r.statusCode} ${body}`);
     };
+    // A small JSON POST. postern closes a connection that carried a body
+    // after its response (SPEC §6.2), so each costs a new TLS connection;
+    // `fresh` sends it directly the same way, the fair yardstick.
+    const POST_BODY = JSON.stringify({ title: 'a new item', labels: ['bench'] });
+    const sendDirectPost = (fresh) => async () => {
+      const r = await direct.request({ path: '/v1/items', method: 'POST', reset: fresh, headers: { 'content-type': 'application/json', authorization: 'Bearer x' }, body: POST_BODY });
+      const body = await r.body.text();
+      if (r.statusCode !== 200) throw new Error(`direct POST: ${r.statusCode} ${body}`);
+    };
+    const postPayload = JSON.stringify({ credential: 'bench', method: 'POST', url: `https://${HOST}:${httpsPort}/v1/items`, headers: { 'content-type': 'application/json' }, body: POST_BODY });
+    const sendPosternPost = async () => {
+      const r = await agent.request({ path: '/v1/http', method: 'POST', headers: { 'content-type': 'application/json' }, body: postPayload });
+      const body = await r.body.text();
+      if (r.statusCode !== 200) throw new Error(`postern POST: ${r.statusCode} ${body}`);
+    };
     // The first request asks the approver, which grants a session.
     await waitFor(async () => {
       try {
@@ -136,7 +151,7 @@ async function startHttpBench({ concurrency, name }) {
     }, 'approval of the benchmark session');
     const closeClients = () => Promise.all([direct.close(), agent.close()]).catch(() => undefined);
     children.unshift({ kill: () => void closeClients() });
-    return { dir, home, passFile, penv, daemon, cli, sendDirect, sendPostern, closeClients, cleanup };
+    return { dir, home, passFile, penv, daemon, cli, sendDirect, sendPostern, sendDirectPost: sendDirectPost(false), sendDirectPostFresh: sendDirectPost(true), sendPosternPost, closeClients, cleanup };
   } catch (e) {
     await cleanup();
     throw e;

@@ -5,7 +5,11 @@
 // - sequential latency: one request at a time, medians (target: postern
 //   adds ≤ 1 ms);
 // - the daemon's resident memory while under the concurrent load (target:
-//   ≤ 150 MiB).
+//   ≤ 150 MiB);
+// - POST throughput beside GET's: a connection that carried a body is
+//   closed after its response (SPEC §6.2), so each POST through postern
+//   costs a new TLS connection; shown against direct undici pooled and
+//   direct undici with a new connection per POST.
 // Every postern request takes the whole path: validation, policy, a DNS
 // query to a local UDP server, session check, a durable audit intent, the
 // pinned pooled connection with injection, redaction, the audit outcome.
@@ -58,6 +62,13 @@ async function main() {
       rates.postern.push(await throughput(b.sendPostern, SECONDS));
       clearInterval(sampler);
     }
+    const posts = { pooled: [], fresh: [], postern: [] };
+    await throughput(b.sendPosternPost, 1);
+    for (let round = 0; round < ROUNDS; round++) {
+      posts.pooled.push(await throughput(b.sendDirectPost, SECONDS));
+      posts.fresh.push(await throughput(b.sendDirectPostFresh, SECONDS));
+      posts.postern.push(await throughput(b.sendPosternPost, SECONDS));
+    }
     const lat = { direct: await latencies(b.sendDirect, SEQUENTIAL), postern: await latencies(b.sendPostern, SEQUENTIAL) };
 
     const mean = (a) => a.reduce((s, x) => s + x, 0) / a.length;
@@ -72,6 +83,15 @@ async function main() {
     console.log(`  direct   median ${lat.direct.median.toFixed(3)} ms, p90 ${lat.direct.p90.toFixed(3)} ms`);
     console.log(`  postern  median ${lat.postern.median.toFixed(3)} ms, p90 ${lat.postern.p90.toFixed(3)} ms`);
     console.log(`  added median ${(lat.postern.median - lat.direct.median).toFixed(3)} ms   (target ≤ 1 ms)`);
+    const pp = mean(posts.postern);
+    const rounds = (a) => a.map((x) => x.toFixed(0)).join(', ');
+    console.log(`throughput, ${CONCURRENCY} concurrent small JSON POSTs, ${ROUNDS}×${SECONDS} s each:`);
+    console.log(`  direct undici (pooled)            ${f(mean(posts.pooled))} req/s   (rounds: ${rounds(posts.pooled)})`);
+    console.log(`  direct undici (new connection)    ${f(mean(posts.fresh))} req/s   (rounds: ${rounds(posts.fresh)})`);
+    console.log(`  through postern (new connection)  ${f(pp)} req/s   (rounds: ${rounds(posts.postern)})`);
+    console.log(`  ratio postern/direct pooled       ${(pp / mean(posts.pooled)).toFixed(2)}×`);
+    console.log(`  ratio postern/direct new conn.    ${(pp / mean(posts.fresh)).toFixed(2)}×`);
+    console.log(`  POST/GET through postern          ${(pp / p).toFixed(2)}×`);
     console.log(`daemon RSS under the concurrent load: peak ${peakRss.toFixed(1)} MiB   (target ≤ 150 MiB)`);
   } finally {
     await b.cleanup();
