@@ -27,6 +27,24 @@
 //   `%` + two hex digits); anything else (space, quote, `<>{}|^[]`, non-ASCII)
 //   is refused, not encoded, so the path judged is the path sent. Also `%00`.
 //   An empty path is `/`.
+// - Path segments some origin reads as another path (SPEC §4) are refused,
+//   never repaired; the rule is in shared/path-form.ts, which also checks
+//   `paths` rules. In order: an encoded "/", ".", "\" or NUL; "//"; a "."
+//   or ".." segment; then each segment as servlet stacks read it (";"
+//   parameters dropped: "..;x", ".;", and "/;x/" which is "//"), as a server
+//   decoding it again and again reads it (until nothing changes: "%252E",
+//   "%25%32%45", invalid UTF-8 such as overlong "%C0%AE", "..%3B", "..%20"),
+//   and NFKC-normalised after each decoding ("．", "‥", "／", "＼", "℅");
+//   an IIS "%u" escape left after a decoding (%25u002e) is refused too, and
+//   so is a segment still changing after 8 rounds of decoding.
+//   Scanning every code point, NFKC gives "." for U+2024, U+FE52, U+FF0E,
+//   ".." for U+2025, U+FE30, "/" or "\" for U+FF0F, U+FF3C, U+FE68 and the
+//   "a/c"-style signs U+2100, U+2101, U+2105, U+2106; the test computes the
+//   set itself rather than trusting this list.
+//   Allowed look-alikes: "a.b", "...", "…" (names, not dot segments; an
+//   IIS origin may drop trailing dots of a last segment, which stays inside
+//   the prefix), ";" parameters on named segments ("/a;v=1"), "%2520"
+//   (decodes twice to a harmless " "), and any valid UTF-8 ("%C3%A9").
 // - Query: printable ASCII (no space, `#`, `\`), `%` + two hex digits; sent
 //   as written. A lone `?` is kept.
 // - Port: 1 to 5 digits, 1–65535; `:` with no port is refused; an explicit
@@ -34,6 +52,7 @@
 import { Refusal } from '../../shared/errors';
 import { parseHostPattern, normaliseUrlHost } from '../../shared/host-pattern';
 import { INVISIBLE, quote } from '../../shared/credential/text';
+import { ENCODED_SEPARATOR, pathFormProblem } from '../../shared/path-form';
 
 export type Scheme = 'http' | 'https';
 
@@ -54,9 +73,6 @@ const EXAMPLE = 'e.g. "https://api.example.com/v1/items?page=2"';
 const PATH_CHAR = /[A-Za-z0-9\-._~!$&'()*+,;=:@/%]/;
 const QUERY_CHAR = /[\x21-\x7e]/;
 const BAD_PERCENT = /%(?![0-9A-Fa-f]{2})/;
-// Encoded "/", "." and "\" change which resource a server serves without
-// changing the text a rule matches; %00 truncates paths in some servers.
-const ENCODED_SEPARATOR = /%(?:2f|2e|5c|00)/i;
 const HOST_NAME_CHARS = /^[a-z0-9._-]+$/;
 
 function refuse(problem: string): never {
@@ -183,6 +199,8 @@ function checkPath(rawPath: string): string {
   if (path.split('/').some((s) => s === '.' || s === '..')) {
     refuse('path contains a "." or ".." segment; write the resolved path instead (e.g. /a/b, not /a/./b or /a/x/../b)');
   }
+  const form = pathFormProblem(path);
+  if (form) refuse(`path segment ${quote(form.segment)} ${form.problem}; ${form.fix}`);
   return path;
 }
 

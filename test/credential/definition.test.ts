@@ -154,6 +154,20 @@ const httpRows: Row[] = [
     ['/a b', /percent-encoded/],
     ['/caf\u00e9', /percent-encoded/],
     ['/a%zz', /two hex digits/],
+    // forms some origin reads as another path (SPEC §4): a request with
+    // them is refused, so a rule naming them could never match
+    ['/public/..;/admin/*', /segment "\.\.;" is a "\." or "\.\." segment with a ";" parameter.*could never match/],
+    ['/public/.;x/*', /segment "\.;x" is a "\." or "\.\." segment with a ";" parameter/],
+    ['/public/..;jsessionid=*', /";" parameter.*could never match/],
+    ['/public/;x/admin', /empty before its ";" parameter/],
+    ['/public/%252e%252e/*', /percent-encoded twice.*could never match/],
+    ['/public/%255C*', /percent-encoded twice/],
+    ['/public/%25%32%46*', /percent-encoded twice/],
+    ['/public/..%3B/*', /read as a "\." or "\.\." segment once percent-decoded/],
+    ['/public/%C0%AE%C0%AE/*', /not valid UTF-8.*could never match/],
+    ['/public/%ED%A0%80', /not valid UTF-8/],
+    ['/public/%EF%BC%8E%EF%BC%8E/*', /"\." or "\.\." segment under Unicode NFKC normalisation/],
+    ['/public/a%EF%BC%8Fb', /NFKC normalisation.*"\/" or "\\"/],
   ] as [string, RegExp][]).map(([path, re]): Row => [`path ${show(path)}`, httpToml({ allow: [`host = "a.example"\npaths = [${JSON.stringify(path)}]`] }), [['allow[0].paths[0]', re]]]),
   ['paths empty', httpToml({ allow: ['host = "a.example"\npaths = []'] }), [['allow[0].paths', /at least one entry/]]],
   ['rule approve weaker than the credential', httpToml({ top: 'name = "github"\nkind = "http"\napprove = "each-use"', allow: ['host = "a.example"\napprove = "session"'] }),
@@ -283,6 +297,12 @@ t.test('several problems are all reported at once, in document order', async (t)
     'colour',
   ]);
   t.match(r.message, /^many-problems\.toml: 10 problems: name: .*; colour: unknown key.*; fix the definition and run the command again$/);
+});
+
+t.test('path rules that look like refused forms but are not are accepted as written', async (t) => {
+  const paths = ['/public/*', '/public/a.b', '/public/...', '/public/a;v=1/*', '/public/x;..', '/public/;jsessionid=*', '/public/%C3%A9*', '/public/%2520', '/public/%E2%80%A6'];
+  const def = parseDefinitionToml(httpToml({ allow: [`host = "a.example"\npaths = ${JSON.stringify(paths)}`] })) as HttpCredentialDef;
+  t.same(def.allow[0]?.paths, paths);
 });
 
 t.test('validateDefinition: not a table, and the same checks on JSON input', async (t) => {
