@@ -35,6 +35,9 @@ name = "github"
 description = "GitHub API for repo acme/app"
 kind = "http"
 
+[headers]
+X-GitHub-Api-Version = "2022-11-28"
+
 [inject]
 header = "Authorization"
 template = "Bearer {secret}"
