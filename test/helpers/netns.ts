@@ -14,7 +14,7 @@ import { mkdtempSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import readline from 'node:readline';
-import { CLI, Daemon, canConnect } from './postern';
+import { Daemon, startDaemon } from './postern';
 
 const PEERS_JS = String.raw`'use strict';
 const net = require('node:net');
@@ -272,28 +272,6 @@ export function netnsOf(pid: number | 'self'): string {
 
 // The compiled daemon for the home `h`, inside the namespace. nsenter joins
 // it and execs node, so `proc.pid` is the daemon's pid.
-export async function startDaemonInNetns(h: { env: NodeJS.ProcessEnv; home: string }, n: OfflineNetwork): Promise<Daemon> {
-  const proc = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', ...n.inNs([process.execPath, CLI, 'daemon'])], { env: h.env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let logs = '';
-  proc.stdout!.on('data', (d: Buffer) => (logs += d.toString()));
-  proc.stderr!.on('data', (d: Buffer) => (logs += d.toString()));
-  let done = false;
-  const exited = new Promise<number | null>((r) => proc.on('exit', (code) => ((done = true), r(code))));
-  const deadline = Date.now() + 30_000;
-  while (!(await canConnect(join(h.home, 'admin.sock'))) || !(await canConnect(join(h.home, 'agent.sock')))) {
-    if (done || Date.now() > deadline) {
-      proc.kill('SIGKILL');
-      throw new Error(`the daemon did not start in the network namespace:\n${logs}`);
-    }
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  return {
-    proc,
-    logs: () => logs,
-    exited,
-    async stop() {
-      if (!done) proc.kill('SIGTERM');
-      return exited;
-    },
-  };
+export function startDaemonInNetns(h: { env: NodeJS.ProcessEnv; home: string }, n: OfflineNetwork): Promise<Daemon> {
+  return startDaemon(h, [], { prefix: n.inNs([]), startMs: 30_000 });
 }

@@ -70,11 +70,12 @@ export interface Result {
 // an explicit one; `env -u` removes it after tap has had its say. A test
 // that wants NODE_OPTIONS set (to see postern refuse) passes it in `env`,
 // and it is then kept.
-function command(env: NodeJS.ProcessEnv, args: string[]): [string, string[]] {
+// `prefix`: a command that runs node in turn (e.g. nsenter ... --).
+function command(env: NodeJS.ProcessEnv, args: string[], prefix: string[] = []): [string, string[]] {
   const keep = env['NODE_OPTIONS'];
   return keep === undefined
-    ? ['/usr/bin/env', ['-u', 'NODE_OPTIONS', process.execPath, ...args]]
-    : ['/usr/bin/env', [`NODE_OPTIONS=${keep}`, process.execPath, ...args]];
+    ? ['/usr/bin/env', ['-u', 'NODE_OPTIONS', ...prefix, process.execPath, ...args]]
+    : ['/usr/bin/env', [`NODE_OPTIONS=${keep}`, ...prefix, process.execPath, ...args]];
 }
 
 export function cli(h: { env: NodeJS.ProcessEnv }, args: string[], input?: string | Buffer): Result {
@@ -115,8 +116,13 @@ export function canConnect(path: string): Promise<boolean> {
   });
 }
 
-export async function startDaemon(h: { env: NodeJS.ProcessEnv; home: string }, args: string[] = []): Promise<Daemon> {
-  const [cmd, argv] = command(h.env, [CLI, 'daemon', ...args]);
+export interface DaemonOptions {
+  prefix?: string[]; // a command that execs node, e.g. ["nsenter", "--net=...", "--"]
+  startMs?: number; // how long the sockets may take to appear (default 20 s)
+}
+
+export async function startDaemon(h: { env: NodeJS.ProcessEnv; home: string }, args: string[] = [], o: DaemonOptions = {}): Promise<Daemon> {
+  const [cmd, argv] = command(h.env, [CLI, 'daemon', ...args], o.prefix);
   const proc = spawn(cmd, argv, { env: h.env, stdio: ['ignore', 'pipe', 'pipe'] });
   let logs = '';
   proc.stdout!.on('data', (d: Buffer) => (logs += d.toString()));
@@ -125,7 +131,7 @@ export async function startDaemon(h: { env: NodeJS.ProcessEnv; home: string }, a
   let done = false;
   void exited.then(() => (done = true));
   const admin = join(h.home, 'admin.sock');
-  const deadline = Date.now() + 20_000;
+  const deadline = Date.now() + (o.startMs ?? 20_000);
   while (!(await canConnect(admin)) || !(await canConnect(join(h.home, 'agent.sock')))) {
     if (done) throw new Error(`daemon exited early:\n${logs}`);
     if (Date.now() > deadline) {
