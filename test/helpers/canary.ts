@@ -4,15 +4,18 @@ import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, lstatSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { cliAsync } from './postern';
+import { base32 } from './exposure';
 
 export function makeCanary(prefix = 'CANARY'): string {
   return `${prefix}_${randomBytes(18).toString('hex')}`;
 }
 
-// Substrings that any raw, hex, base64 or base64url encoding of the secret
-// must contain, whatever its alignment in the encoded data: for each offset
-// 0..2 the base64 of the secret from that offset, less the last quantum
-// (which depends on what follows).
+// Substrings that any raw, hex, base64, base64url, base32 (either case) or
+// UTF-16 (either byte order) encoding of the secret must contain, whatever
+// its alignment in the encoded data: for each offset 0..2 the base64 of the
+// secret from that offset, less the last quantum (which depends on what
+// follows), and likewise for base32 at offsets 0..4. The UTF-16 forms are
+// byte strings (latin1), as the text searched is.
 export function canaryForms(secret: string): string[] {
   const b = Buffer.from(secret, 'utf8');
   const forms = new Set<string>([secret, b.toString('hex'), b.toString('hex').toUpperCase(), encodeURIComponent(secret)]);
@@ -24,6 +27,16 @@ export function canaryForms(secret: string): string[] {
       forms.add(stable.replace(/\+/g, '-').replace(/\//g, '_'));
     }
   }
+  for (let o = 0; o < 5; o++) {
+    const stable = base32(b.subarray(o)).slice(0, Math.floor((b.length - o) / 5) * 8 - 8);
+    if (stable.length >= 16) {
+      forms.add(stable);
+      forms.add(stable.toLowerCase());
+    }
+  }
+  const utf16 = Buffer.from(secret, 'utf16le');
+  forms.add(utf16.toString('latin1'));
+  forms.add(Buffer.from(utf16).swap16().toString('latin1'));
   return [...forms];
 }
 
