@@ -3,15 +3,18 @@
 // header ("Bearer …", or Basic decoded to "user:secret"), the injected
 // query parameter, the raw URL and the body — back in every listed
 // encoding (raw; base64 and base64url, padded or not, after 0, 1 and 2
-// bytes; hex lower and upper; percent-encoded fully in either case and
-// partly; form-encoded; JSON-escaped, \u-escaped throughout in either case,
-// with \/), in the body and in headers (a header name too, Set-Cookie, and
-// Location on a 3xx); the body identity, gzip, deflate (zlib and raw), br or
-// "gzip, br", whole or in chunks written 50 ms apart with boundaries inside
-// the secret. Three credentials, one per injection form, on one stack, each
-// secret holding characters encodings treat specially. No form of any
-// secret reaches the agent, the daemon log or the journal; redaction off
-// really returns the secret, so the detector can see it.
+// bytes; base32 padded or not, in either case, after 0 to 4 bytes; hex
+// lower and upper; percent-encoded fully in either case and partly, and
+// twice; form-encoded; JSON-escaped, \u-escaped throughout in either case,
+// with \/; \x-escaped fully and partly; HTML numeric references, decimal
+// and hex, fully and partly; UTF-16LE and UTF-16BE), in the body and in
+// headers (a header name too, Set-Cookie, and Location on a 3xx); the body
+// identity, gzip, deflate (zlib and raw), br or "gzip, br", whole or in
+// chunks written 50 ms apart with boundaries inside the secret. Three
+// credentials, one per injection form, on one stack, each secret holding
+// characters encodings treat specially. No form of any secret reaches the
+// agent, the daemon log or the journal; redaction off really returns the
+// secret, each form on its own line where the detector sees it.
 import t, { Test } from 'tap';
 import zlib from 'node:zlib';
 import { once } from 'node:events';
@@ -22,7 +25,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { startStack, Stack } from '../helpers/stack';
 import { cli } from '../helpers/postern';
 import { filesUnder, journalBytes, journalText } from '../helpers/canary';
-import { exposures } from '../helpers/exposure';
+import { base32, exposures } from '../helpers/exposure';
 import type { AgentResponse } from '../../daemon/pipeline/response';
 
 // ---- The secrets: "/", "+", "=", a space, a quote, a backslash, "%", "&".
@@ -43,8 +46,38 @@ const uEsc = (s: string, upper: boolean): string => [...Array(s.length).keys()].
   return `\\u${upper ? h.toUpperCase() : h}`;
 }).join('');
 const jsonInner = (s: string): string => JSON.stringify(s).slice(1, -1);
+const hex2 = (c: number): string => c.toString(16).padStart(2, '0');
+// Every byte, or those that are not letters or digits, as \xXX.
+const xEsc = (b: Buffer, all: boolean): string => [...b].map((c) => (all || !/[A-Za-z0-9]/.test(String.fromCharCode(c)) ? `\\x${hex2(c)}` : String.fromCharCode(c))).join('');
+// Raw, once and twice percent-encoded in turn (bytes above ASCII always
+// encoded, so the text stays ASCII).
+const pctMixed = (b: Buffer): string => [...b].map((c, i) => (i % 3 === 0 && c < 0x80 ? String.fromCharCode(c) : i % 3 === 2 ? `%25${hex2(c)}` : `%${hex2(c).toUpperCase()}`)).join('');
+// Every character as a numeric reference, or what an HTML escaper writes:
+// the named five, and references for characters above ASCII.
+const htmlRef = (v: string, hex: boolean): string => [...v].map((c) => `&#${hex ? `x${(c.codePointAt(0) as number).toString(16)}` : c.codePointAt(0)};`).join('');
+const HTML_NAMED: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+const htmlEscaped = (v: string): string => [...v].map((c) => HTML_NAMED[c] ?? ((c.codePointAt(0) as number) > 0x7e ? `&#${c.codePointAt(0)};` : c)).join('');
 
-function encodings(v: string): [string, string][] {
+// The encodings added by SPEC §6.4 revision 2, and where the detector must
+// find each when it comes back unredacted (a view or form of its own).
+const NEW_FORMS: [RegExp, RegExp][] = [
+  [/^base32/, /^base32@\d in as-is of/],
+  [/^pct-twice/, /^raw in as-is\+percent-twice of/],
+  [/^x-/, /^raw in as-is\+x of/],
+  [/^html-/, /^raw in as-is\+html of/],
+  [/^utf16le$/, /^raw in utf16le@[01] of/],
+  [/^utf16be$/, /^raw in utf16be@[01] of/],
+];
+
+// Each as the bytes an upstream would send (text is UTF-8).
+function encodings(v: string): [string, Buffer][] {
+  return [...textEncodings(v).map(([name, text]): [string, Buffer] => [name, Buffer.from(text, 'utf8')]),
+    ['utf16le', Buffer.from(v, 'utf16le')],
+    ['utf16be', Buffer.from(v, 'utf16le').swap16()],
+  ];
+}
+
+function textEncodings(v: string): [string, string][] {
   const b = Buffer.from(v, 'utf8');
   const out: [string, string][] = [['raw', v]];
   for (const prefix of ['', 'x', 'xy']) {
@@ -53,6 +86,10 @@ function encodings(v: string): [string, string][] {
     out.push([`base64-unpadded+${prefix.length}`, p.toString('base64').replace(/=+$/, '')]);
     out.push([`base64url+${prefix.length}`, p.toString('base64url')]);
     out.push([`base64url-padded+${prefix.length}`, p.toString('base64').replace(/\+/g, '-').replace(/\//g, '_')]);
+  }
+  for (const prefix of ['', 'x', 'xy', 'xyz', 'xyzw']) {
+    const p = base32(Buffer.concat([Buffer.from(prefix), b]));
+    out.push([`base32+${prefix.length}`, p], [`base32-unpadded-lower+${prefix.length}`, p.replace(/=+$/, '').toLowerCase()]);
   }
   out.push(
     ['hex', b.toString('hex')],
@@ -66,6 +103,14 @@ function encodings(v: string): [string, string][] {
     ['json-slash', jsonInner(v).replace(/\//g, '\\/')],
     ['json-u-all-lower', uEsc(v, false)],
     ['json-u-all-upper', uEsc(v, true)],
+    ['pct-twice', encodeURIComponent(encodeURIComponent(v))],
+    ['pct-twice-all', [...b].map((c) => `%25${hex2(c)}`).join('')],
+    ['pct-twice-mixed', pctMixed(b)],
+    ['x-all', xEsc(b, true)],
+    ['x-partly', xEsc(b, false)],
+    ['html-dec', htmlRef(v, false)],
+    ['html-hex', htmlRef(v, true)],
+    ['html-escaped', htmlEscaped(v)],
   );
   return out;
 }
@@ -93,14 +138,14 @@ function secretSeen(req: IncomingMessage): string {
   return (src.find((x) => x.name === 'token' || x.name === 'basic-password' || x.name === 'query-key') as { value: string }).value;
 }
 
-function echoBody(req: IncomingMessage, body: Buffer): string {
-  const lines: string[] = [];
+function echoBody(req: IncomingMessage, body: Buffer): Buffer {
+  const lines: Buffer[] = [];
   for (const src of sources(req, body)) {
-    for (const [enc, text] of src.encode ? encodings(src.value) : [['raw', src.value] as [string, string]]) lines.push(`${src.name} ${enc}: ${text}`);
+    for (const [enc, bytes] of src.encode ? encodings(src.value) : [['raw', Buffer.from(src.value)] as [string, Buffer]]) lines.push(Buffer.concat([Buffer.from(`${src.name} ${enc}: `), bytes]));
     // A JSON document holding the value, as a JSON API would.
-    lines.push(`${src.name} in json: ${JSON.stringify({ echo: src.value })}`);
+    lines.push(Buffer.from(`${src.name} in json: ${JSON.stringify({ echo: src.value })}`));
   }
-  return lines.join('\n') + '\n';
+  return Buffer.concat(lines.flatMap((l) => [l, Buffer.from('\n')]));
 }
 
 // Node writes a header string as latin1: give it the UTF-8 bytes that way.
@@ -113,8 +158,8 @@ function echoHeaders(req: IncomingMessage): Record<string, string | string[]> {
   const secret = secretSeen(req);
   const sb = Buffer.from(secret);
   const h: Record<string, string | string[]> = {};
-  for (const [enc, text] of encodings(secret)) {
-    if (/^(raw|base64\+[012]|base64url\+1|hex|HEX|pct-all-upper|pct-partly|form|json|json-u-all-lower)$/.test(enc)) h[`x-echo-${enc.replace(/\+/g, '-')}`] = text;
+  for (const [enc, text] of textEncodings(secret)) {
+    if (/^(raw|base64\+[012]|base64url\+1|base32\+[13]|hex|HEX|pct-all-upper|pct-partly|pct-twice|form|json|json-u-all-lower|x-all|html-dec|html-escaped)$/.test(enc)) h[`x-echo-${enc.replace(/\+/g, '-')}`] = text;
   }
   h['x-echo-authorization'] = String(req.headers['authorization'] ?? '');
   h['x-echo-url'] = req.url ?? '';
@@ -161,11 +206,11 @@ async function encodePieces(coding: Coding, pieces: Buffer[]): Promise<Buffer[]>
   return compressPieces(coding, pieces);
 }
 
-// Split points in the middle of the first raw secret, its first hex and its
-// first base64 (after 1 byte).
+// Split points in the middle of the first raw secret, its first hex, its
+// first base64 (after 1 byte), base32 (after 3) and UTF-16LE.
 function splitInsideSecrets(body: Buffer, secret: string): Buffer[] {
   const sb = Buffer.from(secret);
-  const cuts = [secret, sb.toString('hex'), Buffer.concat([Buffer.from('x'), sb]).toString('base64').slice(4, 40)]
+  const cuts = [secret, sb.toString('hex'), Buffer.concat([Buffer.from('x'), sb]).toString('base64').slice(4, 40), base32(Buffer.concat([Buffer.from('xyz'), sb])).slice(8, 40), Buffer.from(secret, 'utf16le')]
     .map((needle) => body.indexOf(needle))
     .filter((i) => i >= 0)
     .map((i) => i + 7)
@@ -185,7 +230,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 async function handler(req: IncomingMessage, body: Buffer, res: ServerResponse): Promise<void> {
   const u = new URL(req.url ?? '/', 'https://x');
   const secret = secretSeen(req);
-  const text = Buffer.from(echoBody(req, body));
+  const text = echoBody(req, body);
   const headers = echoHeaders(req);
   if (u.pathname === '/v1/redirect') {
     const sb = Buffer.from(secret);
@@ -330,14 +375,41 @@ t.test('redact_response = false returns the secret: the detector sees every form
     t.equal(reply.redactions, 0, `${path}: nothing redacted`);
     t.notOk(r.text.includes('[REDACTED'), 'no mark');
     const found = exposures(r.text, PLAIN.secret);
-    for (const form of ['raw', 'hex', 'base64@0', 'base64@1', 'base64@2', 'base64url@0', 'base64url@1', 'base64url@2']) {
+    for (const form of ['raw', 'hex', 'base64@0', 'base64@1', 'base64@2', 'base64url@0', 'base64url@1', 'base64url@2', 'base32@0', 'base32@1', 'base32@2', 'base32@3', 'base32@4']) {
       t.ok(found.some((f) => f.startsWith(`${form} in `)), `${path}: ${form} found`);
     }
     for (const view of ['percent', 'json', 'form']) t.ok(found.some((f) => f.includes(` in ${view} of `)), `${path}: found in the ${view} view`);
     t.ok(bodyOf(reply).includes(PLAIN.secret), 'the raw secret is in the body');
     t.equal(reply.headers['x-echo-raw'], PLAIN.secret, 'and in a header');
+    // Each line of a new encoding, on its own: not the raw secret, and seen
+    // by the detector where that encoding is read.
+    const lines = splitLines(bodyOf(reply));
+    let checked = 0;
+    for (const [name, bytes] of lines) {
+      const enc = name.slice(name.indexOf(' ') + 1);
+      const want = NEW_FORMS.find(([e]) => e.test(enc))?.[1];
+      if (!want || !name.startsWith('token ')) continue;
+      checked += 1;
+      const seen = exposures(bytes, PLAIN.secret);
+      t.notOk(seen.some((f) => f.startsWith('raw in as-is of')), `${path}: ${enc}: the line does not hold the secret raw`);
+      t.ok(seen.some((f) => want.test(f)), `${path}: ${enc}: the detector sees it (${want}) ${JSON.stringify(seen.slice(0, 3))}`);
+    }
+    t.equal(checked, encodings(PLAIN.secret).filter(([e]) => NEW_FORMS.some(([n]) => n.test(e))).length, `${path}: every new encoding checked`);
   }
 });
+
+// The echo body's lines by their "source encoding" name.
+function splitLines(body: Buffer): [string, Buffer][] {
+  const out: [string, Buffer][] = [];
+  for (let from = 0; from < body.length; ) {
+    const nl = body.indexOf(0x0a, from);
+    const line = body.subarray(from, nl < 0 ? body.length : nl);
+    const colon = line.indexOf(': ');
+    if (colon > 0) out.push([line.subarray(0, colon).toString('latin1'), line.subarray(colon + 2)]);
+    from = nl < 0 ? body.length : nl + 1;
+  }
+  return out;
+}
 
 t.test('no form of any secret in the daemon log or the journal; the journal verifies', async (t) => {
   await s.d.stop();
