@@ -4,6 +4,7 @@
 // its connection to be reused.
 import type { Dispatcher, Pool } from 'undici';
 import { Refusal } from '../../shared/errors';
+import { unreachable } from './connect-errors';
 
 export interface RawResponse {
   status: number;
@@ -24,17 +25,6 @@ export interface SendOptions {
 // undici error codes → what the agent is told. Messages are written here,
 // never copied from the library (they can quote the request).
 const TIMEOUTS_AFTER_SEND = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_ABORTED', 'ABORT_ERR']);
-
-// Failures of connect(2) itself: nothing was sent.
-const UNREACHABLE: Readonly<Record<string, string>> = {
-  ENETUNREACH: 'no route to its network from this machine',
-  EHOSTUNREACH: 'no route to the host',
-  ENETDOWN: 'the network is down',
-  EHOSTDOWN: 'the host is down',
-  EADDRNOTAVAIL: 'no local address can reach it',
-  EACCES: 'a firewall rule on this machine refused the connection',
-  EPERM: 'a firewall rule on this machine refused the connection',
-};
 
 // Certificate verdicts: the handshake reached the certificate and postern
 // refused it; nothing was sent.
@@ -63,8 +53,8 @@ function upstreamFailure(e: unknown, host: string, timedOut: boolean, sent: bool
   if (timedOut || TIMEOUTS_AFTER_SEND.has(code)) {
     return new Refusal('upstream_timeout', `${host} did not answer in time; the request may have reached it — check before retrying`, { maybe_executed: true });
   }
-  const unreachable = UNREACHABLE[code];
-  if (unreachable !== undefined) return new Refusal('upstream_error', `${host} is unreachable (${code}: ${unreachable}); the request was not sent — check the network, then retry`);
+  const far = unreachable(host, code, 'request');
+  if (far !== null) return new Refusal('upstream_error', far);
   if (/WRONG_VERSION_NUMBER|PACKET_LENGTH_TOO_LONG|HTTP_REQUEST/i.test(code)) {
     return new Refusal('upstream_error', `${host} did not answer with TLS (${code}); the request was not sent — check the scheme and port`);
   }

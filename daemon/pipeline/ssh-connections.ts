@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import net from 'node:net';
 import { Client, ConnectConfig } from 'ssh2';
 import { Refusal } from '../../shared/errors';
+import { unreachable } from './connect-errors';
 import type { SshCredentialDef } from '../../shared/credential';
 
 // OpenSSH's default MaxSessions is 10; stay under it.
@@ -89,8 +90,10 @@ function connectFailure(e: unknown, host: string, timedOut: boolean): Refusal {
   if (err?.level === 'client-authentication') {
     return new Refusal('upstream_error', `${host} refused the credential's login; the command was not sent — a human should check the user and secret of the credential`);
   }
-  if (err?.code === 'ECONNREFUSED') return new Refusal('upstream_error', `${host} refused the SSH connection; check the host and port`);
-  return new Refusal('upstream_error', `the SSH connection to ${host} failed (${err?.code ?? err?.level ?? 'unknown'}); the command was not sent`);
+  if (err?.code === 'ECONNREFUSED') return new Refusal('upstream_error', `${host} refused the SSH connection; the command was not sent — check the host and port`);
+  const far = unreachable(host, err?.code, 'command');
+  if (far !== null) return new Refusal('upstream_error', far);
+  return new Refusal('upstream_error', `the SSH connection to ${host} failed (${err?.code ?? err?.level ?? 'unknown'}); the command was not sent — check the host and port, or retry later`);
 }
 
 function connectTimeout(host: string): Refusal {
