@@ -12,7 +12,7 @@ import t, { Test } from 'tap';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Home, PASSPHRASE, Daemon, agentRequest, cli, init, makeHome } from '../helpers/postern';
-import { TestAdmin } from '../helpers/admin';
+import { approveSessions } from '../helpers/admin';
 import { makeCanary, journalBytes, journalText } from '../helpers/canary';
 import { exposures } from '../helpers/exposure';
 import { sshDefinition } from '../helpers/ssh-credential';
@@ -103,15 +103,8 @@ t.test('SSH over broken networks: one clear refusal each, the daemon keeps servi
   const addWeb = cli(h, ['cred', 'add', '--file', h.file('web.toml', web), '--secret-file', h.file('web.secret', secret), '--passphrase-file', h.passFile]);
   if (addWeb.code !== 0) throw new Error(`cred add web: ${addWeb.stderr}`);
 
-  const admin = await TestAdmin.connect(join(h.home, 'admin.sock'));
+  const admin = await approveSessions(join(h.home, 'admin.sock'), PASSPHRASE);
   t.teardown(() => admin.close());
-  const att = await admin.request('approver.attach', {}, [Buffer.from(PASSPHRASE)]);
-  if (att['ok'] !== true) throw new Error(`attach: ${JSON.stringify(att)}`);
-  admin.onPush = (f) => {
-    if (f['push'] !== 'pending') return;
-    const card = f['card'] as { id: string; process: { key: string } };
-    void admin.request('approval.decide', { id: card.id, decision: 'session', root_key: card.process.key });
-  };
 
   const texts: string[] = [];
   const run = async (credential: string): Promise<Reply> => {

@@ -23,7 +23,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Home, PASSPHRASE, Daemon, agentRequest, cli, init, makeHome } from '../helpers/postern';
 import { makeTestCa } from '../helpers/https-upstream';
-import { TestAdmin } from '../helpers/admin';
+import { approveSessions } from '../helpers/admin';
 import { makeCanary, journalBytes, journalText } from '../helpers/canary';
 import { exposures } from '../helpers/exposure';
 import { OfflineNetwork, netnsOf, startDaemonInNetns, startOfflineNetwork } from '../helpers/netns';
@@ -181,15 +181,8 @@ t.test('broken networks: one clear refusal each, the daemon keeps serving', asyn
   const add = cli(h, ['cred', 'add', '--file', h.file('net.toml', definition), '--secret-file', h.file('net.secret', secret), '--passphrase-file', h.passFile]);
   if (add.code !== 0) throw new Error(`cred add: ${add.stderr}`);
 
-  const admin = await TestAdmin.connect(join(h.home, 'admin.sock'));
+  const admin = await approveSessions(join(h.home, 'admin.sock'), PASSPHRASE);
   t.teardown(() => admin.close());
-  const att = await admin.request('approver.attach', {}, [Buffer.from(PASSPHRASE)]);
-  if (att['ok'] !== true) throw new Error(`attach: ${JSON.stringify(att)}`);
-  admin.onPush = (f) => {
-    if (f['push'] !== 'pending') return;
-    const card = f['card'] as { id: string; process: { key: string } };
-    void admin.request('approval.decide', { id: card.id, decision: 'session', root_key: card.process.key });
-  };
 
   const texts: string[] = [];
   const refusals: { what: string; seq: unknown; maybe: unknown }[] = [];

@@ -54,3 +54,17 @@ export class TestAdmin {
     this.sock.destroy();
   }
 }
+
+// An approver attached over admin.sock that grants every card a session
+// rooted at the requester, as a human pressing "s" would.
+export async function approveSessions(adminSock: string, passphrase: string): Promise<TestAdmin> {
+  const admin = await TestAdmin.connect(adminSock);
+  const att = await admin.request('approver.attach', {}, [Buffer.from(passphrase)]);
+  if (att['ok'] !== true) throw new Error(`attach: ${JSON.stringify(att)}`);
+  admin.onPush = (f) => {
+    if (f['push'] !== 'pending') return;
+    const card = f['card'] as { id: string; process: { key: string } };
+    void admin.request('approval.decide', { id: card.id, decision: 'session', root_key: card.process.key });
+  };
+  return admin;
+}
