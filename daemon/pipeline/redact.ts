@@ -497,6 +497,7 @@ const NONE: Compiled[] = [];
 const RAW_START = 1; // some form may start with these two bytes, its first written raw
 const ESCAPE_START = 2; // an escape may start here: look at what it stands for
 const NEXT = 4; // as the second and third bytes of an occurrence that starts raw
+const FIRST_TWO = 8; // the values of some form's first two elements
 
 // The bytes that start an escape, and what may follow each in one.
 const ESCAPE_STARTS: [number, Uint8Array][] = [
@@ -560,6 +561,7 @@ function pairTable(forms: Compiled[], spaceForms: boolean): Uint8Array {
   for (const f of forms) {
     const second = rawBytes(f, 1);
     flagPairs(pairs, rawBytes(f, 0), [...second, ...OTHER_STARTS], RAW_START);
+    flagPairs(pairs, rawBytes(f, 0), second, FIRST_TWO);
     flagPairs(pairs, second, rawBytes(f, 2), NEXT);
   }
   for (const [b, next] of ESCAPE_STARTS) {
@@ -631,12 +633,27 @@ function merged(a: Compiled[], b: Compiled[]): Compiled[] {
 function candidates(r: Redactor, data: Uint8Array, i: number): Compiled[] {
   const c = data[i] as number;
   const raw = r.byFirst[c] as Compiled[];
-  if (((r.pairs[(c << 8) | (data[i + 1] as number)] as number) & ESCAPE_START) === 0) return raw;
+  if (((r.pairs[(c << 8) | (data[i + 1] as number)] as number) & ESCAPE_START) === 0) return mayFollow(r, data, c, i + 1) ? raw : NONE;
   if (c === PLUS) return merged(raw, r.byFirst[SPACE] as Compiled[]);
   const v = readEscape(data, i);
-  const escaped = v >= 0 ? (r.byFirst[v] as Compiled[]) : NONE;
-  const unicode = c !== PERCENT && codePointEscapeAt(data, i) ? r.unicodeFirst : NONE;
+  const escaped = v >= 0 && mayFollow(r, data, v, escapeEnd) ? (r.byFirst[v] as Compiled[]) : NONE;
+  // readEscape reads no code point above ASCII; that is the one case left.
+  const unicode = v < 0 && c !== PERCENT && codePointEscapeAt(data, i) ? r.unicodeFirst : NONE;
   return merged(merged(raw, escaped), unicode);
+}
+
+// Whether what is written at p may be a form's second element after a first
+// of value v: the pair check of findAll, on what an escape stands for (text
+// that escapes every byte would otherwise try forms at each escape). Other
+// spellings of the second element (a code point, a JSON line break) are let
+// through.
+function mayFollow(r: Redactor, data: Uint8Array, v: number, p: number): boolean {
+  const c = data[p];
+  if (c === undefined) return false;
+  if (c !== PERCENT && c !== BACKSLASH && c !== AMPERSAND) return ((r.pairs[(v << 8) | c] as number) & RAW_START) !== 0;
+  if (((r.pairs[(v << 8) | c] as number) & FIRST_TWO) !== 0) return true; // "%", "\\" or "&" itself
+  const w = readEscape(data, p);
+  return w < 0 || ((r.pairs[(v << 8) | w] as number) & FIRST_TWO) !== 0;
 }
 
 // Occurrences as [start, end) byte ranges, in order, not overlapping; at

@@ -340,6 +340,24 @@ t.test('\\x, %25 and UTF-16: near misses are left as they are', async (t) => {
   t.pass('no single-byte change of the secret is redacted in HTML references, \\x, %25, mixed escapes or UTF-16BE');
 });
 
+t.test('a secret that looks like escapes is found raw, and escaped', async (t) => {
+  // Each secret, and what its escapes stand for.
+  for (const [secret, meaning] of [['Z%41x%2541q', 'ZAx%41q'], ['Z\\x41\\u0042q', 'ZABq'], ['Z&#65;&amp;q', 'ZA&q'], ['%41%42%43', 'ABC'], ['&#x41;&#66;', 'AB']] as [string, string][]) {
+    const r = redactor(secret);
+    for (const [what, text] of [
+      ['raw', secret],
+      ['percent-encoded', encodeURIComponent(secret)],
+      ['percent-encoded twice', encodeURIComponent(encodeURIComponent(secret))],
+      ['JSON', jsonInner(secret)],
+      ['HTML references', htmlDec(secret)],
+    ] as [string, string][]) {
+      const out = redact(r, Buffer.from(`(${text})`));
+      t.equal(out.data.toString(), `(${MARK})`, `${JSON.stringify(secret)} ${what}`);
+    }
+    t.equal(redact(r, Buffer.from(`(${meaning})`)).count, 0, `${JSON.stringify(secret)}: what its escapes stand for is another text`);
+  }
+});
+
 t.test('the whole injected value wins over the secret inside it', async (t) => {
   const r = redactor(S, INJECTED);
   let out = redact(r, Buffer.from(`{"authorization":"${jsonInner(INJECTED)}"}`));
