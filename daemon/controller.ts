@@ -28,6 +28,8 @@ export interface ControllerOptions {
 
 // Settings that name files or sockets the running daemon already holds; a
 // change to them needs a restart rather than a reload.
+// How soon an entry written while locked is followed by a checkpoint.
+const LOCKED_CHECKPOINT_MS = 1000;
 const RESTART_KEYS = ['daemon.home', 'daemon.agent_socket', 'daemon.admin_socket', 'daemon.vault', 'daemon.audit_log', 'daemon.agent_socket_mode', 'daemon.agent_socket_group', 'daemon.log_level'];
 
 export class Controller {
@@ -87,7 +89,23 @@ export class Controller {
   // If the journal cannot take it, the action it describes is refused.
   async record(payload: EventPayload): Promise<{ seq: number; hash: string }> {
     this.log.info(payload, payload.kind);
-    return this.journal.append(payload);
+    const head = await this.journal.append(payload);
+    this.checkpointSoonIfLocked();
+    return head;
+  }
+
+  // While locked nothing else brings the next checkpoint (no request is
+  // served), so an entry written then is signed within a second: `postern
+  // lock` followed by refused requests still leaves a journal that `audit
+  // verify` accepts (SPEC §9). Without the signing key (not yet unlocked
+  // since start) the journal writes none, and the tail stays unsigned.
+  private lockedCheckpoint: NodeJS.Timeout | null = null;
+  private checkpointSoonIfLocked(): void {
+    if (this.vault !== null || this.lockedCheckpoint !== null) return;
+    this.lockedCheckpoint = setTimeout(() => {
+      this.lockedCheckpoint = null;
+      this.journal.checkpoint().catch(() => undefined);
+    }, LOCKED_CHECKPOINT_MS);
   }
 
   // A request's outcome: the reply waits only for the entry's place in the
@@ -98,6 +116,7 @@ export class Controller {
   async recordOutcome(payload: EventPayload): Promise<{ seq: number; hash: string }> {
     this.log.info(payload, payload.kind);
     const { assigned, durable } = this.journal.appendSoon(payload);
+    void assigned.then(() => this.checkpointSoonIfLocked(), () => undefined);
     durable.catch((e: unknown) => {
       this.log.error({ event: 'audit_write_failed', kind: payload.kind, code: e instanceof Refusal ? e.code : (e as Error)?.name }, 'could not journal an outcome');
     });
@@ -552,6 +571,9 @@ export class Controller {
     } catch {
       // already logged by the journal's failure; stopping goes ahead
     }
+    // close() writes the final checkpoint itself.
+    if (this.lockedCheckpoint) clearTimeout(this.lockedCheckpoint);
+    this.lockedCheckpoint = null;
     await this.journal.close().catch(() => undefined);
   }
 }

@@ -375,7 +375,7 @@ const ADVICE: Record<ProblemKind, string> = {
   bad_signature: 'a checkpoint was forged or altered; keep this copy as evidence',
   wrong_key: 'check --pubkey against the key `postern init` printed (or the one `postern audit rotate-key` printed); otherwise this journal belongs to another vault or was re-signed',
   unsigned_rotation: 'a change of signing key was not vouched for by the key it replaces; keep this copy as evidence',
-  unsigned_tail: 'unlock the daemon (it signs a checkpoint) or lock it, then verify again; or pass --allow-unsigned-tail to accept the tail',
+  unsigned_tail: 'a daemon unlocked since it started signs them within a second (or at its next checkpoint while unlocked); if it has not been, unlock it, then verify again; or pass --allow-unsigned-tail to accept the tail',
   behind_expected_head: 'the journal was cut back or replaced since that head was noted; compare it with a backup',
   torn_last_write: 'a write was cut short (crash or full disk): start the daemon once, it cuts the torn line and records a repair entry',
   not_a_journal: 'give the journal file (segment 0, or its directory) with --log',

@@ -10,8 +10,12 @@ import { loadNative, setNonDumpable } from './native';
 export const FORBIDDEN_ENV_REASONS: Readonly<Record<string, string>> = {
   NODE_OPTIONS: 'it can inject code into Node through --require, --import or --inspect',
   LD_PRELOAD: 'it loads a library into the process before postern runs',
+  LD_AUDIT: 'it loads auditing libraries into the process, which run before postern and see every call between libraries',
   LD_LIBRARY_PATH: 'it can substitute the shared libraries postern loads',
   HOSTALIASES: 'it rewrites host name resolution',
+  OPENSSL_CONF: "it makes Node's OpenSSL read a configuration that can load providers and engines (code) into the process",
+  OPENSSL_MODULES: "it tells Node's OpenSSL where to load provider modules (code) from",
+  OPENSSL_ENGINES: "it tells Node's OpenSSL where to load engine modules (code) from",
 };
 export const FORBIDDEN_ENV: readonly string[] = Object.keys(FORBIDDEN_ENV_REASONS);
 

@@ -21,7 +21,7 @@ import {
 import { cleanEnv, cli } from '../helpers/postern';
 
 t.test('the tables', async (t) => {
-  t.same([...FORBIDDEN_ENV].sort(), ['HOSTALIASES', 'LD_LIBRARY_PATH', 'LD_PRELOAD', 'NODE_OPTIONS']);
+  t.same([...FORBIDDEN_ENV].sort(), ['HOSTALIASES', 'LD_AUDIT', 'LD_LIBRARY_PATH', 'LD_PRELOAD', 'NODE_OPTIONS', 'OPENSSL_CONF', 'OPENSSL_ENGINES', 'OPENSSL_MODULES']);
   t.same([...NEUTRALISED_ENV].sort(), [
     'ALL_PROXY', 'HTTPS_PROXY', 'HTTP_PROXY', 'NODE_EXTRA_CA_CERTS', 'NODE_TLS_REJECT_UNAUTHORIZED', 'NO_PROXY',
     'SSL_CERT_DIR', 'SSL_CERT_FILE', 'all_proxy', 'http_proxy', 'https_proxy', 'no_proxy',
@@ -157,7 +157,7 @@ t.test('doctor judges what it reads', async (t) => {
   files['/proc/swaps'] = null;
   const more = doctorEnvironmentFindings({ env: {}, readFile: (f) => files[f] ?? null, nodeVersion: 'v22.0.0', loadAddon: () => ({}) });
   t.match(more, [
-    { level: 'ok', what: /^none of NODE_OPTIONS, LD_PRELOAD, LD_LIBRARY_PATH, HOSTALIASES is set/ },
+    { level: 'ok', what: /^none of NODE_OPTIONS, LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH, HOSTALIASES, OPENSSL_CONF, OPENSSL_MODULES, OPENSSL_ENGINES is set/ },
     { level: 'ok', what: /no proxy or CA/ },
     { level: 'warn', what: /cannot read TracerPid/ },
     { level: 'warn', what: /Yama ptrace_scope is not available/ },

@@ -97,6 +97,10 @@ const refusals: [string, Record<string, string>, string][] = [
   ['LD_PRELOAD', { LD_PRELOAD: libc ?? '' }, `${isSet('LD_PRELOAD')}; unset it`],
   ['LD_LIBRARY_PATH', { LD_LIBRARY_PATH: emptyDir }, `${isSet('LD_LIBRARY_PATH')}; unset it`],
   ['HOSTALIASES', { HOSTALIASES: hostAliases }, `${isSet('HOSTALIASES')}; unset it`],
+  ['LD_AUDIT (empty: no library, present counts)', { LD_AUDIT: '' }, `${isSet('LD_AUDIT')}; unset it`],
+  ['OPENSSL_CONF', { OPENSSL_CONF: '/dev/null' }, `${isSet('OPENSSL_CONF')}; unset it`],
+  ['OPENSSL_MODULES', { OPENSSL_MODULES: emptyDir }, `${isSet('OPENSSL_MODULES')}; unset it`],
+  ['OPENSSL_ENGINES', { OPENSSL_ENGINES: emptyDir }, `${isSet('OPENSSL_ENGINES')}; unset it`],
   ['two at once', { HOSTALIASES: hostAliases, LD_LIBRARY_PATH: emptyDir }, `${isSet('LD_LIBRARY_PATH')} and ${isSet('HOSTALIASES')}; unset them`],
 ];
 

@@ -6,6 +6,7 @@ import { mkdtempSync, writeFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import net from 'node:net';
+import { FORBIDDEN_ENV } from '../../shared/hardening';
 
 export const ROOT = resolve(__dirname, '..', '..');
 export const CLI = join(ROOT, 'dist', 'cli', 'main.js');
@@ -19,7 +20,7 @@ if (!existsSync(CLI)) {
 // anything else that postern refuses are removed.
 export function cleanEnv(extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const k of ['NODE_OPTIONS', 'LD_PRELOAD', 'LD_LIBRARY_PATH', 'HOSTALIASES', 'POSTERN_HOME', 'POSTERN_CONFIG', 'NODE_V8_COVERAGE']) delete env[k];
+  for (const k of [...FORBIDDEN_ENV, 'POSTERN_HOME', 'POSTERN_CONFIG', 'NODE_V8_COVERAGE']) delete env[k];
   env['POSTERN_DEBUG'] = '1';
   for (const [k, v] of Object.entries(extra)) {
     if (v === undefined) delete env[k];
