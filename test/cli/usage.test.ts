@@ -2,7 +2,9 @@
 // group without its sub-command (its usage), an unknown command or option,
 // a missing argument. Help that was asked for exits 0 on stdout.
 import t from 'tap';
-import { cleanEnv, cliAsync, Result } from '../helpers/postern';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ROOT, cleanEnv, cliAsync, Result } from '../helpers/postern';
 
 // No home: none of these may get as far as reading a config.
 const env = cleanEnv({ POSTERN_HOME: '/nonexistent/postern-usage-home' });
@@ -47,7 +49,7 @@ t.test('an unknown command, option or argument, or a missing one: exit 2, named 
     [['status', '--bogus'], "error: unknown option '--bogus'\n"],
     [['cred', 'list', '--bogus'], "error: unknown option '--bogus'\n"],
     [['audit', 'verify', '--bogus'], "error: unknown option '--bogus'\n"],
-    [['--version'], "error: unknown option '--version'\n"],
+    [['--verbose'], "error: unknown option '--verbose'\n"],
     [['sessions', 'bogus'], "error: too many arguments for 'sessions'. Expected 0 arguments but got 1.\n"],
     [['sessions', 'revoke'], 'postern: say which session to end: `postern sessions revoke ID` (see `postern sessions`), or --all\n'],
     [['cred', 'show'], "error: missing required argument 'name'\n"],
@@ -63,6 +65,14 @@ t.test('an unknown command, option or argument, or a missing one: exit 2, named 
   const [help] = await runAll([['help', 'bogus']]);
   t.equal(help!.code, 2, 'help for an unknown command: exit 2');
   t.ok(help!.stderr.startsWith(usageLine('')), 'with the usage on stderr');
+});
+
+t.test('--version: the version on stdout, exit 0', async (t) => {
+  const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+  const [r] = await runAll([['--version']]);
+  t.equal(r!.code, 0);
+  t.equal(r!.stdout, `${version}\n`);
+  t.equal(r!.stderr, '');
 });
 
 t.test('help asked for: usage on stdout, exit 0', async (t) => {
