@@ -9,6 +9,7 @@ import { CredentialDef, validateDefinition, definitionHash, diffDefinitions, che
 import { EventPayload, formatHead } from '../shared/audit-format';
 import { ed25519Keypair, sha256hex, wipe } from '../shared/crypto';
 import { readFileSync } from 'node:fs';
+import { canonicalJson } from '../shared/canonical-json';
 import { SigningChange, UnlockedVault, unlockVaultFile } from './vault/unlocked-vault';
 import { checkRollback } from './vault/rollback';
 import { PassphraseGuard } from './passphrase-guard';
@@ -28,6 +29,10 @@ export interface ControllerOptions {
 
 // Settings that name files or sockets the running daemon already holds; a
 // change to them needs a restart rather than a reload.
+function sameBytes(a: Buffer | null, b: Buffer | null): boolean {
+  return a === b || (a !== null && b !== null && a.equals(b));
+}
+
 // How soon an entry written while locked is followed by a checkpoint.
 const LOCKED_CHECKPOINT_MS = 1000;
 const RESTART_KEYS = ['daemon.home', 'daemon.agent_socket', 'daemon.admin_socket', 'daemon.vault', 'daemon.audit_log', 'daemon.agent_socket_mode', 'daemon.agent_socket_group', 'daemon.log_level'];
@@ -66,6 +71,7 @@ export class Controller {
   private lockListeners: (() => void)[] = [];
   private sessionEndListeners: ((s: Session) => void)[] = [];
   private credentialListeners: ((name: string) => void)[] = [];
+  private trustListeners: ((what: { ca: boolean; dns: boolean }) => void)[] = [];
 
   // Called at every lock: no connection or record outlives the authority
   // behind it.
@@ -203,15 +209,42 @@ export class Controller {
     };
   }
 
-  // Re-read the config from disk; refuse when it cannot be adopted without a
-  // restart. Returns the fresh config without installing it.
+  // Re-read the config from disk.
   private reloadConfig(): LoadedConfig {
-    const fresh = loadConfig({ configFlag: this.opts.configFlag, env: this.opts.env });
-    const moved = diffCanonical(this.config.canonical, fresh.canonical).filter((c) => RESTART_KEYS.includes(c.path));
-    if (moved.length > 0) {
-      throw new Refusal('bad_config', `the config changed settings the running daemon cannot adopt (${moved.map((c) => c.path).join(', ')}); restart the daemon`);
+    return loadConfig({ configFlag: this.opts.configFlag, env: this.opts.env });
+  }
+
+  // What the running daemon takes of `fresh`: everything but the settings
+  // that cannot change while it runs (sockets, home, vault and journal
+  // paths, log level), which keep their running values until the next start
+  // and are named in `waiting`. The hash and canonical form are fresh's: it
+  // is the approved config.
+  private adoptable(fresh: LoadedConfig): { config: LoadedConfig; waiting: string[] } {
+    const running = this.config;
+    const waiting = diffCanonical(running.canonical, fresh.canonical).map((c) => c.path).filter((p) => RESTART_KEYS.includes(p));
+    if (waiting.length === 0) return { config: fresh, waiting };
+    const daemon = { ...fresh.config.daemon } as Record<string, unknown>;
+    for (const p of waiting) {
+      const key = p.slice('daemon.'.length);
+      daemon[key] = (running.config.daemon as unknown as Record<string, unknown>)[key];
     }
-    return fresh;
+    const config = { ...fresh.config, daemon: daemon as unknown as LoadedConfig['config']['daemon'] };
+    return { config: { ...fresh, config, home: running.home, paths: running.paths }, waiting };
+  }
+
+  // Installs an adopted config. Connections made under another CA list or
+  // other DNS servers are retired, so a removed CA is never trusted again.
+  private install(next: LoadedConfig): void {
+    const before = this.config;
+    this.config = next;
+    const ca = !sameBytes(before.caFileContents, next.caFileContents);
+    const dns = canonicalJson(before.config.http.dns_servers) !== canonicalJson(next.config.http.dns_servers);
+    if (ca || dns) for (const f of this.trustListeners) f({ ca, dns });
+  }
+
+  // Called when the CA list or the DNS servers of the running config change.
+  onTrustChange(f: (what: { ca: boolean; dns: boolean }) => void): void {
+    this.trustListeners.push(f);
   }
 
   private readHeader(): { file: Buffer; header: VaultHeader } {
@@ -295,7 +328,8 @@ export class Controller {
       this.unlockJournaling = null;
       journaled();
     }
-    this.config = fresh;
+    const adopted = this.adoptable(fresh);
+    this.install(adopted.config);
     this.vault = opened;
     this.unlockedAt = new Date();
     this.counters.unlocks += 1;
@@ -435,11 +469,15 @@ export class Controller {
       throw new Refusal('conflict', 'the config changed while it was being reviewed; run `postern config approve` again');
     }
     const approve = (vault: UnlockedVault): Promise<void> => this.writeVault(vault, { kind: 'config_approve', config_hash: current.hash }, () => undefined, { approvedConfig: current.canonical });
+    // On an unlocked daemon the approved config takes effect at once, in
+    // full, except what waits for the next start (named in the reply).
+    let waiting: string[] = [];
     if (this.vault) {
       const vault = await this.prove(passphrase);
-      this.reloadConfig();
+      const adopted = this.adoptable(current);
       await approve(vault);
-      this.config = current;
+      this.install(adopted.config);
+      waiting = adopted.waiting;
       this.armAutoLock();
     } else {
       const opened = await this.openWithPassphrase(passphrase);
@@ -448,8 +486,9 @@ export class Controller {
       } finally {
         opened.wipe();
       }
+      waiting = this.adoptable(current).waiting;
     }
-    return { approved_hash: current.hash, locked: this.locked };
+    return { approved_hash: current.hash, locked: this.locked, applied: this.locked ? 'at unlock' : 'now', restart_required: waiting };
   }
 
   async passwd(passphrase: Buffer, newPassphrase: Buffer): Promise<Record<string, unknown>> {

@@ -75,6 +75,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     request.ssh.closeAll();
     request.idempotency.purgeAll();
   });
+  controller.onTrustChange(({ dns }) => {
+    request.pools.retireAll();
+    if (dns) request.ssh.retireAll();
+  });
   controller.onSessionEnd((s) => request.idempotency.purgeScope(`session:${s.id}`));
   controller.onCredentialChange((name) => {
     void request.pools.closeCredential(name);

@@ -31,10 +31,18 @@ export function register(program: Command, ctx: Ctx): void {
         const pass = await getPassphrase(o, 'Passphrase to approve this config: ');
         try {
           const r = await a.request('config.approve', { hash: diff['current_hash'] }, [pass]);
-          c.out({ approved: true, changed: true, changes, ...r }, `config approved (${String(r['approved_hash'])})${r['locked'] ? '; now run `postern unlock`' : ''}`);
+          c.out({ approved: true, changed: true, changes, ...r }, approvedText(r));
         } finally {
           pass.fill(0);
         }
       });
     });
+}
+
+// When the approved config applies, and what waits for a restart.
+function approvedText(r: Record<string, unknown>): string {
+  const waiting = Array.isArray(r['restart_required']) ? (r['restart_required'] as string[]) : [];
+  const when = r['locked'] ? '; it applies at unlock: now run `postern unlock`' : '; it is in effect now';
+  const later = waiting.length > 0 ? `, except ${waiting.join(', ')}, which take${waiting.length === 1 ? 's' : ''} effect at the next start of the daemon` : '';
+  return `config approved (${String(r['approved_hash'])})${when}${later}`;
 }

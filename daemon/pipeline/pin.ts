@@ -45,6 +45,8 @@ export function caList(caFile: Buffer | null): string[] {
 // Pools kept at most; beyond it the least recently used one is closed (its
 // idle connections go; a request still on it finishes first).
 export const MAX_POOLS = 256;
+// How long a retired pool's requests may run before it is destroyed.
+const RETIRE_GRACE_MS = 10 * 60 * 1000;
 
 export class PinnedPools {
   // Map order is use order: the first entry is the least recently used.
@@ -99,6 +101,22 @@ export class PinnedPools {
     const mine = [...this.pools].filter(([, e]) => e.credential === credential);
     for (const [id] of mine) this.pools.delete(id);
     await Promise.all(mine.map(([, e]) => e.pool.destroy().catch(() => undefined)));
+  }
+
+  // A config change (CA list, DNS servers): no new request goes on a
+  // connection made under the old settings, so a removed CA is never trusted
+  // again; requests already on one finish, then it closes (destroyed after
+  // RETIRE_GRACE_MS at the latest: close() may never settle after a failed
+  // TLS connect).
+  retireAll(): void {
+    const all = [...this.pools.values()];
+    this.pools.clear();
+    this.context = null;
+    for (const e of all) {
+      const force = setTimeout(() => void e.pool.destroy().catch(() => undefined), RETIRE_GRACE_MS);
+      force.unref();
+      e.pool.close().then(() => clearTimeout(force), () => undefined);
+    }
   }
 
   // Lock: no connection outlives the authority that opened it.

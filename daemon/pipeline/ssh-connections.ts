@@ -306,6 +306,17 @@ export class SshConnections {
     for (const [id, list] of [...this.conns]) for (const c of list) this.close(id, c);
   }
 
+  // A config change (DNS servers): no new command goes on a connection made
+  // before it; running commands finish, idle connections close now.
+  retireAll(): void {
+    for (const [id, list] of [...this.conns]) {
+      for (const c of list) {
+        if (c.channels === 0) this.close(id, c);
+        else this.retire(id, c);
+      }
+    }
+  }
+
   get size(): number {
     let n = 0;
     for (const list of this.conns.values()) n += list.length;
