@@ -8,7 +8,7 @@ import { REFUSALS } from '../shared/protocol';
 import { peerCredOfSocket } from '../shared/native';
 import type { Controller } from './controller';
 import type { Logger } from './logger';
-import { identify as identifyPeer, Identity } from './pipeline/identify';
+import { identify as identifyPeer, Identity, stillRunning } from './pipeline/identify';
 import { runHttp } from './pipeline/run-http';
 import { runSsh } from './pipeline/run-ssh';
 import { SshConnections } from './pipeline/ssh-connections';
@@ -18,11 +18,19 @@ import { InFlight, RateBudgets } from './pipeline/budgets';
 
 const peers = new WeakMap<net.Socket, Identity | Refusal>();
 
-// Once per connection: the peer is the process that connected.
+// Once per connection: the peer is the process that connected. Every
+// later request on the connection checks that this process instance still
+// runs (SPEC §7): a connection inherited across fork or passed over
+// SCM_RIGHTS dies with the process that made it.
 function identify(controller: Controller, sock: net.Socket): Identity {
   const known = peers.get(sock);
   if (known instanceof Refusal) throw known;
-  if (known) return known;
+  if (known) {
+    if (stillRunning(known.process)) return known;
+    const gone = new Refusal('unidentified_peer', `the process that made this connection (pid ${known.process.pid}) has exited or exec'd; whoever holds the connection now cannot speak for it — connect again from a running process`);
+    peers.set(sock, gone);
+    throw gone;
+  }
   let verdict: Identity | Refusal;
   try {
     const peer = peerCredOfSocket(sock);
@@ -101,19 +109,17 @@ interface Services extends RequestServices {
   controller: Controller;
 }
 
-// A request that acts: counted from here until the reply, approval wait
-// included, against http.max_concurrent; its body read within limits.
-async function counted(s: Services, req: http.IncomingMessage, run: (raw: Buffer) => Promise<unknown>): Promise<unknown> {
+// A request that acts: counted from here until the reply against
+// http.max_concurrent, except while it waits for approval (which
+// daemon.max_pending bounds); its body read within limits.
+function counted(s: Services, req: http.IncomingMessage, run: (raw: Buffer) => Promise<unknown>): Promise<unknown> {
   s.controller.requireUnlocked();
-  const leave = s.inFlight.enter();
-  try {
+  return s.inFlight.run(async () => {
     const cfg = s.controller.config.config;
     const left = cfg.daemon.agent_request_timeout - (Date.now() - (started.get(req) ?? Date.now()));
     const raw = await readBody(req, cfg.http.max_request_body * 6 + 64 * 1024, left);
     return await run(raw);
-  } finally {
-    leave();
-  }
+  });
 }
 
 type Route = (s: Services, identity: Identity, req: http.IncomingMessage, signal: AbortSignal) => Promise<unknown> | unknown;

@@ -50,7 +50,7 @@ export class Controller {
   private readonly log: Logger;
   private readonly journal: Journal;
   readonly sessions: SessionStore;
-  readonly approvals = new ApprovalBroker();
+  readonly approvals = new ApprovalBroker(() => this.config.config.daemon.max_pending);
   // Vault writes one at a time, each with its journal entries around it.
   private vaultWrites: Promise<unknown> = Promise.resolve();
   private rotatingAuditKey = false;

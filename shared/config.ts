@@ -33,6 +33,7 @@ export interface Config {
     auto_lock: number;
     unlock_max: number;
     approval_timeout: number;
+    max_pending: number;
     session_ttl: number;
     agent_uids: number[];
     agent_socket_mode: number;
@@ -54,6 +55,9 @@ export interface Config {
     max_output: number;
     connection_idle: number;
   };
+  audit: {
+    refusal_burst: number;
+  };
 }
 
 export interface LoadedConfig {
@@ -68,7 +72,7 @@ export interface LoadedConfig {
 }
 
 type TableName = keyof Config;
-export const TABLES: readonly TableName[] = ['daemon', 'http', 'ssh'];
+export const TABLES: readonly TableName[] = ['daemon', 'http', 'ssh', 'audit'];
 export type ConfigPath = { [T in TableName]: `${T}.${keyof Config[T] & string}` }[TableName];
 type ValueAt<P extends ConfigPath> = P extends `${infer T extends TableName}.${infer K}`
   ? K extends keyof Config[T]
@@ -277,6 +281,7 @@ export const SETTINGS = [
   setting('daemon.auto_lock', '8h', duration, 'lock after this long without an agent request'),
   setting('daemon.unlock_max', '24h', duration, 'lock after this long unlocked, whatever the traffic'),
   setting('daemon.approval_timeout', '120s', duration, 'how long a request waits for a decision'),
+  setting('daemon.max_pending', 32, concurrency, 'requests waiting for approval, all processes together (at most 16 per process); beyond: 429 busy'),
   setting('daemon.session_ttl', '8h', duration, 'longest life of an approved session'),
   setting('daemon.agent_uids', [], uidList, 'uids allowed on the agent socket; empty: the daemon\'s own'),
   setting('daemon.agent_socket_mode', '0600', socketMode, '"0660" with agent_socket_group when agents run as another user'),
@@ -293,6 +298,7 @@ export const SETTINGS = [
   setting('ssh.timeout', '30s', duration, 'per command (approval wait excluded), unless timeout_ms is set'),
   setting('ssh.max_output', '8MiB', size, 'stdout+stderr together'),
   setting('ssh.connection_idle', '10s', duration, 'an SSH connection is kept this long after its last command, for reuse by the same credential'),
+  setting('audit.refusal_burst', 20, concurrency, 'refusals journaled in full per second per process; beyond: summarised'),
 ] as const;
 
 // Compile-time proof that every key of Config has a row.
@@ -656,7 +662,7 @@ function evaluate(loc: Locations, raw: Record<string, unknown>, exists: boolean)
 
   if (problems.length > 0) throw badConfig(loc.configPath, problems);
 
-  const tables: Record<string, Record<string, unknown>> = { daemon: {}, http: {}, ssh: {} };
+  const tables: Record<string, Record<string, unknown>> = { daemon: {}, http: {}, ssh: {}, audit: {} };
   for (const row of ROWS) (tables[row.table] as Record<string, unknown>)[row.key] = values.get(row.path);
   const config = tables as unknown as Config;
   const canonical = canonicalConfig(config, caFileContents);
@@ -699,7 +705,7 @@ export function defaultConfig(home: string): Config {
 // Every key with its effective value, plus the CA file's hash, so that a
 // changed CA bundle changes the config hash although the path did not change.
 export function canonicalConfig(config: Config, caFileContents: Buffer | null): string {
-  const out: Record<string, Record<string, CanonicalValue>> = { daemon: {}, http: {}, ssh: {} };
+  const out: Record<string, Record<string, CanonicalValue>> = { daemon: {}, http: {}, ssh: {}, audit: {} };
   for (const row of ROWS) {
     (out[row.table] as Record<string, CanonicalValue>)[row.key] = row.kind.canonical((config[row.table] as Record<string, unknown>)[row.key]);
   }

@@ -1,31 +1,77 @@
 // Request budgets (SPEC §3 http.max_concurrent, §4 rate): how many requests
 // may be in flight at once, and how many a credential may send per period.
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { Refusal } from '../../shared/errors';
 import { parseRate } from '../../shared/credential';
 
-// Requests in flight (waiting for approval included) across the daemon.
+// Requests in flight across the daemon. A request waiting for a human's
+// decision gives its slot back for the wait (SPEC §7: pending approvals have
+// their own budget, daemon.max_pending) and takes it again once decided,
+// then even when the limit is reached meanwhile, so a decision a human made
+// is never thrown away as busy; the overshoot is at most max_pending.
 export class InFlight {
   private count = 0;
 
   constructor(private readonly limit: () => number) {}
 
   // A slot, or 429 busy. The caller releases it when the reply is sent.
-  enter(): () => void {
+  enter(): Slot {
     if (this.count >= this.limit()) {
       throw new Refusal('busy', `postern already has ${this.count} requests in flight (http.max_concurrent); wait for some to finish and retry`);
     }
     this.count += 1;
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      this.count -= 1;
+    let held = true;
+    let done = false;
+    const slot: Slot = {
+      release: () => {
+        if (done) return;
+        done = true;
+        if (held) this.count -= 1;
+        held = false;
+      },
+      suspend: () => {
+        if (done || !held) return;
+        held = false;
+        this.count -= 1;
+      },
+      resume: () => {
+        if (done || held) return;
+        held = true;
+        this.count += 1;
+      },
     };
+    return slot;
+  }
+
+  // Runs `f` holding a slot; code it calls (the approval wait) finds the
+  // slot with currentSlot().
+  async run<T>(f: () => Promise<T>): Promise<T> {
+    const slot = this.enter();
+    try {
+      return await slotStore.run(slot, f);
+    } finally {
+      slot.release();
+    }
   }
 
   get current(): number {
     return this.count;
   }
+}
+
+export interface Slot {
+  release(): void;
+  // Gives the slot back while the request waits for approval...
+  suspend(): void;
+  // ...and takes it again when the wait ends.
+  resume(): void;
+}
+
+const slotStore = new AsyncLocalStorage<Slot>();
+
+// The slot of the request this code runs for, if it holds one.
+export function currentSlot(): Slot | undefined {
+  return slotStore.getStore();
 }
 
 interface Bucket {

@@ -1,10 +1,14 @@
 // Pending approvals (SPEC §7): a request without a covering session waits
 // here for a human's decision, shown to every connected approver; the first
 // decision wins. No approver connected: refused at once. At most 16 pending
-// per process. A requester that goes away withdraws its card.
+// per process instance and daemon.max_pending in all; a waiting request
+// gives back its http.max_concurrent slot for the wait, so cards never
+// starve requests a session covers. A requester that goes away withdraws
+// its card.
 import { randomBytes } from 'node:crypto';
 import { Refusal } from '../../shared/errors';
 import type { Identity } from '../pipeline/identify';
+import { currentSlot } from '../pipeline/budgets';
 import type { Card, CardProcess, CardAction } from '../../shared/admin-protocol';
 
 export type { Card, CardProcess, CardAction };
@@ -35,6 +39,9 @@ export class ApprovalBroker {
   private approvers = new Map<string, ApproverLink>();
   private pending = new Map<string, Pending>();
 
+  // `maxPending`: daemon.max_pending, read at every request.
+  constructor(private readonly maxPending: () => number = () => 32) {}
+
   attach(link: ApproverLink): void {
     this.approvers.set(link.id, link);
     for (const p of this.pending.values()) link.push({ push: 'pending', card: p.card });
@@ -62,7 +69,11 @@ export class ApprovalBroker {
     let mine = 0;
     for (const p of this.pending.values()) if (p.processKey === key) mine += 1;
     if (mine >= MAX_PENDING_PER_PROCESS) {
-      return Promise.reject(new Refusal('busy', `this process already has ${MAX_PENDING_PER_PROCESS} requests waiting for approval; wait for them to be decided`));
+      return Promise.reject(new Refusal('busy', `this process already has ${MAX_PENDING_PER_PROCESS} requests waiting for approval (the limit per process); wait for them to be decided, then retry`, { limit: 'per_process', pending: mine }));
+    }
+    const all = this.maxPending();
+    if (this.pending.size >= all) {
+      return Promise.reject(new Refusal('busy', `${this.pending.size} requests are already waiting for approval (daemon.max_pending = ${all}, all processes together); wait for the human to decide some, then retry`, { limit: 'max_pending', pending: this.pending.size }));
     }
     const now = Date.now();
     const card: Card = {
@@ -75,9 +86,11 @@ export class ApprovalBroker {
       ancestors: identity.ancestors.map(cardProcess),
       action,
     };
+    const slot = currentSlot();
     return new Promise<Decision>((resolve, reject) => {
       const finish = (d: Decision | Refusal, why: string): void => {
         if (!this.pending.delete(card.id)) return;
+        slot?.resume();
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         for (const a of this.approvers.values()) a.push({ push: 'withdrawn', id: card.id, reason: why });
@@ -93,6 +106,7 @@ export class ApprovalBroker {
       }
       signal?.addEventListener('abort', onAbort, { once: true });
       this.pending.set(card.id, { card, processKey: key, settle: (d) => finish(d, 'decided') });
+      slot?.suspend();
       for (const a of this.approvers.values()) a.push({ push: 'pending', card });
     });
   }

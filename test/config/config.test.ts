@@ -94,6 +94,7 @@ max_output = "512B"
     auto_lock: 90 * 60_000,
     unlock_max: 2 * 86_400_000,
     approval_timeout: 500,
+    max_pending: 32,
     session_ttl: 8 * 3_600_000,
     agent_uids: [1001, 1002],
     agent_socket_mode: 0o660,
@@ -378,6 +379,7 @@ const ALTERNATIVES: Record<ConfigPath, string> = {
   'daemon.auto_lock': '"7h"',
   'daemon.unlock_max': '"12h"',
   'daemon.approval_timeout': '"60s"',
+  'daemon.max_pending': '40',
   'daemon.session_ttl': '"1h"',
   'daemon.agent_uids': '[1234]',
   'daemon.agent_socket_mode': '"0660"',
@@ -394,6 +396,7 @@ const ALTERNATIVES: Record<ConfigPath, string> = {
   'ssh.timeout': '"29s"',
   'ssh.max_output': '"9MiB"',
   'ssh.connection_idle': '"20s"',
+  'audit.refusal_burst': '50',
 };
 
 t.test('the hash ignores order, whitespace and comments, and explicit defaults', async (t) => {
