@@ -6,6 +6,7 @@ import net from 'node:net';
 import { createHash } from 'node:crypto';
 import { chmodSync, chownSync, lstatSync, unlinkSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
+import { userInfo } from 'node:os';
 import { Refusal } from '../shared/errors';
 
 // `bornMode`: the permission bits the socket file gets at bind(2). For a path,
@@ -77,10 +78,41 @@ async function clearStale(path: string): Promise<void> {
 // the final state whatever the umask did.
 export async function listenUnix(server: net.Server, path: string, mode: number, group?: string): Promise<void> {
   const gid = group ? groupId(group) : undefined;
+  if (group && gid !== undefined) requireMember(group, gid);
   await clearStale(path);
   await listen(server, path, gid === undefined ? mode : mode & 0o700);
-  if (gid !== undefined) chownSync(path, -1, gid);
+  if (group && gid !== undefined) {
+    try {
+      chownSync(path, -1, gid);
+    } catch (e) {
+      server.close();
+      removeSocket(path);
+      if ((e as NodeJS.ErrnoException).code === 'EPERM') throw notMember(group);
+      throw e;
+    }
+  }
   chmodSync(path, mode);
+}
+
+function userName(): string {
+  try {
+    return userInfo().username;
+  } catch {
+    return String(process.getuid?.() ?? 'USER');
+  }
+}
+
+function notMember(group: string): Refusal {
+  const user = userName();
+  return new Refusal('bad_config', `daemon.agent_socket_group: the daemon's user ${user} is not a member of group "${group}", so it cannot give the agent socket to that group; as root run \`usermod -aG ${group} ${user}\`, then start the daemon again (from a new login or service start, so the membership applies)`);
+}
+
+// chown(2) of a file to a group needs the owner to be in that group (root
+// excepted): refuse at start, naming the fix, rather than fail at chown.
+function requireMember(group: string, gid: number): void {
+  if (process.getuid?.() === 0) return;
+  if (process.getgid?.() === gid || (process.getgroups?.() ?? []).includes(gid)) return;
+  throw notMember(group);
 }
 
 function groupId(group: string): number {

@@ -75,3 +75,12 @@ export interface CardProcess {
   cwd: string;
   cmdline: string[];
 }
+
+// What the daemon puts in a CardProcess's `exe` (and `cwd`) when the path
+// is not simply the program that runs (SPEC §1, §7). A path the kernel
+// prints always begins with "/", so NOT_READABLE is never a path; the notes
+// are appended to the path, after two spaces, and an agent can only add a
+// false warning by naming its files after them, never remove one.
+export const NOT_READABLE = "(not readable by the daemon: another user's process)";
+export const OTHER_MOUNT_NS_NOTE = "[runs in another mount namespace than the daemon's: this path may name another program]";
+export const EXE_MISMATCH_NOTE = "[not the file the process runs: this path names another file for the daemon]";

@@ -6,6 +6,7 @@
 import type { Card, CardProcess } from './card';
 import { choicesFor, MAX_ANCESTOR_KEYS } from './keys';
 import { escapeText, hasHidden, quoteArg, showExe, showHost } from './escape';
+import { EXE_MISMATCH_NOTE, NOT_READABLE, OTHER_MOUNT_NS_NOTE } from '../../shared/admin-protocol';
 
 // Command-line arguments shown per process; the rest is counted.
 export const MAX_ARGS_SHOWN = 64;
@@ -102,7 +103,19 @@ const flagged = (p: CardProcess): string => ([p.exe, p.cwd, ...p.cmdline].some(h
 // The requester gets three lines; each ancestor one (a chain can be long,
 // and the card must fit a terminal).
 function requesterLines(p: CardProcess, key: string | undefined): string[] {
-  return [processHead(p, 'requester', key) + flagged(p), row('        ', 'cwd', escapeText(p.cwd)), row('        ', 'argv', argvText(p))];
+  return [processHead(p, 'requester', key) + flagged(p), row('        ', 'cwd', escapeText(p.cwd)), row('        ', 'argv', argvText(p)), ...noteLines(p)];
+}
+
+// What the daemon could not vouch for, in words, under the requester.
+export function noteLines(p: CardProcess): string[] {
+  const notes: string[] = [];
+  if (p.exe === NOT_READABLE || p.cwd === NOT_READABLE) {
+    notes.push('the executable and directory are not readable by the daemon (a process of another user); it is identified by uid, pid, start time, parent chain and command line');
+  }
+  if (p.exe.includes(OTHER_MOUNT_NS_NOTE) || p.exe.includes(EXE_MISMATCH_NOTE)) {
+    notes.push('WARNING: the exe path shown may not be the program that runs (see the note on the exe)');
+  }
+  return notes.map((n) => row('        ', 'note', n));
 }
 
 // In a terminal `columns` wide, an ancestor's line is cut to one row, with

@@ -8,9 +8,28 @@
 // is checked again at decision time, so a reused pid or an exec never
 // inherits an approval. Facts that change while a process runs (parent,
 // working directory, a deleted executable) are read on every request.
+//
+// A non-root daemon may not read another uid's /proc/<pid>/exe or cwd (nor
+// stat the executable through it): Linux asks for ptrace rights. Such a
+// process (the dedicated-user deployment) is identified by what any user
+// may read: uid, pid, start time, parent chain and command line; its exe
+// and cwd are shown as NOT_READABLE, and its instance key is made of the
+// pid, the start time, the command line's hash and the size of its code
+// segment (VmExe, in /proc/<pid>/status), which an exec of another program
+// usually changes (docs/design-notes.md, *Identity of another uid's
+// process*). For the daemon's own uid an unreadable exe stays
+// unidentified_peer.
+//
+// Two cases where the path shown may not be the program that runs are
+// marked on the exe itself, so every card, journal entry and session list
+// says so: a process in a mount namespace other than the daemon's, and an
+// executable whose path, looked up by the daemon, is another file (device
+// and inode) than the one the process runs (a bind mount over /usr/bin/git
+// in the agent's own namespace).
 import { createHash } from 'node:crypto';
 import { readFileSync, readlinkSync, statSync } from 'node:fs';
 import { Refusal } from '../../shared/errors';
+import { EXE_MISMATCH_NOTE, NOT_READABLE, OTHER_MOUNT_NS_NOTE } from '../../shared/admin-protocol';
 
 export interface ProcessInfo {
   pid: number;
@@ -26,7 +45,16 @@ export interface ProcessInfo {
   cmdline: string[];
   cwd: string;
   key: string; // the instance: pid, start time, exe device and inode, arg_start, command line hash
+  // false: exe and cwd could not be read (another uid's process); exe and
+  // cwd then hold NOT_READABLE and exeDev/exeIno are -1.
+  readable: boolean;
+  // Runs in a mount namespace other than the daemon's.
+  otherMountNs: boolean;
+  // The exe path, looked up by the daemon, is not the file the process runs.
+  exePathMismatch: boolean;
 }
+
+
 
 export interface Identity {
   process: ProcessInfo;
@@ -66,14 +94,29 @@ function readStat(pid: number): Stat | null {
   }
 }
 
-function exeIdentity(pid: number): { dev: number; ino: number } | null {
+// null: gone or unreadable; 'denied': the process exists but this reader
+// lacks ptrace rights over it.
+function exeIdentity(pid: number): { dev: number; ino: number } | 'denied' | null {
   try {
     const st = statSync(`/proc/${pid}/exe`);
     return { dev: st.dev, ino: st.ino };
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EACCES' ? 'denied' : null;
+  }
+}
+
+// The size of the code segment, readable by anyone: "VmExe: 772 kB".
+function vmExe(pid: number): string | null {
+  try {
+    const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('VmExe:'));
+    const m = line?.match(/^VmExe:\s+(\d+)/);
+    return m ? m[1]! : '0';
   } catch {
     return null;
   }
 }
+
+const OWN_UID = process.getuid?.() ?? -1;
 
 function readCmdline(pid: number): Buffer | null {
   try {
@@ -83,52 +126,127 @@ function readCmdline(pid: number): Buffer | null {
   }
 }
 
+function argvHash(cmdline: Buffer): string {
+  return createHash('sha256').update(cmdline).digest('hex').slice(0, 16);
+}
+
 function instanceKey(pid: number, stat: Stat, exeId: { dev: number; ino: number }, cmdline: Buffer): string {
-  const argv = createHash('sha256').update(cmdline).digest('hex').slice(0, 16);
-  return `${pid}:${stat.startTime}:${exeId.dev}:${exeId.ino}:${stat.argStart}:${argv}`;
+  return `${pid}:${stat.startTime}:${exeId.dev}:${exeId.ino}:${stat.argStart}:${argvHash(cmdline)}`;
+}
+
+// Without ptrace rights: what any user may read (arg_start reads as 0).
+function partialKey(pid: number, stat: Stat, code: string, cmdline: Buffer): string {
+  return `${pid}:${stat.startTime}:-:-:vmexe=${code}:${argvHash(cmdline)}`;
+}
+
+interface Instance {
+  stat: Stat;
+  exeId: { dev: number; ino: number } | null; // null: not readable
+  raw: Buffer;
+  key: string;
 }
 
 // The instance now running under `pid`, and its facts that identify it.
-function readInstance(pid: number): { stat: Stat; exeId: { dev: number; ino: number }; raw: Buffer; key: string } | null {
+// `uid`: the owner; another uid's process without ptrace rights is read
+// partially, the daemon's own never.
+function readInstance(pid: number, uid: number): Instance | null {
   const stat = readStat(pid);
   const exeId = exeIdentity(pid);
   const raw = readCmdline(pid);
   if (!stat || !exeId || !raw) return null;
-  return { stat, exeId, raw, key: instanceKey(pid, stat, exeId, raw) };
+  if (exeId !== 'denied') return { stat, exeId, raw, key: instanceKey(pid, stat, exeId, raw) };
+  if (uid === OWN_UID) return null;
+  const code = vmExe(pid);
+  if (code === null) return null;
+  return { stat, exeId: null, raw, key: partialKey(pid, stat, code, raw) };
 }
 
-// What may change while the instance runs: read on every request.
-function readChanging(pid: number): { exe: string; cwd: string } | null {
+function mountNs(pid: number | 'self'): string | null {
   try {
-    return { exe: readlinkSync(`/proc/${pid}/exe`), cwd: readlinkSync(`/proc/${pid}/cwd`) };
+    return readlinkSync(`/proc/${pid}/ns/mnt`);
   } catch {
     return null;
   }
 }
 
-// The stat read first and the instance read again now must agree, or the
-// pid changed hands (or exec'd) while we were reading.
-function sameInstance(pid: number, key: string): boolean {
-  return readInstance(pid)?.key === key;
+const OWN_MOUNT_NS = mountNs('self');
+
+// Is `path`, looked up by the daemon, the file with this device and inode?
+function sameFile(path: string, id: { dev: number; ino: number }): boolean {
+  try {
+    const st = statSync(path);
+    return st.dev === id.dev && st.ino === id.ino;
+  } catch {
+    return false;
+  }
 }
 
-function withChanging(base: Omit<ProcessInfo, 'exe' | 'exeDeleted' | 'exeMemfd' | 'cwd'>, now: { exe: string; cwd: string }): ProcessInfo {
-  return { ...base, exe: now.exe, exeDeleted: now.exe.endsWith(' (deleted)'), exeMemfd: now.exe.startsWith('/memfd:'), cwd: now.cwd };
+interface Changing {
+  exe: string;
+  cwd: string;
+  otherMountNs: boolean;
+  exePathMismatch: boolean;
+}
+
+// What may change while the instance runs: read on every request.
+function readChanging(pid: number, exeId: { dev: number; ino: number }): Changing | null {
+  let exe: string;
+  let cwd: string;
+  try {
+    exe = readlinkSync(`/proc/${pid}/exe`);
+    cwd = readlinkSync(`/proc/${pid}/cwd`);
+  } catch {
+    return null;
+  }
+  const ns = mountNs(pid);
+  const otherMountNs = ns === null || OWN_MOUNT_NS === null || ns !== OWN_MOUNT_NS;
+  // A deleted or memfd executable is marked as such already.
+  const special = exe.endsWith(' (deleted)') || exe.startsWith('/memfd:');
+  const exePathMismatch = !special && !sameFile(exe, exeId);
+  return { exe, cwd, otherMountNs, exePathMismatch };
+}
+
+// The stat read first and the instance read again now must agree, or the
+// pid changed hands (or exec'd) while we were reading.
+function sameInstance(pid: number, uid: number, key: string): boolean {
+  return readInstance(pid, uid)?.key === key;
+}
+
+// The exe as shown: the kernel's path, with the daemon's notes appended
+// when the path may not be the program that runs.
+function shownExe(now: Changing): string {
+  return [now.exe, now.otherMountNs ? OTHER_MOUNT_NS_NOTE : '', now.exePathMismatch ? EXE_MISMATCH_NOTE : ''].filter(Boolean).join('  ');
 }
 
 // Read one process; null when it is gone or unreadable.
 export function readProcess(pid: number, uid: number): ProcessInfo | null {
-  const inst = readInstance(pid);
-  const now = readChanging(pid);
-  if (!inst || !now || !sameInstance(pid, inst.key)) return null;
+  const inst = readInstance(pid, uid);
+  if (!inst) return null;
+  const now = inst.exeId ? readChanging(pid, inst.exeId) : null;
+  if ((inst.exeId && !now) || !sameInstance(pid, uid, inst.key)) return null;
   const { stat, exeId, raw, key } = inst;
   const cmdline = raw.length === 0 ? [] : raw.toString('utf8').replace(/\0$/, '').split('\0');
-  return withChanging({ pid, ppid: stat.ppid, sid: stat.sid, uid, startTime: stat.startTime, exeDev: exeId.dev, exeIno: exeId.ino, cmdline, key }, now);
+  const base = { pid, ppid: stat.ppid, sid: stat.sid, uid, startTime: stat.startTime, cmdline, key };
+  if (!exeId || !now) {
+    return { ...base, exeDev: -1, exeIno: -1, exe: NOT_READABLE, exeDeleted: false, exeMemfd: false, cwd: NOT_READABLE, readable: false, otherMountNs: false, exePathMismatch: false };
+  }
+  return {
+    ...base,
+    exeDev: exeId.dev,
+    exeIno: exeId.ino,
+    exe: shownExe(now),
+    exeDeleted: now.exe.endsWith(' (deleted)'),
+    exeMemfd: now.exe.startsWith('/memfd:'),
+    cwd: now.cwd,
+    readable: true,
+    otherMountNs: now.otherMountNs,
+    exePathMismatch: now.exePathMismatch,
+  };
 }
 
 // Is this instance still the process now running under its pid?
 export function stillRunning(p: ProcessInfo): boolean {
-  return sameInstance(p.pid, p.key);
+  return sameInstance(p.pid, p.uid, p.key);
 }
 
 function uidOf(pid: number): number | null {

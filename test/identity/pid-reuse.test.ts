@@ -7,8 +7,7 @@ import t from 'tap';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { agentRequest, init, makeHome, eventually } from '../helpers/postern';
-import { echo, makeTestCa, startHttpsUpstream } from '../helpers/https-upstream';
-import { startDnsServer, zone } from '../helpers/dns-server';
+import { startUpstream } from '../helpers/identity-upstream';
 import { nsPids, startDaemonInPidNs } from '../helpers/identity-pidns';
 import type { Card } from '../helpers/stack';
 import { Agent, writeAgentScript } from '../helpers/agent-child';
@@ -23,12 +22,7 @@ function keyParts(key: string): { pid: string; start: string; exe: string } {
 }
 
 t.test('a recycled pid never inherits an approval (daemon and agents in one pid namespace)', async (t) => {
-  const ca = makeTestCa(['api.example.test']);
-  t.teardown(() => ca.cleanup());
-  const up = await startHttpsUpstream(ca, echo);
-  t.teardown(() => up.close());
-  const dns = await startDnsServer(zone({ 'api.example.test': { A: ['127.0.0.1'] } }));
-  t.teardown(() => dns.close());
+  const { ca, up, dns } = await startUpstream(t);
   const h = makeHome();
   t.teardown(() => h.cleanup());
   mkdirSync(h.home, { mode: 0o700 });

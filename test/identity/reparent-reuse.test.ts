@@ -8,8 +8,7 @@ import t from 'tap';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { init, makeHome } from '../helpers/postern';
-import { echo, makeTestCa, startHttpsUpstream } from '../helpers/https-upstream';
-import { startDnsServer, zone } from '../helpers/dns-server';
+import { startUpstream } from '../helpers/identity-upstream';
 import type { Card } from '../helpers/stack';
 import { Agent, writeAgentScript } from '../helpers/agent-child';
 import { nsPids, startDaemonInPidNs } from '../helpers/identity-pidns';
@@ -22,12 +21,7 @@ function errorCode(json: unknown): string | undefined {
 }
 
 t.test("a child reparented after its parent exited is not covered by a session rooted at the process that reused the parent's pid", async (t) => {
-  const ca = makeTestCa(['api.example.test']);
-  t.teardown(() => ca.cleanup());
-  const up = await startHttpsUpstream(ca, echo);
-  t.teardown(() => up.close());
-  const dns = await startDnsServer(zone({ 'api.example.test': { A: ['127.0.0.1'] } }));
-  t.teardown(() => dns.close());
+  const { ca, up, dns } = await startUpstream(t);
   const h = makeHome();
   t.teardown(() => h.cleanup());
   mkdirSync(h.home, { mode: 0o700 });
