@@ -5,10 +5,10 @@
 // and the user's groups set, like `sudo -u`) or setpriv(1).
 import { execFileSync, spawn, spawnSync, ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, chmodSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cleanEnv } from './postern';
+import { cleanEnv, ROOT } from './postern';
 
 const SPAWN_ENV = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C' };
 
@@ -99,4 +99,17 @@ export function setprivAs(user: string, argv: string[], o: { input?: string; cwd
     p.stdin.end(o.input ?? '');
     p.on('close', (code) => resolve({ code, stdout, stderr }));
   });
+}
+
+// The project as `user` can run it: this checkout when every directory on
+// its path lets the user through (here, /work/main), else a copy of what
+// runs (dist, the native addon, node_modules) under `base` (a checkout in
+// /root is not traversable by other users).
+export function runnableRoot(u: Users, user: string): string {
+  if (runAs(user, ['test', '-r', join(ROOT, 'dist', 'cli', 'main.js')]).code === 0) return ROOT;
+  const app = join(u.base, 'app');
+  mkdirSync(app, { mode: 0o755 });
+  for (const part of ['package.json', 'dist', 'native', 'node_modules']) asRoot('cp', ['-a', join(ROOT, part), app]);
+  asRoot('chmod', ['-R', 'a+rX', app]);
+  return app;
 }

@@ -13,15 +13,14 @@ import { copyFileSync, writeFileSync, chownSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { CLI, PASSPHRASE, ROOT, canConnect, cleanEnv } from '../helpers/postern';
+import { PASSPHRASE, canConnect, cleanEnv } from '../helpers/postern';
 import { startUpstream } from '../helpers/identity-upstream';
 import { startSshd } from '../helpers/sshd';
 import { sshDefinition } from '../helpers/ssh-credential';
-import { asRoot, gidOf, makeUsers, runAs, setprivAs, spawnAs, uidOf } from '../helpers/identity-users';
+import { asRoot, gidOf, makeUsers, runAs, runnableRoot, setprivAs, spawnAs, uidOf } from '../helpers/identity-users';
 import { NOT_READABLE } from '../../shared/admin-protocol';
 
 const NODE = process.execPath;
-const postern = (...args: string[]): string[] => [NODE, CLI, ...args];
 
 // An approver's view as the daemon's user: attached over admin.sock with
 // the passphrase, it prints every card it is pushed (JSON, then the lines
@@ -109,6 +108,10 @@ t.test('the dedicated-user deployment of docs/operations.md, with a non-root dae
   asRoot('useradd', ['--create-home', '--home-dir', agentHome, '--shell', '/bin/sh', agentUser]);
   u.madeGroup(agentUser);
   asRoot('usermod', ['-aG', group, agentUser]);
+  // `postern`: the compiled CLI, where the daemon's user can run it.
+  const ROOT = runnableRoot(u, daemonUser);
+  const CLI = join(ROOT, 'dist', 'cli', 'main.js');
+  const postern = (...args: string[]): string[] => [NODE, CLI, ...args];
   const daemonUid = uidOf(daemonUser);
   const agentUid = uidOf(agentUser);
   t.not(daemonUid, 0, 'the daemon user is not root');
@@ -180,8 +183,8 @@ t.test('the dedicated-user deployment of docs/operations.md, with a non-root dae
   t.ok(await canConnect(agentSock), 'the agent socket answers');
   const st = asRoot('stat', ['-c', '%U %G %a', agentSock]).trim();
   t.equal(st, `${daemonUser} ${group} 660`, 'the agent socket is the daemon user\'s, shared with the group');
-  const daemonPid = Number(asRoot('pgrep', ['-u', daemonUser, '-f', `${CLI} daemon`]).trim().split('\n')[0]);
-  t.equal(Number(asRoot('ps', ['-o', 'uid=', '-p', String(daemonPid)]).trim()), daemonUid, 'the daemon runs as its user');
+  // setpriv and env exec: the child is the daemon itself.
+  t.equal(Number(asRoot('ps', ['-o', 'uid=', '-p', String(daemon.pid)]).trim()), daemonUid, 'the daemon runs as its user');
 
   // The human, as the daemon's user: unlock, a credential, the approver.
   r = runAs(daemonUser, postern('unlock', '--passphrase-file', passFile));
