@@ -15,6 +15,7 @@ import { SshConnections } from './pipeline/ssh-connections';
 import { PinnedPools } from './pipeline/pin';
 import { IdempotencyStore } from './pipeline/idempotency';
 import { InFlight, RateBudgets } from './pipeline/budgets';
+import { journalRefusal } from './audit/refusal-summary';
 
 const peers = new WeakMap<net.Socket, Identity | Refusal>();
 
@@ -166,10 +167,14 @@ export function createAgentServer(controller: Controller, log: Logger, request: 
         if (!(e instanceof Refusal)) log.error({ event: 'agent_error', err: (e as Error)?.name }, 'agent request failed');
         // Every refusal is journaled; those the pipeline did not journal
         // itself (peer, lock, endpoint, oversized body) are recorded here.
-        if (r.detail?.['audit_seq'] === undefined) {
+        // Beyond audit.refusal_burst a second for one process instance they
+        // are counted in a summary (SPEC §9).
+        if (r.detail?.['audit_seq'] === undefined && r.detail?.['summarised'] !== true) {
           const peer = peers.get(req.socket);
-          const head = await controller.record({ kind: 'agent_refused', code: r.code, endpoint: `${req.method} ${path}`, pid: peer && !(peer instanceof Refusal) ? peer.process.pid : null }).catch(() => null);
-          if (head) r = new Refusal(r.code, r.message, { ...(r.detail ?? {}), audit_seq: head.seq });
+          const p = peer && !(peer instanceof Refusal) ? peer.process : null;
+          const refuser = p ? { key: p.key, pid: p.pid, uid: p.uid, exe: p.exe } : { key: 'unidentified', pid: null, uid: null, exe: null };
+          const detail = await journalRefusal(controller, refuser, 'agent_refused', r.code, null, { kind: 'agent_refused', code: r.code, endpoint: `${req.method} ${path}`, pid: p ? p.pid : null });
+          if (detail) r = new Refusal(r.code, r.message, { ...(r.detail ?? {}), ...detail });
         }
         if (tooSlow.has(req)) res.setHeader('connection', 'close');
         sendRefusal(res, r);

@@ -21,6 +21,7 @@ import { PinnedPools } from './pipeline/pin';
 import { IdempotencyStore } from './pipeline/idempotency';
 import { SshConnections } from './pipeline/ssh-connections';
 import { InFlight, RateBudgets } from './pipeline/budgets';
+import { refusalSummaries } from './audit/refusal-summary';
 import { Journal } from './audit/journal';
 
 export interface DaemonOptions {
@@ -112,6 +113,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
         o.server.close();
         if ('closeAllConnections' in o.server) o.server.closeAllConnections();
       }
+      // Summaries of refusals still counting are journaled before the stop.
+      await refusalSummaries(controller).flushAll();
       await controller.shutdown(reason);
       lock.close();
     })();

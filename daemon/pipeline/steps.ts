@@ -9,6 +9,7 @@ import type { CardAction } from '../../shared/admin-protocol';
 import type { Controller } from '../controller';
 import type { Identity } from './identify';
 import { stillRunning } from './identify';
+import { journalRefusal } from '../audit/refusal-summary';
 
 export interface RequestContext {
   controller: Controller;
@@ -27,16 +28,19 @@ export function sha256(b: Buffer): string {
 }
 
 // Journals the refusal (kind `<endpoint>_refused`) and gives it the entry's
-// audit_seq. If the journal cannot take it, the refusal stands without one.
+// audit_seq; beyond audit.refusal_burst a second for this process instance
+// it is counted in a summary instead (SPEC §9) and the reply says
+// summarised, with the seq of the process's last refusal journaled in
+// full. If the journal cannot take it, the refusal stands without one.
 export async function refuse(c: Controller, endpoint: 'http' | 'ssh', e: unknown, facts: Record<string, unknown>): Promise<never> {
   const r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
-  let head: { seq: number } | null = null;
-  try {
-    head = await c.record({ kind: `${endpoint}_refused`, code: r.code, ...facts });
-  } catch {
-    throw r;
-  }
-  throw new Refusal(r.code, r.message, { ...(r.detail ?? {}), audit_seq: head.seq });
+  const kind = `${endpoint}_refused`;
+  const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
+  const num = (v: unknown): number | null => (typeof v === 'number' ? v : null);
+  const refuser = { key: str(facts['instance']) ?? `pid:${String(facts['pid'])}`, pid: num(facts['pid']), uid: num(facts['uid']), exe: str(facts['exe']) };
+  const detail = await journalRefusal(c, refuser, kind, r.code, str(facts['credential']), { kind, code: r.code, ...facts });
+  if (!detail) throw r;
+  throw new Refusal(r.code, r.message, { ...(r.detail ?? {}), ...detail });
 }
 
 // The config holds them validated and normalised ("ip:port").
