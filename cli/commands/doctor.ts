@@ -5,6 +5,8 @@ import { Context } from '../context';
 import { doctorEnvironmentFindings } from '../../shared/hardening';
 import { describeChanges, diffCanonical } from '../../shared/config';
 import { describeError } from '../errors';
+import { dirname } from 'node:path';
+import { MIN_FREE_BYTES, MIN_FREE_FRACTION, formatBytes, journalFreeSpace } from './journal-usage';
 
 type Ctx = () => Context;
 
@@ -31,10 +33,28 @@ function fileFinding(label: string, path: string, mode: number, kind: 'dir' | 'f
   return { level: 'ok', what: `${label} ${path} (mode ${actual.toString(8).padStart(4, '0')})` };
 }
 
+// The journal's filesystem nearly full (SPEC §9): below 1 GiB or 5 % free.
+// When the journal cannot take an entry, every request is refused.
+function journalSpaceFinding(path: string): Finding {
+  let f;
+  try {
+    f = journalFreeSpace(path);
+  } catch (e) {
+    return { level: 'warn', what: `journal filesystem: cannot tell how much space is free (${describeError(e)})` };
+  }
+  const what = `journal filesystem (${dirname(path)}): ${formatBytes(f.free)} free of ${formatBytes(f.total)}`;
+  if (!f.nearlyFull) return { level: 'ok', what };
+  return {
+    level: 'warn',
+    what: `${what}, nearly full (less than ${formatBytes(MIN_FREE_BYTES)} or ${MIN_FREE_FRACTION * 100} %)`,
+    fix: 'free space there, or move daemon.audit_log to a larger filesystem; when the journal cannot be written every request is refused (`postern status` shows its growth over the last hour)',
+  };
+}
+
 export function register(program: Command, ctx: Ctx): void {
   program
     .command('doctor')
-    .description('check the environment: modes, symlinks, ptrace scope, core dumps, swap, forbidden variables, Node version, config approval')
+    .description('check the environment: modes, symlinks, ptrace scope, core dumps, swap, forbidden variables, Node version, config approval, space for the journal')
     .action(() => {
       const c = ctx();
       const { parseHeader, readVaultFile } = require('../../shared/vault-format') as typeof import('../../shared/vault-format');
@@ -47,6 +67,7 @@ export function register(program: Command, ctx: Ctx): void {
         findings.push(fileFinding('vault', config.paths.vault, 0o600, 'file'));
         findings.push(fileFinding('admin socket', config.paths.adminSocket, 0o600, 'socket'));
         findings.push(fileFinding('agent socket', config.paths.agentSocket, d.agent_socket_mode, 'socket'));
+        findings.push(journalSpaceFinding(config.paths.auditLog));
         try {
           const { header } = parseHeader(readVaultFile(config.paths.vault));
           const changes = diffCanonical(header.approvedConfig, config.canonical);

@@ -3,6 +3,8 @@ import { Command } from 'commander';
 import { Context } from '../context';
 import { withAdmin } from '../admin-client';
 import { getNewPassphrase, getPassphrase } from '../prompt';
+import { describeError } from '../errors';
+import { formatBytes, journalUsage } from './journal-usage';
 
 type Ctx = () => Context;
 
@@ -54,18 +56,31 @@ export function register(program: Command, ctx: Ctx): void {
 
   program
     .command('status')
-    .description('locked or not, daemon pid, start time, config hash, sessions, counters')
+    .description('locked or not, daemon pid, start time, config hash, journal size and growth, sessions, counters')
     .action(async () => {
       const c = ctx();
-      const s = await withAdmin(c.config(), (a) => a.request('status'));
+      const config = c.config();
+      const s = await withAdmin(config, (a) => a.request('status'));
       const counters = s['counters'] as Record<string, number>;
-      c.out(s, [
+      // The journal's size and growth, read from its files (SPEC §9).
+      let journal: Record<string, unknown>;
+      let journalLine: string;
+      try {
+        const u = journalUsage(config.paths.auditLog);
+        journal = { path: config.paths.auditLog, ...u };
+        journalLine = `${formatBytes(u.bytes)} in ${u.segments} segment file${u.segments === 1 ? '' : 's'}, +${formatBytes(u.last_hour_bytes)} in the last hour${u.younger_than_an_hour ? ' (all of it: the journal is younger than an hour)' : ''}`;
+      } catch (e) {
+        journal = { path: config.paths.auditLog, error: describeError(e) };
+        journalLine = `not readable here: ${describeError(e)}`;
+      }
+      c.out({ ...s, journal }, [
         `state:        ${s['locked'] ? `locked (${String(s['lock_reason'])})` : 'unlocked'}`,
         `daemon pid:   ${String(s['pid'])}`,
         `started at:   ${String(s['started_at'])}`,
         `config:       ${String(s['config_path'])}`,
         `config hash:  ${String(s['config_hash'])}`,
         `audit head:   ${String(s['audit_head'])}`,
+        `journal:      ${journalLine}`,
         ...(s['locked'] ? [] : [`credentials:  ${String(s['credentials'])}`, `vault gen.:   ${String(s['vault_generation'])}`]),
         `sessions:     ${(s['sessions'] as unknown[]).length}`,
         `pending:      ${(s['pending_approvals'] as unknown[]).length}`,
