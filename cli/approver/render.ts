@@ -20,6 +20,7 @@ interface Field {
   label: string;
   names: string[];
   show?: Show;
+  missing?: string; // shown when the card has none of `names`
 }
 
 function plain(v: unknown): string {
@@ -34,6 +35,10 @@ const host: Show = (v) => (typeof v === 'string' ? showHost(v) + (hasHidden(v) ?
 const addresses: Show = (v) => `${plain(v)}  (checked; the connection goes only there)`;
 const query: Show = (v) => (v === '' || v === undefined || v === null ? '(none)' : plain(v));
 const bytes: Show = (v) => (typeof v === 'number' ? `${v} byte${v === 1 ? '' : 's'}` : plain(v));
+// The agent's reason (SPEC §7): quoted and escaped like an argument, and
+// marked as the agent's own words, which nothing checked.
+const agentWords: Show = (v) => (typeof v === 'string' ? `${quoteArg(v)}  <- the agent's words, not checked by postern${hasHidden(v) ? '; holds escaped characters' : ''}` : plain(v));
+const REASON: Field = { label: 'reason', names: ['reason'], show: agentWords, missing: '(none given by the agent)' };
 
 const ACTION_FIELDS: Readonly<Record<string, { title: string; fields: Field[] }>> = {
   http: {
@@ -48,6 +53,7 @@ const ACTION_FIELDS: Readonly<Record<string, { title: string; fields: Field[] }>
       { label: 'query', names: ['query'], show: query },
       { label: 'body size', names: ['body_size', 'body_bytes', 'body_length'], show: bytes },
       { label: 'body sha256', names: ['body_sha256', 'body_hash'] },
+      REASON,
     ],
   },
   ssh: {
@@ -60,6 +66,7 @@ const ACTION_FIELDS: Readonly<Record<string, { title: string; fields: Field[] }>
       { label: 'command', names: ['command'] },
       { label: 'stdin size', names: ['stdin_size', 'stdin_bytes'], show: bytes },
       { label: 'stdin sha256', names: ['stdin_sha256', 'stdin_hash'] },
+      REASON,
     ],
   },
 };
@@ -78,7 +85,7 @@ function actionLines(action: Record<string, unknown>): string[] {
   for (const f of known?.fields ?? []) {
     const name = f.names.find((n) => action[n] !== undefined);
     for (const n of f.names) used.add(n);
-    lines.push(row('    ', f.label, name === undefined ? '(not given by the daemon)' : (f.show ?? plain)(action[name])));
+    lines.push(row('    ', f.label, name === undefined ? f.missing ?? '(not given by the daemon)' : (f.show ?? plain)(action[name])));
   }
   for (const [name, value] of Object.entries(action)) {
     if (!used.has(name)) lines.push(row('    ', escapeText(name, 40), plain(value)));

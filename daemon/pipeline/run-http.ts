@@ -42,6 +42,7 @@ function requestFacts(req: HttpRequest, bodyHash: string | null): Record<string,
     body_bytes: req.body?.length ?? 0,
     body_sha256: bodyHash,
     ...(req.idempotencyKey !== null ? { idempotency_key: req.idempotencyKey } : {}),
+    ...(req.reason !== null ? { reason: req.reason } : {}),
   };
 }
 
@@ -88,6 +89,7 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
     const approval = await approve(ctx, def.name, match.approve, {
       kind: 'http', method: req.method, scheme: t.scheme, host: t.host, address: pinned.address, port: t.port, path: t.path, query: t.query,
       body_bytes: req.body?.length ?? 0, body_sha256: bodyHash,
+      ...(req.reason !== null ? { reason: req.reason } : {}),
     });
     facts = { ...facts, approval };
     // 6. idempotency: each-use requests are never replayed (a human saw

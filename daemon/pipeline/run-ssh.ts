@@ -36,6 +36,7 @@ function requestFacts(req: SshRequest, stdinHash: string | null, def: SshCredent
     stdin_bytes: req.stdin?.length ?? 0,
     stdin_sha256: stdinHash,
     ...(def ? { host: def.host, port: def.port, user: def.user, host_key: def.host_key } : {}),
+    ...(req.reason !== null ? { reason: req.reason } : {}),
   };
 }
 
@@ -140,6 +141,7 @@ export async function runSsh(ctx: SshContext, body: Buffer): Promise<Record<stri
     const approval = await approve(ctx, def.name, def.approve, {
       kind: 'ssh', host: def.host, address: pinned.address, port: def.port, user: def.user, command: req.command,
       stdin_size: req.stdin?.length ?? 0, stdin_sha256: stdinHash,
+      ...(req.reason !== null ? { reason: req.reason } : {}),
     });
     facts = { ...facts, approval };
     // 7. intent, durable before anything leaves the machine

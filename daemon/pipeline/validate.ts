@@ -14,6 +14,11 @@
 // - `method` is upper-cased; at most 32 characters.
 // - `idempotency_key`: 1–128 visible ASCII characters (0x21–0x7E, no space).
 // - `timeout_ms`: a whole number of milliseconds, 1 to max_timeout.
+// - `reason` (also for /v1/ssh): the agent's words for the human, at most
+//   200 characters (Unicode code points), well-formed; any character is
+//   accepted, the card shows it escaped and marked as the agent's, and the
+//   journal records it. It is never a decision input and is not part of the
+//   idempotency hash.
 // - Problems found in the shape are reported as bad_request before the body
 //   size is judged (413 body_too_large only for an otherwise valid request).
 import { z } from 'zod';
@@ -32,6 +37,7 @@ export interface HttpRequest {
   body: Buffer | null;
   timeoutMs: number | null;
   idempotencyKey: string | null;
+  reason: string | null;
 }
 
 export interface RequestLimits {
@@ -40,8 +46,10 @@ export interface RequestLimits {
 }
 
 export const HTTP_REQUEST_FIELDS = [
-  'credential', 'method', 'url', 'headers', 'body', 'body_base64', 'timeout_ms', 'idempotency_key',
+  'credential', 'method', 'url', 'headers', 'body', 'body_base64', 'timeout_ms', 'idempotency_key', 'reason',
 ] as const;
+
+export const MAX_REASON_LENGTH = 200;
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
@@ -153,6 +161,13 @@ function checkIdempotencyKey(v: unknown): Check<string> {
   return ok(v);
 }
 
+function checkReason(v: unknown): Check<string> {
+  if (typeof v !== 'string') return bad('must be a string: a short reason for the human, shown on the approval card');
+  if (!v.isWellFormed()) return bad('is not well-formed Unicode (an unpaired surrogate)');
+  if ([...v].length > MAX_REASON_LENGTH) return bad(`must be at most ${MAX_REASON_LENGTH} characters; shorten it`);
+  return ok(v);
+}
+
 // Building a zod schema costs more than using it: one per max_timeout.
 function cachedBy<S>(build: (limits: RequestLimits) => S): (limits: RequestLimits) => S {
   const cache = new Map<number, S>();
@@ -181,6 +196,7 @@ function buildSchema(limits: RequestLimits) {
     body_base64: field(checkBodyBase64).optional(),
     timeout_ms: field(checkTimeout(limits.maxTimeout)).optional(),
     idempotency_key: field(checkIdempotencyKey).optional(),
+    reason: field(checkReason).optional(),
   });
 }
 
@@ -247,6 +263,7 @@ export function validateHttpRequest(json: unknown, limits: RequestLimits): HttpR
     body: decodeBody(v.body ?? null, v.body_base64 ?? null, limits.maxRequestBody),
     timeoutMs: v.timeout_ms ?? null,
     idempotencyKey: v.idempotency_key ?? null,
+    reason: v.reason ?? null,
   };
 }
 
@@ -264,9 +281,10 @@ export interface SshRequest {
   command: string;
   stdin: Buffer | null; // null: none (or empty)
   timeoutMs: number | null;
+  reason: string | null;
 }
 
-export const SSH_REQUEST_FIELDS = ['credential', 'command', 'stdin', 'stdin_base64', 'timeout_ms'] as const;
+export const SSH_REQUEST_FIELDS = ['credential', 'command', 'stdin', 'stdin_base64', 'timeout_ms', 'reason'] as const;
 export const MAX_COMMAND_LENGTH = 4096;
 
 function checkCommand(v: unknown): Check<string> {
@@ -286,6 +304,7 @@ function buildSshSchema(limits: RequestLimits) {
     stdin: field(checkBody).optional(),
     stdin_base64: field(checkBodyBase64).optional(),
     timeout_ms: field(checkTimeout(limits.maxTimeout)).optional(),
+    reason: field(checkReason).optional(),
   });
 }
 
@@ -299,7 +318,7 @@ export function validateSshRequest(json: unknown, limits: RequestLimits): SshReq
   if (problems.length > 0 || !parsed.success) throw badRequest(problems);
   const v = parsed.data;
   const stdin = decodeBody(v.stdin ?? null, v.stdin_base64 ?? null, limits.maxRequestBody, ['stdin', 'stdin_base64']);
-  return { credential: v.credential, command: v.command, stdin: stdin && stdin.length > 0 ? stdin : null, timeoutMs: v.timeout_ms ?? null };
+  return { credential: v.credential, command: v.command, stdin: stdin && stdin.length > 0 ? stdin : null, timeoutMs: v.timeout_ms ?? null, reason: v.reason ?? null };
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });

@@ -179,7 +179,7 @@ t.test('the request must be an object', async (t) => {
 });
 
 t.test('HTTP_REQUEST_FIELDS lists exactly the fields SPEC §6.1 names', async (t) => {
-  t.same([...HTTP_REQUEST_FIELDS].sort(), ['body', 'body_base64', 'credential', 'headers', 'idempotency_key', 'method', 'timeout_ms', 'url']);
+  t.same([...HTTP_REQUEST_FIELDS].sort(), ['body', 'body_base64', 'credential', 'headers', 'idempotency_key', 'method', 'reason', 'timeout_ms', 'url']);
 });
 
 // ------------------------------------------------------------ headers
