@@ -62,7 +62,7 @@ t.test('wrong proofs keep arriving on admin.sock: the right one is busy at once 
     t.ok(r, `${what}: answered at once`);
     if (!r) return;
     t.same(r.reply['error'], { code: 'busy', message: BUSY, waiting: 4 }, `${what}: busy, saying why`);
-    t.ok(r.ms < 2000, `${what}: in ${r.ms} ms`);
+    t.ok(r.ms < 3000, `${what}: in ${r.ms} ms`);
   };
 
   // Ten wrong proofs at once: one runs, four wait, five are refused.
@@ -88,9 +88,10 @@ t.test('wrong proofs keep arriving on admin.sock: the right one is busy at once 
     const i = meanwhile.push(null) - 1;
     void wrong().then((r) => (meanwhile[i] = r));
   }, 100);
-  // Each check derives a key (about a second here, up to a few under load)
-  // and each wrong one adds its delay: failures 2 to 5 are ahead.
-  const bound = [2, 3, 4, 5].reduce((s, k) => s + failureDelay(k), 0) + 5 * 4000;
+  // Each check derives a key (about a second here, several on a loaded
+  // machine) and each wrong one adds its delay: failures 2 to 5 are ahead.
+  // Without the bound the human waited for the 9 guesses queued first.
+  const bound = [2, 3, 4, 5].reduce((s, k) => s + failureDelay(k), 0) + 5 * 8000;
   const answered = await within(right, bound);
   clearInterval(stream);
   t.ok(answered, `the right passphrase is answered within ${bound} ms`);
@@ -100,6 +101,11 @@ t.test('wrong proofs keep arriving on admin.sock: the right one is busy at once 
   const busy = settled.filter((r) => (r.reply['error'] as { code?: string } | undefined)?.code === 'busy');
   t.ok(meanwhile.length > 10 && busy.length > meanwhile.length / 2, `${meanwhile.length} more wrong proofs arrived meanwhile, ${busy.length} refused as busy`);
   for (const r of busy) busyAtOnce(r, 'a wrong proof while the queue is full');
-  for (const r of settled) if (!busy.includes(r)) t.match(r.reply, { ok: false, error: { code: 'wrong_passphrase' } }, 'a guess that found room was checked, and wrong');
+  // One sent as the unlock was answered finds the vault open already.
+  for (const r of settled) {
+    if (busy.includes(r)) continue;
+    if (r.reply['ok'] === true) t.match(r.reply, { result: { already_unlocked: true } }, 'a guess after the unlock changes nothing');
+    else t.match(r.reply, { ok: false, error: { code: 'wrong_passphrase' } }, 'a guess that found room was checked, and wrong');
+  }
   for (const r of await Promise.all(burst.slice(1, 5))) t.match(r.reply['error'], { code: 'wrong_passphrase' }, 'the queued guesses were checked in turn');
 });
