@@ -79,7 +79,7 @@ interface Entry {
 }
 
 t.test('10,000 refused requests from one process: a few hundred entries, every refusal counted, a covered request served', async (t) => {
-  const s = await startStack();
+  const s = await startStack({ auditConfig: '' });
   t.teardown(() => s.close());
   const P = s.up.port;
   s.addCredential('api', `name = "api"\nkind = "http"\napprove = "session"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${P}]\n`, SECRET);
@@ -163,7 +163,7 @@ t.test('10,000 refused requests from one process: a few hundred entries, every r
 });
 
 t.test('a summary still counting is journaled at lock, and refusals while locked are summarised too', async (t) => {
-  const s = await startStack();
+  const s = await startStack({ auditConfig: '' });
   t.teardown(() => s.close());
   const before = auditList<Entry>(s).length;
   const f = flood(s.sock, 60, 60);

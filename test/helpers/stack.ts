@@ -42,6 +42,10 @@ export interface StackOptions {
   config?: string; // extra config text appended to [daemon]
   httpConfig?: string; // extra config text appended to [http]
   sshConfig?: string; // when given, an [ssh] table with this text is appended
+  // The [audit] table. By default refusals are never summarised, so a test
+  // sending many refused requests a second still gets one entry each;
+  // '' keeps the daemon's defaults (audit.refusal_burst = 20).
+  auditConfig?: string;
 }
 
 export async function startStack(o: StackOptions = {}): Promise<Stack> {
@@ -50,7 +54,7 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
   const dns = await startDnsServer(zone(o.records ?? { 'api.example.test': { A: ['127.0.0.1'] } }));
   const h = makeHome();
   mkdirSync(h.home, { mode: 0o700 });
-  writeFileSync(join(h.home, 'config.toml'), `[daemon]\n${o.config ?? ''}\n[http]\ndns_servers = ["127.0.0.1:${dns.port}"]\nca_file = "${ca.caFile}"\n${o.httpConfig ?? ''}\n${o.sshConfig !== undefined ? `[ssh]\n${o.sshConfig}\n` : ''}`, { mode: 0o600 });
+  writeFileSync(join(h.home, 'config.toml'), `[daemon]\n${o.config ?? ''}\n[http]\ndns_servers = ["127.0.0.1:${dns.port}"]\nca_file = "${ca.caFile}"\n${o.httpConfig ?? ''}\n${o.sshConfig !== undefined ? `[ssh]\n${o.sshConfig}\n` : ''}[audit]\n${o.auditConfig ?? 'refusal_burst = 100000'}\n`, { mode: 0o600 });
   if (init(h).code !== 0) throw new Error('init failed');
   const d = await startDaemon(h);
   const u = cli(h, ['unlock', '--passphrase-file', h.passFile]);
