@@ -53,6 +53,7 @@ export class RefusalSummaries {
   admit(who: Refuser, kind: string, code: string, credential: string | null): Admission {
     const t = this.now();
     const second = Math.floor(t / 1000);
+    this.forgetOld(second);
     let w = this.windows.get(who.key);
     if (w && w.second !== second) {
       this.flush(w);
@@ -88,6 +89,20 @@ export class RefusalSummaries {
       }, (second + 1) * 1000 - t + 5);
     }
     return { full: false, auditSeq: w.lastFull };
+  }
+
+  // Processes whose refusals all belong to past seconds and were all
+  // journaled in full need no window any more: at most once a second.
+  private swept = 0;
+  private forgetOld(second: number): void {
+    if (second === this.swept) return;
+    this.swept = second;
+    for (const [key, w] of this.windows) if (w.second < second && !w.summary) this.windows.delete(key);
+  }
+
+  // Process instances with a window (for tests).
+  get tracked(): number {
+    return this.windows.size;
   }
 
   private flush(w: Window): void {
