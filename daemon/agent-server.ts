@@ -14,7 +14,7 @@ import { runSsh } from './pipeline/run-ssh';
 import { SshConnections } from './pipeline/ssh-connections';
 import { PinnedPools } from './pipeline/pin';
 import { IdempotencyStore } from './pipeline/idempotency';
-import { InFlight, RateBudgets } from './pipeline/budgets';
+import { InFlight, RateBudgets, Slot } from './pipeline/budgets';
 import { journalRefusal } from './audit/refusal-summary';
 
 const peers = new WeakMap<net.Socket, Identity | Refusal>();
@@ -113,13 +113,13 @@ interface Services extends RequestServices {
 // A request that acts: counted from here until the reply against
 // http.max_concurrent, except while it waits for approval (which
 // daemon.max_pending bounds); its body read within limits.
-function counted(s: Services, req: http.IncomingMessage, run: (raw: Buffer) => Promise<unknown>): Promise<unknown> {
+function counted(s: Services, req: http.IncomingMessage, run: (raw: Buffer, slot: Slot) => Promise<unknown>): Promise<unknown> {
   s.controller.requireUnlocked();
-  return s.inFlight.run(async () => {
+  return s.inFlight.run(async (slot) => {
     const cfg = s.controller.config.config;
     const left = cfg.daemon.agent_request_timeout - (Date.now() - (started.get(req) ?? Date.now()));
     const raw = await readBody(req, cfg.http.max_request_body * 6 + 64 * 1024, left);
-    return await run(raw);
+    return await run(raw, slot);
   });
 }
 
@@ -134,9 +134,9 @@ const ROUTES: Record<string, Route> = {
     return { credentials: list.map(({ name, kind, description, targets }) => ({ name, kind, description, targets })) };
   },
   'POST /v1/http': (s, identity, req, signal) =>
-    counted(s, req, (raw) => runHttp({ controller: s.controller, pools: s.pools, idempotency: s.idempotency, budgets: s.budgets, identity, signal }, raw)),
+    counted(s, req, (raw, slot) => runHttp({ controller: s.controller, pools: s.pools, idempotency: s.idempotency, budgets: s.budgets, identity, signal, slot }, raw)),
   'POST /v1/ssh': (s, identity, req, signal) =>
-    counted(s, req, (raw) => runSsh({ controller: s.controller, ssh: s.ssh, identity, signal }, raw)),
+    counted(s, req, (raw, slot) => runSsh({ controller: s.controller, ssh: s.ssh, identity, signal, slot }, raw)),
 };
 
 export function createAgentServer(controller: Controller, log: Logger, request: RequestServices): http.Server {

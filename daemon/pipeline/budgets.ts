@@ -1,6 +1,5 @@
 // Request budgets (SPEC §3 http.max_concurrent, §4 rate): how many requests
 // may be in flight at once, and how many a credential may send per period.
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { Refusal } from '../../shared/errors';
 import { parseRate } from '../../shared/credential';
 
@@ -43,12 +42,11 @@ export class InFlight {
     return slot;
   }
 
-  // Runs `f` holding a slot; code it calls (the approval wait) finds the
-  // slot with currentSlot().
-  async run<T>(f: () => Promise<T>): Promise<T> {
+  // Runs `f` holding a slot, which `f` hands on to the approval wait.
+  async run<T>(f: (slot: Slot) => Promise<T>): Promise<T> {
     const slot = this.enter();
     try {
-      return await slotStore.run(slot, f);
+      return await f(slot);
     } finally {
       slot.release();
     }
@@ -65,13 +63,6 @@ export interface Slot {
   suspend(): void;
   // ...and takes it again when the wait ends.
   resume(): void;
-}
-
-const slotStore = new AsyncLocalStorage<Slot>();
-
-// The slot of the request this code runs for, if it holds one.
-export function currentSlot(): Slot | undefined {
-  return slotStore.getStore();
 }
 
 interface Bucket {

@@ -19,6 +19,7 @@ import { buildRedactor, Redactor } from './redact';
 import { shapeResponse } from './response';
 import { IdempotencyStore, Outcome, Ticket } from './idempotency';
 import { RateBudgets } from './budgets';
+import type { Slot } from './budgets';
 import { who, sha256, refuse, dnsServers, approve } from './steps';
 
 export interface HttpContext {
@@ -28,6 +29,7 @@ export interface HttpContext {
   budgets: RateBudgets;
   identity: Identity;
   signal: AbortSignal;
+  slot?: Slot;
 }
 
 function requestFacts(req: HttpRequest, bodyHash: string | null): Record<string, unknown> {

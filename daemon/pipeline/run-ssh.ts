@@ -15,6 +15,7 @@ import { assertAllAllowed } from './classify';
 import { buildRedactor, redact, Redactor } from './redact';
 import { SshConnections, connectSsh, SshTarget } from './ssh-connections';
 import { execOn, ExecResult, ChannelOpenFailed } from './execute-ssh';
+import type { Slot } from './budgets';
 import { who, sha256, refuse, dnsServers, approve } from './steps';
 import { isIP } from 'node:net';
 
@@ -27,6 +28,7 @@ export interface SshContext {
   ssh: SshConnections;
   identity: Identity;
   signal: AbortSignal;
+  slot?: Slot;
 }
 
 function requestFacts(req: SshRequest, stdinHash: string | null, def: SshCredentialDef | null): Record<string, unknown> {

@@ -9,12 +9,17 @@ import type { CardAction } from '../../shared/admin-protocol';
 import type { Controller } from '../controller';
 import type { Identity } from './identify';
 import { stillRunning } from './identify';
+import type { Slot } from './budgets';
+import type { Decision } from '../sessions/approvals';
 import { journalRefusal } from '../audit/refusal-summary';
 
 export interface RequestContext {
   controller: Controller;
   identity: Identity;
   signal: AbortSignal;
+  // The request's http.max_concurrent slot, given back while it waits for
+  // a human (pending approvals have their own budget, daemon.max_pending).
+  slot?: Slot;
 }
 
 // What the journal says about the requester, on every entry of a request.
@@ -60,7 +65,15 @@ export async function approve(ctx: RequestContext, credential: string, mode: App
     const s = c.sessions.covering(ctx.identity, credential);
     if (s) return `session:${s.id}`;
   }
-  const decision = await c.approvals.ask(ctx.identity, credential, mode, action, c.config.config.daemon.approval_timeout, ctx.signal);
+  // Taken again once decided, even when the limit was reached meanwhile: a
+  // decision a human made is never thrown away as busy.
+  ctx.slot?.suspend();
+  let decision: Decision;
+  try {
+    decision = await c.approvals.ask(ctx.identity, credential, mode, action, c.config.config.daemon.approval_timeout, ctx.signal);
+  } finally {
+    ctx.slot?.resume();
+  }
   // The requester must still be the same process instance now.
   if (!stillRunning(ctx.identity.process)) throw new Refusal('unidentified_peer', 'the requesting process changed while it waited for approval; retry from a running process');
   if (decision.kind === 'deny') throw new Refusal('denied_by_user', 'a human denied this request; do not retry it unchanged');

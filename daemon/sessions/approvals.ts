@@ -1,14 +1,12 @@
 // Pending approvals (SPEC §7): a request without a covering session waits
 // here for a human's decision, shown to every connected approver; the first
 // decision wins. No approver connected: refused at once. At most 16 pending
-// per process instance and daemon.max_pending in all; a waiting request
-// gives back its http.max_concurrent slot for the wait, so cards never
-// starve requests a session covers. A requester that goes away withdraws
-// its card.
+// per process instance and daemon.max_pending in all (the caller gives
+// back its http.max_concurrent place for the wait, steps.ts approve()). A
+// requester that goes away withdraws its card.
 import { randomBytes } from 'node:crypto';
 import { Refusal } from '../../shared/errors';
 import type { Identity } from '../pipeline/identify';
-import { currentSlot } from '../pipeline/budgets';
 import type { Card, CardProcess, CardAction } from '../../shared/admin-protocol';
 
 export type { Card, CardProcess, CardAction };
@@ -86,11 +84,9 @@ export class ApprovalBroker {
       ancestors: identity.ancestors.map(cardProcess),
       action,
     };
-    const slot = currentSlot();
     return new Promise<Decision>((resolve, reject) => {
       const finish = (d: Decision | Refusal, why: string): void => {
         if (!this.pending.delete(card.id)) return;
-        slot?.resume();
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
         for (const a of this.approvers.values()) a.push({ push: 'withdrawn', id: card.id, reason: why });
@@ -106,7 +102,6 @@ export class ApprovalBroker {
       }
       signal?.addEventListener('abort', onAbort, { once: true });
       this.pending.set(card.id, { card, processKey: key, settle: (d) => finish(d, 'decided') });
-      slot?.suspend();
       for (const a of this.approvers.values()) a.push({ push: 'pending', card });
     });
   }
