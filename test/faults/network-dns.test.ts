@@ -8,14 +8,13 @@
 // serving (health, and a request to an IP literal), the secret is nowhere,
 // and `postern audit verify` passes.
 import t, { Test } from 'tap';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Home, PASSPHRASE, Daemon, agentRequest, cli, init, makeHome } from '../helpers/postern';
+import { PASSPHRASE, agentRequest, cli } from '../helpers/postern';
 import { approveSessions } from '../helpers/admin';
 import { makeCanary, journalText } from '../helpers/canary';
 import { exposures } from '../helpers/exposure';
 import { sshDefinition } from '../helpers/ssh-credential';
-import { OfflineNetwork, startDaemonInNetns, startOfflineNetwork } from '../helpers/netns';
+import { OfflineNetwork, startOfflineNetwork, unlockedDaemonInNetns } from '../helpers/netns';
 
 const PER_CASE = 20;
 const HOST_KEY = 'SHA256:+DiY3wvvV6TuJJhbpZisF/zLDA0zPMSvHdkr4UvCOqU';
@@ -50,18 +49,7 @@ t.test('unreachable DNS servers: dns_error, and the daemon keeps serving', async
   ] as const;
   for (const [what, list] of servers) {
     await t.test(what, async (t) => {
-      const h: Home = makeHome();
-      t.teardown(() => h.cleanup());
-      mkdirSync(h.home, { mode: 0o700 });
-      writeFileSync(join(h.home, 'config.toml'), `[daemon]\n[http]\ndns_servers = ${list}\ntimeout = "20s"\n`, { mode: 0o600 });
-      const ini = init(h, ['--json']);
-      if (ini.code !== 0) throw new Error(`init: ${ini.stderr}`);
-      const pubkey = (JSON.parse(ini.stdout) as { audit_public_key: string }).audit_public_key;
-      const d: Daemon = await startDaemonInNetns(h, n);
-      t.teardown(() => d.stop());
-      const sock = join(h.home, 'agent.sock');
-      const u = cli(h, ['unlock', '--passphrase-file', h.passFile]);
-      if (u.code !== 0) throw new Error(`unlock: ${u.stderr}`);
+      const { h, d, sock, pubkey } = await unlockedDaemonInNetns(t, n, () => `[daemon]\n[http]\ndns_servers = ${list}\ntimeout = "20s"\n`);
       const http = `name = "web"\nkind = "http"\nallow_addresses = ["127.0.0.0/8"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\n[[allow]]\nhost = "127.0.0.1"\nschemes = ["http"]\nports = [${P['ok-http']}]\n`;
       const ssh = sshDefinition({ name: 'box', host: 'box.example.test', port: 22, user: 'deploy', auth: 'password', hostKey: HOST_KEY, commands: ['uptime'] });
       for (const [name, def] of [['web', http], ['box', ssh]] as const) {

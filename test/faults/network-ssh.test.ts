@@ -9,14 +9,13 @@
 // (health, and HTTP to a good peer), the secret is in no reply, log line or
 // journal entry, and `postern audit verify` passes.
 import t, { Test } from 'tap';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Home, PASSPHRASE, Daemon, agentRequest, cli, init, makeHome } from '../helpers/postern';
+import { PASSPHRASE, agentRequest, cli } from '../helpers/postern';
 import { approveSessions } from '../helpers/admin';
 import { makeCanary, journalBytes, journalText } from '../helpers/canary';
 import { exposures } from '../helpers/exposure';
 import { sshDefinition } from '../helpers/ssh-credential';
-import { OfflineNetwork, startDaemonInNetns, startOfflineNetwork } from '../helpers/netns';
+import { OfflineNetwork, startOfflineNetwork, unlockedDaemonInNetns } from '../helpers/netns';
 
 const PER_CASE = 20;
 const CONCURRENCY = 10;
@@ -70,19 +69,8 @@ t.test('SSH over broken networks: one clear refusal each, the daemon keeps servi
   t.teardown(() => n.close());
   const P = n.ports;
 
-  const h: Home = makeHome();
-  t.teardown(() => h.cleanup());
-  mkdirSync(h.home, { mode: 0o700 });
-  writeFileSync(join(h.home, 'config.toml'), `[daemon]\n[http]\ndns_servers = ["127.0.0.1:${n.dnsPort}"]\n[ssh]\ntimeout = "20s"\n`, { mode: 0o600 });
-  const ini = init(h, ['--json']);
-  if (ini.code !== 0) throw new Error(`init: ${ini.stderr}`);
-  const pubkey = (JSON.parse(ini.stdout) as { audit_public_key: string }).audit_public_key;
-  const d: Daemon = await startDaemonInNetns(h, n);
-  t.teardown(() => d.stop());
+  const { h, d, sock, pubkey } = await unlockedDaemonInNetns(t, n, () => `[daemon]\n[http]\ndns_servers = ["127.0.0.1:${n.dnsPort}"]\n[ssh]\ntimeout = "20s"\n`);
   const pid = d.proc.pid!;
-  const sock = join(h.home, 'agent.sock');
-  const u = cli(h, ['unlock', '--passphrase-file', h.passFile]);
-  if (u.code !== 0) throw new Error(`unlock: ${u.stderr}`);
 
   // One credential per target; an HTTP one to show the daemon still serves.
   interface Target { name: string; host: string; port: number; says: RegExp }

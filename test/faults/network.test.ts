@@ -19,14 +19,13 @@
 // line or journal entry, every refusal's outcome is journaled, and
 // `postern audit verify` passes pinned to the key `init` printed.
 import t, { Test } from 'tap';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Home, PASSPHRASE, Daemon, agentRequest, cli, init, makeHome } from '../helpers/postern';
+import { PASSPHRASE, agentRequest, cli } from '../helpers/postern';
 import { makeTestCa } from '../helpers/https-upstream';
 import { approveSessions } from '../helpers/admin';
 import { makeCanary, journalBytes, journalText } from '../helpers/canary';
 import { exposures } from '../helpers/exposure';
-import { OfflineNetwork, netnsOf, startDaemonInNetns, startOfflineNetwork } from '../helpers/netns';
+import { OfflineNetwork, netnsOf, startOfflineNetwork, unlockedDaemonInNetns } from '../helpers/netns';
 
 const PER_CASE = 20;
 const CONCURRENCY = 10;
@@ -155,23 +154,10 @@ t.test('broken networks: one clear refusal each, the daemon keeps serving', asyn
     t.equal(await n.probe('127.0.0.1', P['ok-https']!), 'connected');
   });
 
-  const h: Home = makeHome();
-  t.teardown(() => h.cleanup());
-  mkdirSync(h.home, { mode: 0o700 });
-  const caFile = h.file('ca.pem', ca.caCert + other.caCert);
-  writeFileSync(join(h.home, 'config.toml'), `[daemon]\n[http]\ndns_servers = ["127.0.0.1:${n.dnsPort}"]\nca_file = "${caFile}"\ntimeout = "20s"\n`, { mode: 0o600 });
-  const ini = init(h, ['--json']);
-  if (ini.code !== 0) throw new Error(`init: ${ini.stderr}`);
-  const pubkey = (JSON.parse(ini.stdout) as { audit_public_key: string }).audit_public_key;
-
-  const d: Daemon = await startDaemonInNetns(h, n);
-  t.teardown(() => d.stop());
+  const { h, d, sock, pubkey } = await unlockedDaemonInNetns(t, n, (h) => `[daemon]\n[http]\ndns_servers = ["127.0.0.1:${n.dnsPort}"]\nca_file = "${h.file('ca.pem', ca.caCert + other.caCert)}"\ntimeout = "20s"\n`);
   const pid = d.proc.pid!;
-  const sock = join(h.home, 'agent.sock');
   t.equal(netnsOf(pid), netnsOf(n.pid), 'the daemon is in the namespace');
   t.not(netnsOf(pid), netnsOf('self'), 'the namespace is not the test\'s');
-  const u = cli(h, ['unlock', '--passphrase-file', h.passFile]);
-  if (u.code !== 0) throw new Error(`unlock: ${u.stderr}`);
 
   const loopPorts = Object.values(P);
   const rule = (host: string, ports: number[]): string => `[[allow]]\nhost = "${host}"\nschemes = ["http", "https"]\nports = [${ports.join(', ')}]\nmethods = ["GET", "POST"]\n`;

@@ -10,11 +10,12 @@
 // its own namespace. Everything ends with the test: the peers exit when
 // their stdin closes, and the namespace goes with its last process.
 import { spawn, spawnSync, ChildProcess } from 'node:child_process';
-import { mkdtempSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import readline from 'node:readline';
-import { Daemon, startDaemon } from './postern';
+import type { Test } from 'tap';
+import { Daemon, Home, cli, init, makeHome, startDaemon } from './postern';
 
 const PEERS_JS = String.raw`'use strict';
 const net = require('node:net');
@@ -274,4 +275,28 @@ export function netnsOf(pid: number | 'self'): string {
 // it and execs node, so `proc.pid` is the daemon's pid.
 export function startDaemonInNetns(h: { env: NodeJS.ProcessEnv; home: string }, n: OfflineNetwork): Promise<Daemon> {
   return startDaemon(h, [], { prefix: n.inNs([]), startMs: 30_000 });
+}
+
+export interface NetnsHome {
+  h: Home;
+  d: Daemon;
+  sock: string; // agent.sock
+  pubkey: string; // the audit public key init printed, for audit verify --pubkey
+}
+
+// A fresh home whose config is `config(h)`, initialised, and its daemon
+// started in the namespace and unlocked; all removed at the end of `t`.
+export async function unlockedDaemonInNetns(t: Test, n: OfflineNetwork, config: (h: Home) => string): Promise<NetnsHome> {
+  const h = makeHome();
+  t.teardown(() => h.cleanup());
+  mkdirSync(h.home, { mode: 0o700 });
+  writeFileSync(join(h.home, 'config.toml'), config(h), { mode: 0o600 });
+  const ini = init(h, ['--json']);
+  if (ini.code !== 0) throw new Error(`init: ${ini.stderr}`);
+  const pubkey = (JSON.parse(ini.stdout) as { audit_public_key: string }).audit_public_key;
+  const d = await startDaemonInNetns(h, n);
+  t.teardown(() => d.stop());
+  const u = cli(h, ['unlock', '--passphrase-file', h.passFile]);
+  if (u.code !== 0) throw new Error(`unlock: ${u.stderr}`);
+  return { h, d, sock: join(h.home, 'agent.sock'), pubkey };
 }
