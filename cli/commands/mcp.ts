@@ -4,7 +4,7 @@ import { Command } from 'commander';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { Context } from '../context';
 import { createBridge } from '../mcp/bridge';
-import { agentCall } from './request';
+import { agentCall, agentSocketPath } from '../agent-client';
 import { packageVersion } from '../../shared/version';
 
 type Ctx = () => Context;
@@ -16,7 +16,7 @@ export function register(program: Command, ctx: Ctx): void {
     .action(async () => {
       const c = ctx();
       c.harden('mcp');
-      const socket = c.config().paths.agentSocket;
+      const socket = agentSocketPath(c.env, () => c.config().paths.agentSocket);
       const version = packageVersion();
       // Calls still running when stdin closes are answered before exit.
       let running = 0;

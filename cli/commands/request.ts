@@ -1,38 +1,13 @@
 // `postern request http|ssh`: a client for the agent socket, for people and
 // scripts. It holds no secret and needs no passphrase: it is an agent.
 import { Command } from 'commander';
-import http from 'node:http';
 import { readFileSync } from 'node:fs';
 import { Context } from '../context';
-import { DaemonRefusal, Unreachable, UsageError } from '../errors';
+import { DaemonRefusal, UsageError } from '../errors';
+import { agentCall, agentSocketPath } from '../agent-client';
+import { inReaderWords } from '../../shared/reader-words';
 
 type Ctx = () => Context;
-
-export function agentCall(socketPath: string, method: string, path: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
-    const req = http.request({ socketPath, method, path, headers: { 'content-type': 'application/json', ...(payload ? { 'content-length': payload.length } : {}) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        try {
-          resolve({ status: res.statusCode ?? 0, json: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown> });
-        } catch {
-          reject(new Unreachable(`the agent socket ${socketPath} answered something that is not postern's JSON`));
-        }
-      });
-    });
-    req.on('error', (e: NodeJS.ErrnoException) => {
-      // Only these mean the daemon never had the request.
-      if (['ENOENT', 'ECONNREFUSED', 'EACCES', 'EPERM', 'ENOTSOCK', 'ENOTDIR'].includes(e.code ?? '')) {
-        reject(new Unreachable(`the postern daemon is not reachable at ${socketPath} (${e.code}); start it with \`postern daemon\``));
-      } else {
-        reject(new Unreachable(`the postern daemon at ${socketPath} closed the connection before answering (${e.code ?? e.message}); the request may have been executed — check \`postern audit show\` before retrying, and start \`postern daemon\` if it is not running`, true));
-      }
-    });
-    req.end(payload);
-  });
-}
 
 function timeoutOption(text: string | undefined): Record<string, number> {
   if (text === undefined) return {};
@@ -44,11 +19,12 @@ function timeoutOption(text: string | undefined): Record<string, number> {
 // Sends the request; a refusal becomes the CLI's refusal (exit 1), its
 // detail (audit_seq, maybe_executed...) kept for --json.
 async function call(c: Context, path: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
-  const r = await agentCall(c.config().paths.agentSocket, 'POST', path, body);
+  const r = await agentCall(agentSocketPath(c.env, () => c.config().paths.agentSocket), 'POST', path, body);
   if (r.status !== 200) {
     const err = (r.json['error'] ?? {}) as Record<string, unknown>;
     const { code, message, ...detail } = err;
-    throw new DaemonRefusal(String(code), `${String(code)}: ${String(message)}`, { ...detail, message: String(message) });
+    const said = inReaderWords(String(message), 'cli');
+    throw new DaemonRefusal(String(code), `${String(code)}: ${said}`, { ...detail, message: said });
   }
   return r.json;
 }

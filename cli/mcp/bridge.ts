@@ -8,6 +8,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { Unreachable } from '../errors';
+import { inReaderWords } from '../../shared/reader-words';
 
 // One call to the agent socket: status and parsed JSON.
 export type AgentCall = (method: string, path: string, body?: unknown) => Promise<{ status: number; json: Record<string, unknown> }>;
@@ -20,8 +21,8 @@ function toResult(r: { status: number; json: Record<string, unknown> }, summary:
   if (r.status !== 200) {
     const err = (r.json['error'] ?? {}) as Record<string, unknown>;
     const code = String(err['code'] ?? 'error');
-    const message = String(err['message'] ?? 'postern refused the request');
-    return { isError: true, content: [{ type: 'text', text: `${code}: ${message}` }], structuredContent: { error: err } };
+    const message = inReaderWords(String(err['message'] ?? 'postern refused the request'), 'mcp');
+    return { isError: true, content: [{ type: 'text', text: `${code}: ${message}` }], structuredContent: { error: { ...err, message } } };
   }
   return { content: [{ type: 'text', text: summary(r.json) }, { type: 'text', text: JSON.stringify(r.json) }], structuredContent: r.json };
 }

@@ -1,0 +1,61 @@
+// One call to the agent socket, as an agent makes it: HTTP/1.1 over the
+// Unix socket, JSON in and out. Used by `postern request` and the MCP
+// bridge. Aborting the call closes its connection, which withdraws a
+// request still waiting for approval (SPEC §6.1).
+import http from 'node:http';
+import { Unreachable } from './errors';
+
+export interface AgentReply {
+  status: number;
+  json: Record<string, unknown>;
+}
+
+export interface AgentCallOptions {
+  signal?: AbortSignal;
+}
+
+// The agent socket: POSTERN_AGENT_SOCKET when set (SPEC §3), else the config's.
+export function agentSocketPath(env: NodeJS.ProcessEnv, fromConfig: () => string): string {
+  const v = env['POSTERN_AGENT_SOCKET'];
+  return v !== undefined && v !== '' ? v : fromConfig();
+}
+
+export class Aborted extends Error {}
+
+export function agentCall(socketPath: string, method: string, path: string, body?: unknown, opts: AgentCallOptions = {}): Promise<AgentReply> {
+  return new Promise((resolve, reject) => {
+    if (opts.signal?.aborted) {
+      reject(new Aborted('the call was cancelled before it was sent'));
+      return;
+    }
+    const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+    const req = http.request({ socketPath, method, path, headers: { 'content-type': 'application/json', ...(payload ? { 'content-length': payload.length } : {}) } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        try {
+          resolve({ status: res.statusCode ?? 0, json: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown> });
+        } catch {
+          reject(new Unreachable(`the agent socket ${socketPath} answered something that is not postern's JSON`));
+        }
+      });
+      res.on('error', () => undefined);
+    });
+    const onAbort = (): void => {
+      req.destroy();
+      reject(new Aborted('the call was cancelled'));
+    };
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    req.on('close', () => opts.signal?.removeEventListener('abort', onAbort));
+    req.on('error', (e: NodeJS.ErrnoException) => {
+      if (opts.signal?.aborted) return;
+      // Only these mean the daemon never had the request.
+      if (['ENOENT', 'ECONNREFUSED', 'EACCES', 'EPERM', 'ENOTSOCK', 'ENOTDIR'].includes(e.code ?? '')) {
+        reject(new Unreachable(`the postern daemon is not reachable at ${socketPath} (${e.code}); start it with \`postern daemon\``));
+      } else {
+        reject(new Unreachable(`the postern daemon at ${socketPath} closed the connection before answering (${e.code ?? e.message}); the request may have been executed — check \`postern audit show\` before retrying, and start \`postern daemon\` if it is not running`, true));
+      }
+    });
+    req.end(payload);
+  });
+}
