@@ -2,9 +2,17 @@
 // to do next; never a stack trace.
 import { Refusal } from '../shared/errors';
 
-export const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3 } as const;
+export const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3, interrupted: 130 } as const;
 
 export class UsageError extends Error {}
+
+// The person pressed Ctrl-C at a prompt: nothing was done (exit 130, as a
+// shell reports a command ended by SIGINT).
+export class Interrupted extends Error {
+  constructor() {
+    super('cancelled (Ctrl-C); nothing was done');
+  }
+}
 
 // The daemon could not be reached, or (maybeExecuted) it had the request and
 // closed the connection before answering.
@@ -23,12 +31,13 @@ export class DaemonRefusal extends Error {
 
 export function exitCodeFor(e: unknown): number {
   if (e instanceof UsageError) return EXIT.usage;
+  if (e instanceof Interrupted) return EXIT.interrupted;
   if (e instanceof Unreachable) return EXIT.unreachable;
   return EXIT.refused;
 }
 
 export function describeError(e: unknown): string {
-  if (e instanceof Refusal || e instanceof DaemonRefusal || e instanceof UsageError || e instanceof Unreachable) {
+  if (e instanceof Refusal || e instanceof DaemonRefusal || e instanceof UsageError || e instanceof Unreachable || e instanceof Interrupted) {
     return e.message;
   }
   const err = e as NodeJS.ErrnoException;
@@ -45,6 +54,7 @@ export function problemsOf(e: unknown): { path: string; message: string }[] {
 export function codeOf(e: unknown): string {
   if (e instanceof Refusal || e instanceof DaemonRefusal) return e.code;
   if (e instanceof UsageError) return 'usage';
+  if (e instanceof Interrupted) return 'interrupted';
   if (e instanceof Unreachable) return 'daemon_unreachable';
   return 'internal_error';
 }

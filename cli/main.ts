@@ -17,7 +17,16 @@ import * as auditRotate from './commands/audit-rotate';
 import * as approver from './commands/approver';
 import * as sessions from './commands/sessions';
 import * as mcp from './commands/mcp';
+import * as completion from './completion';
+import { addExamples, commandPath } from './help-examples';
 import { packageVersion } from '../shared/version';
+
+// commander's own errors ("error: unknown command 'lst'\n(Did you mean
+// list?)") as one line in postern's voice, naming where help is.
+function usageLine(text: string, command: string): string {
+  const said = text.replace(/^error: /, '').replace(/\s*\n\s*\(Did you mean (.*)\?\)\s*/, ' (did you mean $1?)').replace(/\s*\n\s*/g, ' ').trim().replace(/\.$/, '');
+  return `postern: ${said}; see \`postern ${command ? `${command} ` : ''}--help\`\n`;
+}
 
 function buildProgram(): { program: Command; ctx: () => Context } {
   const program = new Command('postern');
@@ -28,7 +37,7 @@ function buildProgram(): { program: Command; ctx: () => Context } {
     .version(packageVersion(), '--version', 'print the version')
     .enablePositionalOptions(false)
     .exitOverride()
-    .configureOutput({ writeErr: (s) => process.stderr.write(s) })
+    .configureOutput({ writeErr: (s) => process.stderr.write(s), outputError: (s, write) => write(usageLine(s, '')) })
     .showHelpAfterError(false);
   const ctx = (): Context => new Context(program.opts<GlobalOptions>());
   for (const m of [init, lifecycle, cred, config, doctor, audit, request, approver, sessions, auditShow, auditRotate, mcp]) m.register(program, ctx);
@@ -36,12 +45,15 @@ function buildProgram(): { program: Command; ctx: () => Context } {
   const propagate = (cmd: Command): void => {
     for (const sub of cmd.commands) {
       sub.exitOverride();
+      sub.configureOutput({ writeErr: (s) => process.stderr.write(s), outputError: (s, write) => write(usageLine(s, commandPath(sub))) });
       if (!sub.options.some((o) => o.long === '--json')) sub.option('--json', 'print data as JSON');
       if (!sub.options.some((o) => o.long === '--config')) sub.option('--config <file>', 'config file');
       propagate(sub);
     }
   };
+  completion.register(program);
   propagate(program);
+  addExamples(program);
   program.hook('preAction', (_this, action) => {
     const own = action.opts<GlobalOptions>();
     const global = program.opts<GlobalOptions>();
@@ -65,8 +77,9 @@ function fail(e: unknown, json: boolean): never {
   process.stderr.write(message.startsWith('postern ') ? `${message}\n` : `postern: ${message}\n`);
   // For developers: the stack of an unexpected error, only when asked for.
   if (code === EXIT.refused && codeOf(e) === 'internal_error' && process.env['POSTERN_DEBUG'] === '1') process.stderr.write(`${(e as Error)?.stack ?? String(e)}\n`);
-  // The problems list adds detail only when it says more than the message.
-  const extra = problems.filter((p) => p.path !== '' || problems.length > 1);
+  // The problems list adds detail only when it says more than the message:
+  // a problem whose place the message already names is not printed again.
+  const extra = problems.filter((p) => (p.path !== '' || problems.length > 1) && !(p.path !== '' && message.includes(`${p.path}: `)));
   for (const p of extra) process.stderr.write(`  ${p.path || '(top level)'}: ${p.message}\n`);
   process.exit(code);
 }

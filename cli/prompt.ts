@@ -24,7 +24,11 @@ export function readInputFile(path: string, what: string): Buffer {
     throw new Refusal('bad_request', `cannot read the ${what} file ${path} (${(e as NodeJS.ErrnoException).code}); check the path`);
   }
   try {
-    if (path !== '-' && !fstatSync(fd).isFile()) throw new Refusal('bad_request', `the ${what} file ${path} is not a regular file`);
+    // A regular file, or a pipe: `--passphrase-file <(op read …)` hands over
+    // /dev/fd/N, the read end of a pipe. A directory, a device or a socket
+    // is a mistake.
+    const st = path === '-' ? null : fstatSync(fd);
+    if (st && !st.isFile() && !st.isFIFO()) throw new Refusal('bad_request', `the ${what} file ${path} is not a regular file or a pipe; name a file, or use - for stdin`);
     const chunks: Buffer[] = [];
     let total = 0;
     const chunk = Buffer.alloc(64 * 1024);
@@ -85,7 +89,7 @@ export function askPrivateKey(prompt = PRIVATE_KEY_PROMPT): Promise<Buffer> {
   return askOnTerminal(prompt, 'private key', collector);
 }
 
-export async function getPassphrase(opts: { passphraseFile?: string }, prompt = 'Passphrase: '): Promise<Buffer> {
+export async function getPassphrase(opts: { passphraseFile?: string }, prompt = 'Vault passphrase: '): Promise<Buffer> {
   const pass = opts.passphraseFile ? stripNewline(readInputFile(opts.passphraseFile, 'passphrase')) : await askHidden(prompt);
   if (pass.length === 0) {
     throw new Refusal('bad_request', opts.passphraseFile ? `the passphrase file ${opts.passphraseFile} is empty; put the vault passphrase in it` : 'the passphrase is empty; type the vault passphrase');

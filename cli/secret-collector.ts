@@ -2,7 +2,7 @@
 // fixed buffer that is wiped: either one line (a passphrase, a token, a
 // password) or a private key, which ends at its "-----END ... PRIVATE
 // KEY-----" line. The input is never turned into a string.
-import { UsageError } from './errors';
+import { Interrupted, UsageError } from './errors';
 import { Refusal } from '../shared/errors';
 
 export type AnswerShape = 'line' | 'private-key';
@@ -52,8 +52,8 @@ export class SecretCollector {
   }
 
   // Takes a chunk of terminal input and wipes it. True once the answer is
-  // complete; later bytes of the same chunk are dropped. Throws UsageError
-  // on Ctrl-C (or Ctrl-D before anything), Refusal past the size limit.
+  // complete; later bytes of the same chunk are dropped. Throws Interrupted
+  // on Ctrl-C, UsageError on Ctrl-D before anything, Refusal past the size limit.
   feed(chunk: Buffer): boolean {
     try {
       for (const byte of chunk) {
@@ -100,7 +100,7 @@ export class SecretCollector {
       this.take(byte);
       return;
     }
-    if (byte === CTRL_C) throw new UsageError('cancelled');
+    if (byte === CTRL_C) throw new Interrupted();
     if (byte === CTRL_D) {
       if (this.over) throw this.tooLongError();
       if (this.len === 0) throw new UsageError('cancelled');

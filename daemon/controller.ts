@@ -524,7 +524,7 @@ export class Controller {
     const def = validateDefinition(definition);
     if (def.name !== name) throw new Refusal('bad_request', `the definition is named "${def.name}" but the command names "${name}"; renaming is not supported: add a new credential and remove the old one`);
     const existing = this.requireUnlocked().credential(name);
-    if (!existing) throw new Refusal('not_found', `no credential named "${name}"; see \`postern cred list\``);
+    if (!existing) throw new Refusal('not_found', `${this.requireUnlocked().noSuchCredential(name)}; see \`postern cred list\``);
     if (existing.entry.kind !== def.kind) throw new Refusal('bad_request', `"${name}" is an ${existing.entry.kind} credential; its kind cannot change: add a new credential instead`);
     if (secret) this.checkSecret(def, secret);
     else if (def.kind === 'ssh' && (existing.entry.definition as { auth?: string }).auth !== def.auth) {
@@ -542,7 +542,7 @@ export class Controller {
   }
 
   async credRemove(passphrase: Buffer, name: string): Promise<Record<string, unknown>> {
-    if (!this.requireUnlocked().credential(name)) throw new Refusal('not_found', `no credential named "${name}"; see \`postern cred list\``);
+    if (!this.requireUnlocked().credential(name)) throw new Refusal('not_found', `${this.requireUnlocked().noSuchCredential(name)}; see \`postern cred list\``);
     const vault = await this.prove(passphrase);
     const current = vault.credential(name);
     if (!current) throw new Refusal('not_found', `no credential named "${name}"; see \`postern cred list\``);
@@ -559,7 +559,7 @@ export class Controller {
 
   credShow(name: string): Record<string, unknown> {
     const c = this.requireUnlocked().credential(name);
-    if (!c) throw new Refusal('not_found', `no credential named "${name}"; see \`postern cred list\``);
+    if (!c) throw new Refusal('not_found', `${this.requireUnlocked().noSuchCredential(name)}; see \`postern cred list\``);
     return { ...describeCredential(c.entry), definition: c.entry.definition };
   }
 

@@ -6,7 +6,8 @@ import * as path from 'node:path';
 import { z } from 'zod';
 import { canonicalJson, CanonicalValue } from './canonical-json';
 import { formatProblems, Problem, Refusal } from './errors';
-import { parseToml, TomlError } from './toml';
+import { parseToml, TomlError, tomlSyntaxProblem } from './toml';
+import { didYouMean } from './suggest';
 import { checkDuration, checkSize, escapeInvisible, quoteValue } from './units';
 
 // The daemon's settings file (SPEC §3). One table, SETTINGS, lists every key
@@ -336,26 +337,6 @@ function isTable(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date);
 }
 
-function editDistance(a: string, b: string): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    const cur = [i];
-    for (let j = 1; j <= b.length; j++) {
-      cur[j] = Math.min((prev[j] ?? 0) + 1, (cur[j - 1] ?? 0) + 1, (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    prev = cur;
-  }
-  return prev[b.length] ?? 0;
-}
-
-function suggestion(key: string, candidates: readonly string[]): string {
-  const best = candidates
-    .map((c) => ({ c, d: editDistance(key.toLowerCase(), c) }))
-    .filter((x) => x.d <= 2)
-    .sort((a, b) => a.d - b.d)[0];
-  return best ? ` (did you mean "${best.c}"?)` : '';
-}
-
 function formatIssuePath(p: readonly PropertyKey[]): string {
   return p.map((seg, i) => (typeof seg === 'number' ? `[${seg}]` : `${i === 0 ? '' : '.'}${String(seg)}`)).join('');
 }
@@ -370,7 +351,7 @@ function unknownKeyProblems(parent: readonly PropertyKey[], keys: readonly strin
     return keys.map((k) => {
       const value = isTable(raw) ? raw[k] : undefined;
       if (isTable(value)) {
-        return { path: `[unknown table] ${keyText(k)}`, message: `postern has no [${keyText(k)}] table${suggestion(k, TABLES)}; the tables are [daemon], [http] and [ssh]` };
+        return { path: `[unknown table] ${keyText(k)}`, message: `postern has no [${keyText(k)}] table${didYouMean(k, TABLES)}; the tables are [daemon], [http] and [ssh]` };
       }
       const homes = ROWS.filter((r) => r.key === k).map((r) => `[${r.table}]`);
       const where = homes.length ? `; it belongs under ${homes.join(' or ')}` : '; settings go under [daemon], [http] or [ssh]';
@@ -381,7 +362,7 @@ function unknownKeyProblems(parent: readonly PropertyKey[], keys: readonly strin
   const known = ROWS.filter((r) => r.table === table).map((r) => r.key);
   return keys.map((k) => ({
     path: `[unknown key] ${table}.${keyText(k)}`,
-    message: `[${table}] has no setting ${quoteValue(k)}${suggestion(k, known)}; remove it or fix its spelling`,
+    message: `[${table}] has no setting ${quoteValue(k)}${didYouMean(k, known)}; remove it or fix its spelling`,
   }));
 }
 
@@ -493,7 +474,7 @@ function parseTomlText(file: string, text: string): Record<string, unknown> {
     return parseToml(text, { unsafeKeyBehaviour: 'throw' });
   } catch (e) {
     if (e instanceof TomlError) {
-      const summary = (e.message.split('\n')[0] ?? '').replace(/^Invalid TOML document:\s*/, '');
+      const summary = tomlSyntaxProblem(e, text);
       const problem = { path: `[syntax] line ${e.line}, column ${e.column}`, message: `${summary}; fix the TOML syntax there` };
       throw new Refusal('bad_config', `${file}: not valid TOML: ${problem.path}: ${summary}. Fix the syntax there and try again`, {
         problems: [problem],

@@ -72,7 +72,7 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
     facts = { ...facts, ...requestFacts(req, bodyHash) };
     // 2. the credential exists
     const stored = vault.credential(req.credential);
-    if (!stored) throw new Refusal('unknown_credential', `no credential named "${req.credential}"; see GET /v1/credentials`);
+    if (!stored) throw new Refusal('unknown_credential', `${vault.noSuchCredential(req.credential)}; see GET /v1/credentials`);
     if (stored.entry.kind !== 'http') throw new Refusal('bad_request', `credential "${req.credential}" is an ${stored.entry.kind} credential; use POST /v1/ssh`);
     const def = stored.entry.definition as unknown as HttpCredentialDef;
     // 3. policy, and the credential's budget (checked now so no human is

@@ -125,7 +125,7 @@ export async function runSsh(ctx: SshContext, body: Buffer): Promise<Record<stri
     facts = { ...facts, ...requestFacts(req, stdinHash, null) };
     // 2. the credential exists
     const stored = vault.credential(req.credential);
-    if (!stored) throw new Refusal('unknown_credential', `no credential named "${req.credential}"; see GET /v1/credentials`);
+    if (!stored) throw new Refusal('unknown_credential', `${vault.noSuchCredential(req.credential)}; see GET /v1/credentials`);
     if (stored.entry.kind !== 'ssh') throw new Refusal('bad_request', `credential "${req.credential}" is an ${stored.entry.kind} credential; use POST /v1/http`);
     const def = stored.entry.definition as unknown as SshCredentialDef;
     facts = { ...facts, ...requestFacts(req, stdinHash, def) };

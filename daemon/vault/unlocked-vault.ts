@@ -8,6 +8,7 @@ import { VaultContents, VaultHeader, decryptVault, parseHeader, readVaultFile, r
 import { CredentialEntry, VaultMeta, readMeta } from '../../shared/vault-meta';
 import { SealedSecret, SealedSecrets, lockedWhileNeeded } from './sealed-secrets';
 import { isErrnoError, vaultWriteFailed } from './write-failure';
+import { didYouMean } from '../../shared/suggest';
 
 export interface StoredCredential {
   entry: Omit<CredentialEntry, 'secret'>;
@@ -88,6 +89,12 @@ export class UnlockedVault {
 
   credential(name: string): StoredCredential | undefined {
     return this.creds.get(name);
+  }
+
+  // 'no credential named "githb" (did you mean "github"?)': names are not
+  // secret (GET /v1/credentials lists them all), so a near miss is named.
+  noSuchCredential(name: string): string {
+    return `no credential named "${name}"${didYouMean(name, [...this.creds.keys()])}`;
   }
 
   // Proof of the passphrase for a widening action: derive with the vault's own

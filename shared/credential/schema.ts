@@ -9,6 +9,7 @@ import { Problem, Refusal, formatProblems } from '../errors';
 import { validateCommandRule } from '../command-rule';
 import { parseHostPattern, parseSshHost } from '../host-pattern';
 import { Check, ok, bad, quote } from './text';
+import { closest } from '../suggest';
 import {
   checkName, checkDescription, checkRate, checkCidr, checkHeaderName, checkTemplate, checkBasicUser,
   checkQueryName, checkMethod, checkPathRule, checkHostKey, checkSshUser,
@@ -198,7 +199,7 @@ function issueProblems(issue: z.core.$ZodIssue, kind: 'http' | 'ssh' | null): Fo
   if (issue.code === 'unrecognized_keys') {
     const allowed = allowedKeys(kind, issue.path);
     return issue.keys.map((key) => {
-      const guess = allowed.find((a) => a === key.toLowerCase() || a === key.toLowerCase().replace(/-/g, '_'));
+      const guess = closest(key, allowed);
       const hint = guess ? `did you mean ${guess}?` : allowed.length ? `allowed here: ${allowed.join(', ')}` : '';
       return { at: [...issue.path, key], message: `unknown key; remove it${hint ? ` (${hint})` : ''}` };
     });

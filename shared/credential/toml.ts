@@ -1,7 +1,7 @@
 // Credential definitions as TOML: reading a file the author wrote, and
 // printing the normalised definition `cred add` / `cred update` show before
 // the passphrase is asked.
-import { parseToml, TomlError } from '../toml';
+import { parseToml, TomlError, tomlSyntaxProblem } from '../toml';
 import { Refusal } from '../errors';
 import { CredentialDef, HTTP_KEYS, SSH_KEYS, INJECT_KEYS, ALLOW_RULE_KEYS } from './types';
 import { TomlFloat, validateDefinition, DEFAULT_SOURCE } from './schema';
@@ -30,7 +30,7 @@ export function parseDefinitionToml(text: string, source: string = DEFAULT_SOURC
     doc = parseToml(text, { integersAsBigInt: true });
   } catch (e) {
     if (!(e instanceof TomlError)) throw e;
-    const what = e.message.replace(/^Invalid TOML document: /, '').split('\n')[0];
+    const what = tomlSyntaxProblem(e, text);
     const message = `not valid TOML at line ${e.line}, column ${e.column}: ${what}`;
     throw new Refusal('invalid_definition', `${source}: ${message}; fix the definition and run the command again`, {
       problems: [{ path: '', message }],

@@ -37,7 +37,7 @@ t.test('the interactive approver in a terminal', async (t) => {
 
   const tm = Tmux.start([process.execPath, CLI, 'approver'], { env: s.h.env, width: 200, height: 50 });
   t.teardown(() => tm.kill());
-  await tm.waitFor(/^Passphrase:$/m);
+  await tm.waitFor(/^Vault passphrase:$/m);
   tm.type(PASSPHRASE);
   tm.send('Enter');
   let screen = await tm.waitFor(/No request is waiting for approval/, 20_000);

@@ -242,8 +242,8 @@ t.test('secrets pasted at the hidden prompts of cred add', async (t) => {
         await paste(tm, [text.slice(0, half), `\x03${text.slice(half)}`], 0.1);
         return [];
       },
-      rc: 2,
-      outcome: /^postern: cancelled$/m,
+      rc: 130,
+      outcome: /^postern: cancelled \(Ctrl-C\); nothing was done$/m,
       secrets: bodyLines(sshd.keys.rsa.privateKey),
     },
   ];
