@@ -351,7 +351,7 @@ function unknownKeyProblems(parent: readonly PropertyKey[], keys: readonly strin
     return keys.map((k) => {
       const value = isTable(raw) ? raw[k] : undefined;
       if (isTable(value)) {
-        return { path: `[unknown table] ${keyText(k)}`, message: `postern has no [${keyText(k)}] table${didYouMean(k, TABLES)}; the tables are [daemon], [http] and [ssh]` };
+        return { path: `[unknown table] ${keyText(k)}`, message: `postern has no [${keyText(k)}] table${didYouMean(k, TABLES)}; the tables are ${TABLES.map((n) => `[${n}]`).join(', ')}` };
       }
       const homes = ROWS.filter((r) => r.key === k).map((r) => `[${r.table}]`);
       const where = homes.length ? `; it belongs under ${homes.join(' or ')}` : '; settings go under [daemon], [http] or [ssh]';

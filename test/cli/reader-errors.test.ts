@@ -3,7 +3,8 @@
 // named for what it is. Real CLI, real daemon.
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
-import { cli, init, makeHome, startDaemon, agentRequest, CLI } from '../helpers/postern';
+import { cli, init, makeHome, startDaemon, agentRequest, CLI, ROOT } from '../helpers/postern';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const DEF = `name = "github"
@@ -88,4 +89,16 @@ t.test('an unterminated TOML string is called that, in a definition and in the c
   const eof = h.file('eof.toml', 'name = """github\n');
   r = cli(h, ['cred', 'add', '--file', eof, '--secret-file', h.passFile, '--passphrase-file', h.passFile]);
   t.match(r.stderr, /the string that begins at line 1, column 8 is never closed; end it with the quote it began with/);
+});
+
+t.test('an unknown config table: its guess, and every table postern has (as executor.example.toml documents them)', async (t) => {
+  const h = makeHome();
+  t.teardown(() => h.cleanup());
+  const r = cli(h, ['--config', h.file('c.toml', '[htp]\ntimeout = "5s"\n'), 'status']);
+  t.equal(r.code, 1);
+  const line = /\[unknown table\] htp: postern has no \[htp\] table \(did you mean "http"\?\); the tables are ([^.]*)\./.exec(r.stderr);
+  t.ok(line, r.stderr);
+  const example = readFileSync(join(ROOT, 'executor.example.toml'), 'utf8');
+  const documented = [...example.matchAll(/^\[([a-z]+)\]/gm)].map((m) => `[${m[1]}]`);
+  t.same(line?.[1]?.split(', ').sort(), documented.sort(), 'the tables named are the documented ones');
 });
