@@ -105,7 +105,7 @@ export async function getSecret(opts: { secretFile?: string }, prompt = 'Secret:
 export const MIN_PASSPHRASE = 12;
 
 // A new passphrase: from a file, or asked twice on the terminal.
-export async function getNewPassphrase(file: string | undefined, what = 'passphrase'): Promise<Buffer> {
+export async function getNewPassphrase(file: string | undefined, what = 'vault passphrase'): Promise<Buffer> {
   let pass: Buffer;
   if (file) pass = stripNewline(readInputFile(file, `new ${what}`));
   else {
