@@ -102,9 +102,12 @@ t.test('bad definitions: exit 1, every problem by path, nothing stored changes',
   const many = HTTP_DEF.replace('name = "github"', 'name = "-x"').replace('Bearer {secret}', 'Bearer').replace('API.GitHub.com.', '*');
   const r = cli(h, ['cred', 'add', '--file', h.file('many.toml', many), '--passphrase-file', h.passFile]);
   t.equal(r.code, 1);
-  t.ok(r.stderr.split('\n').filter((l) => /^\s+\S+: /.test(l)).length >= 3, 'several problems listed at once');
   const j = cli(h, ['cred', 'add', '--file', h.file('many.toml', many), '--passphrase-file', h.passFile, '--json']);
   t.equal(JSON.parse(j.stdout).error.code, 'invalid_definition');
+  const problems = (JSON.parse(j.stdout) as { error: { problems: { path: string; message: string }[] } }).error.problems;
+  t.ok(problems.length >= 3, 'several problems found at once');
+  t.equal(r.stderr.split('\n').filter(Boolean).length, 1, 'said in one line');
+  for (const p of problems) t.ok(r.stderr.includes(`${p.path}: ${p.message}`), `the line names ${p.path} and its problem`);
 
   for (const [what, bytes] of [['a control character', 'tok\u0001en'], ['NUL', 'tok\u0000en'], ['empty', '\n']] as const) {
     const r2 = cli(h, ['cred', 'add', '--file', h.file('ok.toml', HTTP_DEF.replace('"github"', '"other"')), '--secret-file', h.file('bad-secret', bytes), '--passphrase-file', h.passFile]);
