@@ -17,6 +17,7 @@ import * as auditRotate from './commands/audit-rotate';
 import * as approver from './commands/approver';
 import * as sessions from './commands/sessions';
 import * as mcp from './commands/mcp';
+import * as systemdUnit from './commands/systemd-unit';
 import { packageVersion } from '../shared/version';
 
 function buildProgram(): { program: Command; ctx: () => Context } {
@@ -31,7 +32,7 @@ function buildProgram(): { program: Command; ctx: () => Context } {
     .configureOutput({ writeErr: (s) => process.stderr.write(s) })
     .showHelpAfterError(false);
   const ctx = (): Context => new Context(program.opts<GlobalOptions>());
-  for (const m of [init, lifecycle, cred, config, doctor, audit, request, approver, sessions, auditShow, auditRotate, mcp]) m.register(program, ctx);
+  for (const m of [init, lifecycle, cred, config, doctor, audit, request, approver, sessions, auditShow, auditRotate, mcp, systemdUnit]) m.register(program, ctx);
   // Sub-commands take the global options anywhere on the line.
   const propagate = (cmd: Command): void => {
     for (const sub of cmd.commands) {
