@@ -226,6 +226,6 @@ show audit verify --pubkey "$PUBKEY"
 show audit verify --pubkey "$NEWKEY" | tail -n 3
 show audit show --passphrase-file "$DEMO/passphrase" --since 1 | cut -c1-160 | tail -n 12
 
-step "daemon log (JSON lines on stderr)"
+step "daemon log (JSON lines: its stderr is a file here, not a terminal)"
 tail -n 8 "$DEMO/daemon.log"
 printf '\ndemo finished\n'
