@@ -15,8 +15,11 @@ $(NODE_MODULES_STAMP): package.json package-lock.json
 
 install: $(NODE_MODULES_STAMP)
 
-$(ADDON): $(NODE_MODULES_STAMP) native/peercred.c native/binding.gyp
-	node native/build.js
+# Rebuilt only when its sources changed since it was built. make decides
+# from the times it read before `npm ci` ran, when the addon may not have
+# existed yet, so the recipe looks again: right after npm ci it is current.
+$(ADDON): native/peercred.c native/binding.gyp | $(NODE_MODULES_STAMP)
+	@if [ -e $@ ] && [ $@ -nt native/peercred.c ] && [ $@ -nt native/binding.gyp ]; then echo "$@ is up to date"; else node native/build.js; fi
 
 build: install $(ADDON)
 	npx tsc -p tsconfig.json

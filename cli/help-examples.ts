@@ -35,6 +35,7 @@ export const EXAMPLES: Readonly<Record<string, readonly string[]>> = {
   sessions: ['postern sessions', 'postern sessions revoke 3f2a', 'postern sessions revoke --all'],
   'sessions revoke': ['postern sessions revoke 3f2a', 'postern sessions revoke --all'],
   mcp: ['claude mcp add postern -- postern mcp', 'postern mcp   # speaks MCP on stdin/stdout; started by the MCP client'],
+  'systemd-unit': ['postern systemd-unit > ~/.config/systemd/user/postern.service && systemctl --user daemon-reload', 'postern --config /etc/postern/config.toml systemd-unit'],
   completion: ['source <(postern completion bash)', 'postern completion zsh > "${fpath[1]}/_postern"', 'postern completion fish > ~/.config/fish/completions/postern.fish'],
 };
 

@@ -19,6 +19,7 @@ import * as sessions from './commands/sessions';
 import * as mcp from './commands/mcp';
 import * as completion from './completion';
 import { addExamples, commandPath } from './help-examples';
+import * as systemdUnit from './commands/systemd-unit';
 import { packageVersion } from '../shared/version';
 
 // commander's own errors ("error: unknown command 'lst'\n(Did you mean
@@ -40,7 +41,7 @@ function buildProgram(): { program: Command; ctx: () => Context } {
     .configureOutput({ writeErr: (s) => process.stderr.write(s), outputError: (s, write) => write(usageLine(s, '')) })
     .showHelpAfterError(false);
   const ctx = (): Context => new Context(program.opts<GlobalOptions>());
-  for (const m of [init, lifecycle, cred, config, doctor, audit, request, approver, sessions, auditShow, auditRotate, mcp]) m.register(program, ctx);
+  for (const m of [init, lifecycle, cred, config, doctor, audit, request, approver, sessions, auditShow, auditRotate, mcp, systemdUnit]) m.register(program, ctx);
   // Sub-commands take the global options anywhere on the line.
   const propagate = (cmd: Command): void => {
     for (const sub of cmd.commands) {

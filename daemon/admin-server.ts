@@ -86,7 +86,7 @@ export function createAdminServer(controller: Controller, log: Logger): net.Serv
       return;
     }
     if (peer.uid !== ownUid) {
-      log.warn({ event: 'admin_peer_refused', uid: peer.uid, pid: peer.pid }, 'admin connection from another uid refused');
+      log.warn({ event: 'admin_peer_refused', peer_uid: peer.uid, peer_pid: peer.pid }, 'admin connection from another uid refused');
       sock.end(encodeFrame({ id: 0, ok: false, error: { code: 'denied_peer', message: `admin.sock serves only uid ${ownUid}; run the CLI as the daemon's user` } }));
       return;
     }

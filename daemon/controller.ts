@@ -35,7 +35,7 @@ function sameBytes(a: Buffer | null, b: Buffer | null): boolean {
 
 // How soon an entry written while locked is followed by a checkpoint.
 const LOCKED_CHECKPOINT_MS = 1000;
-const RESTART_KEYS = ['daemon.home', 'daemon.agent_socket', 'daemon.admin_socket', 'daemon.vault', 'daemon.audit_log', 'daemon.agent_socket_mode', 'daemon.agent_socket_group', 'daemon.log_level'];
+const RESTART_KEYS = ['daemon.home', 'daemon.agent_socket', 'daemon.admin_socket', 'daemon.vault', 'daemon.audit_log', 'daemon.agent_socket_mode', 'daemon.agent_socket_group', 'daemon.log_level', 'daemon.log_format'];
 
 export class Controller {
   config: LoadedConfig;

@@ -38,7 +38,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
   loadNative();
   process.umask(0o077);
   const config = loadConfig({ configFlag: opts.configFlag, env: opts.env });
-  const log = createLogger(config.config.daemon.log_level);
+  const log = createLogger(config.config.daemon.log_level, config.config.daemon.log_format);
   checkHome(config.home);
   // A missing or unreadable vault is reported now rather than at unlock; a
   // temp file left by a write that was cut short is removed.

@@ -8,23 +8,25 @@ DEMO=$(mktemp -d /tmp/postern-demo.XXXXXX)
 export POSTERN_HOME="$DEMO/home"
 # postern refuses to run with variables that inject code; a demo shell may
 # have them set by other tools.
-unset NODE_OPTIONS LD_PRELOAD LD_LIBRARY_PATH HOSTALIASES POSTERN_CONFIG
+unset NODE_OPTIONS LD_PRELOAD LD_AUDIT LD_LIBRARY_PATH HOSTALIASES OPENSSL_CONF OPENSSL_MODULES OPENSSL_ENGINES POSTERN_CONFIG
 DAEMON_PID=""
 UPSTREAM_PID=""
 APPROVER_PID=""
 SSHD_PID=""
-SSH_USER=""
+MADE_PRIVSEP_DIR=""
 cleanup() {
   for pid in "$APPROVER_PID" "$UPSTREAM_PID" "$DAEMON_PID" "$SSHD_PID"; do
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill "$pid"; wait "$pid" 2>/dev/null || true; fi
   done
-  if [ -n "$SSH_USER" ]; then pkill -KILL -u "$SSH_USER" 2>/dev/null || true; userdel -f "$SSH_USER" 2>/dev/null || true; fi
+  if [ -n "$MADE_PRIVSEP_DIR" ]; then rmdir /run/sshd 2>/dev/null || true; fi
   rm -rf "$DEMO"
 }
 trap cleanup EXIT
 
 postern() { node dist/cli/main.js "$@"; }
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# Bold headings on a terminal only: a log file or a pipe gets plain text.
+if [ -t 1 ]; then BOLD=$'\033[1m'; PLAIN=$'\033[0m'; else BOLD=''; PLAIN=''; fi
+step() { printf '\n%s== %s%s\n' "$BOLD" "$*" "$PLAIN"; }
 show() { printf '$ postern %s\n' "$*"; postern "$@"; }
 
 printf 'a demo passphrase, long enough\n' > "$DEMO/passphrase"
@@ -128,31 +130,37 @@ if show request http --credential local-no-loopback --url "https://localhost:$PO
 if show request http --credential local-api --url "https://127.0.0.1:$PORT/v1/hello"; then echo "unexpected: IP literal accepted"; exit 1; fi
 
 step "6d. SSH: a command on a real sshd, its host key pinned, the command checked against the rules"
-# Needs root (a throwaway local user) and Debian's openssh-server.
-if [ "$(id -u)" = 0 ] && [ -x /usr/sbin/sshd ] && command -v ssh-keygen >/dev/null && command -v useradd >/dev/null; then
-  chmod 0711 "$DEMO"
-  mkdir -p /run/sshd && chmod 0755 /run/sshd
-  SSH_USER="postern-demo-$$"
-  mkdir -m 0755 "$DEMO/sshhome"
-  useradd -M -d "$DEMO/sshhome" -s /bin/sh -p '*' "$SSH_USER"
+# A throwaway sshd of the demo's own, run as the current user on a free
+# localhost port, that lets in only that user and only with a key made for
+# the demo (Debian's openssh-server provides sshd). Run as root, sshd needs
+# its privilege separation directory, /run/sshd: made if missing, and
+# removed again afterwards.
+ME=$(id -un)
+if [ -x /usr/sbin/sshd ] && command -v ssh-keygen >/dev/null; then
+  if [ "$(id -u)" = 0 ] && [ ! -d /run/sshd ]; then mkdir -m 0755 /run/sshd; MADE_PRIVSEP_DIR=1; fi
   ssh-keygen -q -t ed25519 -N '' -C 'demo host' -f "$DEMO/ssh_host_key"
   ssh-keygen -q -t ed25519 -N '' -C 'demo client' -f "$DEMO/client_key"
-  mkdir -m 0700 "$DEMO/sshhome/.ssh"
-  cp "$DEMO/client_key.pub" "$DEMO/sshhome/.ssh/authorized_keys"
-  chown -R "$SSH_USER" "$DEMO/sshhome"
+  cp "$DEMO/client_key.pub" "$DEMO/authorized_keys"
   SSH_PORT=$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")
+  # StrictModes off: the key file lives under /tmp, which every user may write.
   cat > "$DEMO/sshd_config" <<CONF
 ListenAddress 127.0.0.1
 Port $SSH_PORT
 HostKey $DEMO/ssh_host_key
 PidFile $DEMO/sshd.pid
+AuthorizedKeysFile $DEMO/authorized_keys
+StrictModes no
 UsePAM no
+PubkeyAuthentication yes
 PasswordAuthentication no
 KbdInteractiveAuthentication no
-AllowUsers $SSH_USER
+PermitRootLogin prohibit-password
+AllowUsers $ME
 AllowTcpForwarding no
+AllowAgentForwarding no
 X11Forwarding no
 PermitTTY no
+PermitUserRC no
 CONF
   /usr/sbin/sshd -D -e -f "$DEMO/sshd_config" 2> "$DEMO/sshd.log" &
   SSHD_PID=$!
@@ -164,7 +172,7 @@ description = "a local sshd started by the demo"
 kind = "ssh"
 host = "127.0.0.1"
 port = $SSH_PORT
-user = "$SSH_USER"
+user = "$ME"
 auth = "key"
 host_key = "$HOST_KEY"
 commands = ["uname -s", "echo *"]
@@ -176,7 +184,7 @@ TOML
   echo "(a prefix rule admits plain words only: a second command is refused before connecting)"
   if show request ssh --credential demo-box --command "echo hi; id"; then echo "unexpected: a second command ran"; exit 1; fi
 else
-  echo "skipped: needs root and openssh-server (sshd, ssh-keygen) for a throwaway local sshd"
+  echo "skipped: needs openssh-server (sshd, ssh-keygen) for a throwaway local sshd"
 fi
 
 kill "$APPROVER_PID"; wait "$APPROVER_PID" 2>/dev/null || true; APPROVER_PID=""
@@ -218,6 +226,6 @@ show audit verify --pubkey "$PUBKEY"
 show audit verify --pubkey "$NEWKEY" | tail -n 3
 show audit show --passphrase-file "$DEMO/passphrase" --since 1 | cut -c1-160 | tail -n 12
 
-step "daemon log (JSON lines on stderr)"
+step "daemon log (JSON lines: its stderr is a file here, not a terminal)"
 tail -n 8 "$DEMO/daemon.log"
 printf '\ndemo finished\n'

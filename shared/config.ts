@@ -19,6 +19,8 @@ import { checkDuration, checkSize, escapeInvisible, quoteValue } from './units';
 
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
+export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
 
 // Effective values: durations in ms, sizes in bytes, paths absolute
 // (resolved against home), ca_file "" when unset.
@@ -31,6 +33,7 @@ export interface Config {
     audit_log: string;
     audit_segment_size: number;
     log_level: LogLevel;
+    log_format: LogFormat;
     auto_lock: number;
     unlock_max: number;
     approval_timeout: number;
@@ -144,6 +147,11 @@ function pathKind(role: PathRole): Kind<string> {
 
 const logLevel: Kind<LogLevel> = {
   schema: z.enum(LOG_LEVELS, { error: `must be one of ${LOG_LEVELS.map((l) => `"${l}"`).join(', ')}` }),
+  canonical: same,
+};
+
+const logFormat: Kind<LogFormat> = {
+  schema: z.enum(LOG_FORMATS, { error: `must be one of ${LOG_FORMATS.map((f) => `"${f}"`).join(', ')}` }),
   canonical: same,
 };
 
@@ -278,7 +286,8 @@ export const SETTINGS = [
   setting('daemon.vault', 'vault', pathKind('file'), 'the encrypted vault: credentials, policies, audit keys, approved config hash'),
   setting('daemon.audit_log', 'audit.log', pathKind('file'), 'the append-only audit journal'),
   setting('daemon.audit_segment_size', '64MiB', size, 'the journal moves on to a new segment file (audit.log.1, .2, ...) past this size'),
-  setting('daemon.log_level', 'info', logLevel, 'pino level (trace, debug, info, warn, error, fatal, silent); logs are JSON on stderr'),
+  setting('daemon.log_level', 'info', logLevel, 'pino level (trace, debug, info, warn, error, fatal, silent); logs go to stderr'),
+  setting('daemon.log_format', 'auto', logFormat, '"json", "pretty", or "auto": pretty on a terminal, else JSON'),
   setting('daemon.auto_lock', '8h', duration, 'lock after this long without an agent request'),
   setting('daemon.unlock_max', '24h', duration, 'lock after this long unlocked, whatever the traffic'),
   setting('daemon.approval_timeout', '120s', duration, 'how long a request waits for a decision'),

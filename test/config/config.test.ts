@@ -60,6 +60,7 @@ home = "${home}"
 agent_socket = "/run/postern/agent.sock"
 vault = "data/vault"
 log_level = "debug"
+log_format = "pretty"
 auto_lock = "90m"
 unlock_max = "2d"
 approval_timeout = "500ms"
@@ -91,6 +92,7 @@ max_output = "512B"
     audit_log: join(home, 'audit.log'),
     audit_segment_size: 64 * 1024 * 1024,
     log_level: 'debug',
+    log_format: 'pretty',
     auto_lock: 90 * 60_000,
     unlock_max: 2 * 86_400_000,
     approval_timeout: 500,
@@ -376,6 +378,7 @@ const ALTERNATIVES: Record<ConfigPath, string> = {
   'daemon.audit_log': '"journal"',
   'daemon.audit_segment_size': '"1MiB"',
   'daemon.log_level': '"warn"',
+  'daemon.log_format': '"json"',
   'daemon.auto_lock': '"7h"',
   'daemon.unlock_max': '"12h"',
   'daemon.approval_timeout': '"60s"',

@@ -26,6 +26,7 @@ const SPEC_DEFAULTS = {
     vault: 'vault',
     audit_log: 'audit.log',
     log_level: 'info',
+    log_format: 'auto',
     auto_lock: 8 * 3600_000,
     unlock_max: 24 * 3600_000,
     approval_timeout: 120_000,
