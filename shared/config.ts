@@ -62,6 +62,9 @@ export interface Config {
   audit: {
     refusal_burst: number;
   };
+  mcp: {
+    max_result: number;
+  };
 }
 
 export interface LoadedConfig {
@@ -76,7 +79,7 @@ export interface LoadedConfig {
 }
 
 type TableName = keyof Config;
-export const TABLES: readonly TableName[] = ['daemon', 'http', 'ssh', 'audit'];
+export const TABLES: readonly TableName[] = ['daemon', 'http', 'ssh', 'audit', 'mcp'];
 export type ConfigPath = { [T in TableName]: `${T}.${keyof Config[T] & string}` }[TableName];
 type ValueAt<P extends ConfigPath> = P extends `${infer T extends TableName}.${infer K}`
   ? K extends keyof Config[T]
@@ -123,6 +126,20 @@ const same = <T extends CanonicalValue>(v: T): CanonicalValue => v;
 
 const duration: Kind<number> = { schema: fromCheck(checkDuration), canonical: same };
 const size: Kind<number> = { schema: fromCheck(checkSize), canonical: same };
+
+// An MCP tool result is one line on stdio, and clients stop reading a line
+// at 10 MiB (the official SDK does); a result also needs room for its
+// envelope around the body.
+const mcpResultSize: Kind<number> = {
+  schema: fromCheck((v) => {
+    const r = checkSize(v);
+    if (!r.ok) return r;
+    if (r.value > 8 * 1024 * 1024) return { ok: false, message: 'must be at most "8MiB": MCP clients read at most 10 MiB in one message' };
+    if (r.value < 4096) return { ok: false, message: 'must be at least "4KiB", room for a result\'s summary and flags' };
+    return r;
+  }),
+  canonical: same,
+};
 
 function checkPathText(v: unknown, role: PathRole): Check<string> {
   if (typeof v !== 'string') return { ok: false, message: 'must be a path in quotes, e.g. "agent.sock"' };
@@ -309,6 +326,7 @@ export const SETTINGS = [
   setting('ssh.max_output', '8MiB', size, 'stdout+stderr together'),
   setting('ssh.connection_idle', '10s', duration, 'an SSH connection is kept this long after its last command, for reuse by the same credential'),
   setting('audit.refusal_burst', 20, concurrency, 'refusals journaled in full per second per process; beyond: summarised'),
+  setting('mcp.max_result', '1MiB', mcpResultSize, 'the largest tool result `postern mcp` returns; a larger body is cut and flagged truncated'),
 ] as const;
 
 // Compile-time proof that every key of Config has a row.
@@ -363,7 +381,7 @@ function unknownKeyProblems(parent: readonly PropertyKey[], keys: readonly strin
         return { path: `[unknown table] ${keyText(k)}`, message: `postern has no [${keyText(k)}] table${didYouMean(k, TABLES)}; the tables are ${TABLES.map((n) => `[${n}]`).join(', ')}` };
       }
       const homes = ROWS.filter((r) => r.key === k).map((r) => `[${r.table}]`);
-      const where = homes.length ? `; it belongs under ${homes.join(' or ')}` : '; settings go under [daemon], [http] or [ssh]';
+      const where = homes.length ? `; it belongs under ${homes.join(' or ')}` : `; settings go under ${TABLES.map((n) => `[${n}]`).join(', ')}`;
       return { path: `[unknown key] ${keyText(k)}`, message: `not a top-level setting${where}` };
     });
   }
@@ -652,7 +670,7 @@ function evaluate(loc: Locations, raw: Record<string, unknown>, exists: boolean)
 
   if (problems.length > 0) throw badConfig(loc.configPath, problems);
 
-  const tables: Record<string, Record<string, unknown>> = { daemon: {}, http: {}, ssh: {}, audit: {} };
+  const tables: Record<string, Record<string, unknown>> = { daemon: {}, http: {}, ssh: {}, audit: {}, mcp: {} };
   for (const row of ROWS) (tables[row.table] as Record<string, unknown>)[row.key] = values.get(row.path);
   const config = tables as unknown as Config;
   const canonical = canonicalConfig(config, caFileContents);
@@ -695,7 +713,7 @@ export function defaultConfig(home: string): Config {
 // Every key with its effective value, plus the CA file's hash, so that a
 // changed CA bundle changes the config hash although the path did not change.
 export function canonicalConfig(config: Config, caFileContents: Buffer | null): string {
-  const out: Record<string, Record<string, CanonicalValue>> = { daemon: {}, http: {}, ssh: {}, audit: {} };
+  const out: Record<string, Record<string, CanonicalValue>> = { daemon: {}, http: {}, ssh: {}, audit: {}, mcp: {} };
   for (const row of ROWS) {
     (out[row.table] as Record<string, CanonicalValue>)[row.key] = row.kind.canonical((config[row.table] as Record<string, unknown>)[row.key]);
   }

@@ -17,19 +17,12 @@ export function register(program: Command, ctx: Ctx): void {
       const c = ctx();
       c.harden('mcp');
       const socket = agentSocketPath(c.env, () => c.config().paths.agentSocket);
-      const version = packageVersion();
-      // Calls still running when stdin closes are answered before exit.
-      let running = 0;
-      let idle: () => void = () => undefined;
-      const server = createBridge(async (method, path, body) => {
-        running += 1;
-        try {
-          return await agentCall(socket, method, path, body);
-        } finally {
-          running -= 1;
-          if (running === 0) idle();
-        }
-      }, version);
+      // With POSTERN_AGENT_SOCKET set, a missing config file means defaults.
+      const maxResult = c.config(true).config.mcp.max_result;
+      // stdin closing means the client is gone: its calls still waiting are
+      // withdrawn, as a cancelled call is (SPEC §10), not left to run.
+      const clientGone = new AbortController();
+      const server = createBridge((method, path, body, signal) => agentCall(socket, method, path, body, { signal: AbortSignal.any([signal, clientGone.signal]) }), { version: packageVersion(), maxResult });
       const transport = new StdioServerTransport();
       const done = new Promise<void>((resolve) => {
         process.stdin.once('end', resolve);
@@ -37,9 +30,9 @@ export function register(program: Command, ctx: Ctx): void {
       });
       await server.connect(transport);
       await done;
-      // Let the request that arrived with the last line start its call.
-      await new Promise((r) => setImmediate(r));
-      if (running > 0) await new Promise<void>((r) => (idle = r));
+      clientGone.abort();
+      // A call that arrived with the last line starts (already withdrawn)
+      // before the bridge goes.
       await new Promise((r) => setImmediate(r));
       await server.close().catch(() => undefined);
       process.exit(0);

@@ -43,7 +43,9 @@ export async function refuse(c: Controller, endpoint: 'http' | 'ssh', e: unknown
   const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
   const num = (v: unknown): number | null => (typeof v === 'number' ? v : null);
   const refuser = { key: str(facts['instance']) ?? `pid:${String(facts['pid'])}`, pid: num(facts['pid']), uid: num(facts['uid']), exe: str(facts['exe']) };
-  const detail = await journalRefusal(c, refuser, kind, r.code, str(facts['credential']), { kind, code: r.code, ...facts });
+  // A request withdrawn while it waited says so (SPEC §6.1).
+  const withdrawn = r.detail?.['withdrawn'] !== undefined ? { withdrawn: r.detail['withdrawn'] } : {};
+  const detail = await journalRefusal(c, refuser, kind, r.code, str(facts['credential']), { kind, code: r.code, ...withdrawn, ...facts });
   if (!detail) throw r;
   throw new Refusal(r.code, r.message, { ...(r.detail ?? {}), ...detail });
 }

@@ -33,6 +33,12 @@ function cardProcess(p: Identity['process']): CardProcess {
   return { key: p.key, pid: p.pid, uid: p.uid, exe: p.exe, exe_deleted: p.exeDeleted, exe_memfd: p.exeMemfd, cwd: p.cwd, cmdline: p.cmdline };
 }
 
+// The requester went away while it waited (SPEC §6.1); `withdrawn` goes
+// into the journal entry of the refusal.
+function withdrawn(): Refusal {
+  return new Refusal('bad_request', 'the request was withdrawn by its sender', { withdrawn: 'by the requester' });
+}
+
 export class ApprovalBroker {
   private approvers = new Map<string, ApproverLink>();
   private pending = new Map<string, Pending>();
@@ -94,10 +100,10 @@ export class ApprovalBroker {
         else resolve(d);
       };
       const timer = setTimeout(() => finish(new Refusal('approval_timeout', `no decision within ${Math.round(timeoutMs / 1000)} s; ask the human at the approver, then retry`), 'timed out'), timeoutMs);
-      const onAbort = (): void => finish(new Refusal('bad_request', 'the request was withdrawn by its sender'), 'withdrawn by the requester');
+      const onAbort = (): void => finish(withdrawn(), 'withdrawn by the requester');
       if (signal?.aborted) {
         clearTimeout(timer);
-        reject(new Refusal('bad_request', 'the request was withdrawn by its sender'));
+        reject(withdrawn());
         return;
       }
       signal?.addEventListener('abort', onAbort, { once: true });

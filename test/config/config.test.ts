@@ -177,6 +177,9 @@ t.test('every kind of bad input is refused as bad_config naming its path', async
     ['ca_file without PEM', `[http]\nca_file = "${join(dir, 'not-pem.txt')}"`, 'http.ca_file', /no PEM certificate/],
     ['ca_file with a broken certificate', `[http]\nca_file = "${join(dir, 'broken.pem')}"`, 'http.ca_file', /cannot be parsed/],
     ['ca_file a directory', `[http]\nca_file = "${dir}"`, 'http.ca_file', /not a regular file/],
+    ['mcp result beyond a client line', '[mcp]\nmax_result = "9MiB"', 'mcp.max_result', /at most "8MiB"/],
+    ['mcp result too small for its envelope', '[mcp]\nmax_result = "1KiB"', 'mcp.max_result', /at least "4KiB"/],
+    ['mcp result as a number', '[mcp]\nmax_result = 1048576', 'mcp.max_result'],
     ['syntax error', '[http]\ntimeout = \n', '[syntax] line 2, column 11'],
     ['duplicate key', '[http]\ntimeout = "1s"\ntimeout = "2s"\n', '[syntax] line 3, column 1'],
     ['unsafe key', '[http]\n__proto__ = 1\n', '[syntax] line 2, column 1'],
@@ -400,6 +403,7 @@ const ALTERNATIVES: Record<ConfigPath, string> = {
   'ssh.max_output': '"9MiB"',
   'ssh.connection_idle': '"20s"',
   'audit.refusal_burst': '50',
+  'mcp.max_result': '"2MiB"',
 };
 
 t.test('the hash ignores order, whitespace and comments, and explicit defaults', async (t) => {

@@ -48,6 +48,7 @@ const SPEC_DEFAULTS = {
   },
   ssh: { timeout: 30_000, max_output: 8 * 1024 * 1024 },
   audit: { refusal_burst: 20 },
+  mcp: { max_result: 1024 * 1024 },
 };
 
 // Settings postern adds where SPEC §3 is silent, each documented in
@@ -60,7 +61,7 @@ t.test('the defaults are those of SPEC §3', async (t) => {
   const home = '/srv/h';
   const d = defaultConfig(home);
   t.equal(d.daemon.home, home);
-  for (const table of ['daemon', 'http', 'ssh', 'audit'] as const) {
+  for (const table of ['daemon', 'http', 'ssh', 'audit', 'mcp'] as const) {
     for (const [key, value] of Object.entries(SPEC_DEFAULTS[table])) {
       const got = (d[table] as Record<string, unknown>)[key];
       t.same(got, PATH_KEYS.has(key) ? join(home, value as string) : value, `${table}.${key}`);
@@ -91,7 +92,7 @@ t.test('the example names every setting, in the order of the table, each with a 
     at = pos;
   }
   const parsed = parseToml(text) as Record<string, Record<string, unknown>>;
-  t.same(Object.keys(parsed), ['daemon', 'http', 'ssh', 'audit']);
+  t.same(Object.keys(parsed), ['daemon', 'http', 'ssh', 'audit', 'mcp']);
   t.same(
     Object.entries(parsed).flatMap(([table, keys]) => Object.keys(keys).map((k) => `${table}.${k}`)),
     SETTINGS.map((s) => s.path).filter((p) => p !== 'daemon.home'),
@@ -145,7 +146,7 @@ t.test('with home uncommented, a copy loads via --config and sets the home', asy
 t.test('the config `postern init` writes sets nothing and loads to the defaults', async (t) => {
   const text = initialConfigText();
   const parsed = parseToml(text) as Record<string, Record<string, unknown>>;
-  t.same(parsed, { daemon: {}, http: {}, ssh: {}, audit: {} }, 'every setting commented out');
+  t.same(parsed, { daemon: {}, http: {}, ssh: {}, audit: {}, mcp: {} }, 'every setting commented out');
   t.notMatch(text, /^home\s*=/m, 'no home key set');
   for (const s of SETTINGS) t.match(text, new RegExp(`^# ${s.key} = .*# \\S`, 'm'), `${s.path} shown with its default and reason`);
   const dir = tempDir(t);

@@ -104,3 +104,14 @@ t.test('the bridge hardens itself like every process that handles approvals', as
   t.match(r.stderr, /NODE_OPTIONS/);
   t.equal(r.stdout, '', 'nothing served on stdout');
 });
+
+t.test('a bad [mcp] max_result stops the bridge with an error naming the key', async (t) => {
+  const h = makeHome();
+  t.teardown(() => h.cleanup());
+  const config = h.file('bridge.toml', '[mcp]\nmax_result = "20MiB"\n');
+  const r = cli({ env: { ...h.env, POSTERN_CONFIG: config, POSTERN_AGENT_SOCKET: '/nonexistent/agent.sock' } }, ['mcp'], '');
+  t.equal(r.code, 1, 'refused');
+  t.match(r.stderr.split('\n')[0], /^postern: .*mcp\.max_result: must be at most "8MiB"/, 'the first line names the key and the limit');
+  t.notMatch(r.stderr, /^\s+at /m, 'no stack trace');
+  t.equal(r.stdout, '', 'nothing served on stdout');
+});

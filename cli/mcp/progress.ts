@@ -1,0 +1,34 @@
+// Progress while a call waits (SPEC §10): a request may wait for a human at
+// the approver for up to daemon.approval_timeout, longer than common client
+// timeouts (the MCP SDK's is 60 s). A client that gave a progress token is
+// told every few seconds that the call is waiting, so one that resets its
+// timeout on progress keeps waiting.
+import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import type { ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
+
+export type ToolExtra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+
+// Well inside the 10 s the SPEC allows, so that a client whose timeout is a
+// few seconds also keeps waiting.
+export const PROGRESS_EVERY_MS = 2000;
+
+export function waitingMessage(seconds: number): string {
+  return `waiting for postern: a human is being asked to approve this request at the postern approver (or it is running); ${seconds} s so far`;
+}
+
+// Starts the notifications; the returned function stops them.
+export function reportWaiting(extra: ToolExtra, everyMs = PROGRESS_EVERY_MS): () => void {
+  const token = extra._meta?.progressToken;
+  if (token === undefined) return () => undefined;
+  const started = Date.now();
+  let beat = 0;
+  const timer = setInterval(() => {
+    if (extra.signal.aborted) return;
+    beat += 1;
+    const seconds = Math.round((Date.now() - started) / 1000);
+    extra
+      .sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: beat, message: waitingMessage(seconds) } })
+      .catch(() => undefined); // the client is gone: nothing to tell
+  }, everyMs);
+  return () => clearInterval(timer);
+}
