@@ -759,6 +759,8 @@ const ORDER = new Map<string, number>(
   ROWS.flatMap((r) => (r.path === 'http.ca_file' ? [r.path, 'http.ca_file_sha256'] : [r.path])).map((p, i) => [p, i]),
 );
 
+const PATH_KEYS = new Set<string>(ROWS.filter((r) => r.kind.path !== undefined).map((r) => r.path));
+
 // Key by key, in the table's order; a key on one side only is reported with
 // `undefined` on the other. "" (no approved record) reports every key.
 export function diffCanonical(approved: string, current: string): ConfigChange[] {
@@ -769,10 +771,16 @@ export function diffCanonical(approved: string, current: string): ConfigChange[]
     const oy = ORDER.get(y) ?? Infinity;
     return ox !== oy ? ox - oy : x < y ? -1 : x > y ? 1 : 0;
   });
+  // A setting this version added, absent from a config approved before it
+  // existed, is no change while it keeps its default: upgrading postern
+  // does not lock anyone out (paths have no fixed default, and no new
+  // setting is a path).
+  const added = approved === '' ? new Map<string, unknown>() : parseCanonical(canonicalConfig(defaultConfig('/'), null), 'default');
   const changes: ConfigChange[] = [];
   for (const k of keys) {
     const from = a.get(k);
     const to = b.get(k);
+    if (!a.has(k) && added.has(k) && !PATH_KEYS.has(k) && canonicalJson(added.get(k)) === canonicalJson(to)) continue;
     const fromText = a.has(k) ? canonicalJson(from) : undefined;
     const toText = b.has(k) ? canonicalJson(to) : undefined;
     if (fromText !== toText) changes.push({ path: k, from, to });
