@@ -4,7 +4,7 @@
 // memory (a chunk or two, and no line kept beyond MAX_LINE_BYTES) and stops
 // at the first problem, which it names with the entry number and the kind
 // of damage.
-import { lstatSync, readdirSync, statSync } from 'node:fs';
+import { Stats, constants, lstatSync, readdirSync, statSync } from 'node:fs';
 import { open, FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import {
@@ -27,19 +27,22 @@ export interface VerifyOptions {
   allowUnsignedTail?: boolean;
 }
 
-export type ProblemKind =
-  | 'modified'
-  | 'inserted'
-  | 'deleted'
-  | 'reordered'
-  | 'bad_signature'
-  | 'wrong_key'
-  | 'unsigned_rotation'
-  | 'unsigned_tail'
-  | 'behind_expected_head'
-  | 'torn_last_write'
-  | 'not_a_journal'
-  | 'missing_segment';
+// Every verdict `audit verify` can give, in the order docs/audit-format.md lists them.
+export const PROBLEM_KINDS = [
+  'modified',
+  'inserted',
+  'deleted',
+  'reordered',
+  'bad_signature',
+  'wrong_key',
+  'unsigned_rotation',
+  'unsigned_tail',
+  'behind_expected_head',
+  'torn_last_write',
+  'not_a_journal',
+  'missing_segment',
+] as const;
+export type ProblemKind = (typeof PROBLEM_KINDS)[number];
 
 export interface VerifyProblem {
   seq: number | null;
@@ -284,16 +287,14 @@ class JournalLines {
     this.file = file;
     this.lineNo = 0;
     this.sawBytes = false;
-    try {
-      // Offline reading may follow links (the daemon never does); it must end at a regular file.
-      if (!statSync(file).isFile()) throw Object.assign(new Error('not a regular file'), { code: 'not a regular file' });
-      this.fh = await open(file, 'r');
-      this.segments += 1;
-    } catch (e) {
+    const opened = await openSegment(file);
+    if ('why' in opened) {
       this.done = true;
-      const code = (e as NodeJS.ErrnoException).code ?? 'unreadable';
-      this.queue.push({ kind: 'unreadable', file, seg: n, detail: `cannot be read (${code})` });
+      this.queue.push({ kind: 'unreadable', file, seg: n, detail: opened.why });
+      return;
     }
+    this.fh = opened.fh;
+    this.segments += 1;
   }
 
   // The lowest segment number above n whose file exists (a gap in the set).
@@ -313,6 +314,35 @@ class JournalLines {
     }
     return found;
   }
+}
+
+// A segment file is read only when it is a regular file itself: a symbolic
+// link is never followed, as the daemon never follows one (SPEC §9), so a
+// link cannot stand in for the journal. lstat first, so that a device or
+// FIFO is not even opened; O_NOFOLLOW and O_NONBLOCK, then fstat, so that a
+// link or FIFO put there after the lstat is refused all the same.
+async function openSegment(file: string): Promise<{ fh: FileHandle } | { why: string }> {
+  let fh: FileHandle;
+  try {
+    const why = notRegular(lstatSync(file));
+    if (why) return { why };
+    fh = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code ?? 'unreadable';
+    return { why: code === 'ELOOP' ? LINK : `cannot be read (${code})` };
+  }
+  const why = notRegular(await fh.stat());
+  if (!why) return { fh };
+  await fh.close();
+  return { why };
+}
+
+const LINK = 'cannot be read (a symbolic link, never followed)';
+
+// Why a segment file is not read, or null for a regular file.
+function notRegular(st: Stats): string | null {
+  if (st.isFile()) return null;
+  return st.isSymbolicLink() ? LINK : 'cannot be read (not a regular file)';
 }
 
 export interface JournalLine {
@@ -365,6 +395,19 @@ interface Verdict {
   // The verdict is about the entry before the window (X) itself, so it
   // replaces a deferred problem of that entry.
   aboutX?: boolean;
+  // What the report counts when the problem is about an entry already
+  // counted: the tally as it stood before that entry.
+  passed?: Tally;
+}
+
+// The report's counts: the entries that passed, up to the last of them (the head).
+interface Tally {
+  entries: number;
+  checkpoints: number;
+  lastCheckpointSeq: number;
+  signedThrough: number | null;
+  keys: number; // how many signing keys had taken over
+  x: Point | null;
 }
 
 const ADVICE: Record<ProblemKind, string> = {
@@ -413,9 +456,13 @@ function classify(x: Point, a: LineRec, b: Rec | undefined): Verdict {
   const ae = pa.entry;
   const at = { file: a.file, line: a.line };
 
-  // A whole segment removed and the later ones renumbered.
-  if (ae && ae.type === 'segment' && a.first && a.seg > 0 && ae.segment > a.seg) {
-    return { kind: 'missing_segment', seq: e, at, message: `${basename(a.file)} begins segment ${ae.segment}: segment ${a.seg} (entries from ${e}) is missing` };
+  // The file of segment n holds the start of another segment: a whole
+  // segment removed and the later ones renumbered, or an earlier segment
+  // copied over this one. Either way segment n's own entries are not there.
+  const startsOther = ae && a.first && a.seg > 0 && (ae.type === 'genesis' || (ae.type === 'segment' && ae.segment !== a.seg));
+  if (startsOther) {
+    const other = ae.type === 'genesis' ? 0 : ae.segment;
+    return { kind: 'missing_segment', seq: e, at, message: `${basename(a.file)} begins segment ${other} (entry ${ae.seq}), not segment ${a.seg}: the entries of segment ${a.seg}, from ${e}, are missing` };
   }
   if (!ae) {
     if (bFromX) return { kind: 'inserted', seq: null, at, message: `${where(a)} is an extra line that is not an entry (${pa.why}); entry ${e} follows it` };
@@ -460,20 +507,25 @@ function classify(x: Point, a: LineRec, b: Rec | undefined): Verdict {
   return { kind: 'modified', seq: e, at, message: `entry ${e} (${where(a)}) was replaced by a line claiming seq ${ae.seq}` };
 }
 
+function isValidGenesis(e: Entry): boolean {
+  return e.type === 'genesis' && e.seq === 1 && e.prev === GENESIS_PREV;
+}
+
 // The journal's first line, which must be the genesis entry.
 function classifyFirst(a: LineRec, b: Rec | undefined): Verdict | null {
   const pa = parse(a);
   const ae = pa.entry;
   const at = { file: a.file, line: a.line };
-  if (ae && ae.type === 'genesis') {
-    if (ae.seq !== 1 || ae.prev !== GENESIS_PREV) return { kind: 'modified', seq: 1, at, message: 'the genesis entry was changed: it must have seq 1 and a prev of 64 zeros' };
-    return null;
-  }
+  if (ae && isValidGenesis(ae)) return null;
   const pb = complete(b);
   const be = pb?.entry;
-  if (be && be.type === 'genesis' && be.seq === 1 && be.prev === GENESIS_PREV) {
+  if (be && isValidGenesis(be)) {
     if (ae && ae.seq === 2 && ae.prev === pb.hash) return { kind: 'reordered', seq: 1, at, message: 'entry 2 comes before the genesis entry' };
     return { kind: 'inserted', seq: ae ? ae.seq : null, at, message: `${where(a)} is an extra line before the genesis entry` };
+  }
+  // Only the genesis entry is of type genesis: one with another seq or prev is that entry, changed.
+  if (ae && ae.type === 'genesis') {
+    return { kind: 'modified', seq: 1, at, message: `the genesis entry was changed: it has seq ${ae.seq} and prev ${ae.prev.slice(0, 16)}…, not seq 1 and a prev of 64 zeros` };
   }
   if (!ae && be && be.seq === 2) return { kind: 'modified', seq: 1, at, message: `the genesis entry no longer decodes: ${pa.why}` };
   // The journal starts later than entry 1: the first entries were removed.
@@ -501,7 +553,7 @@ class Verifier {
   // The signing key in force, and a change to another key waiting for the
   // checkpoint by this one that vouches for it.
   current = '';
-  changing: { key: string; seq: number; at: { file: string; line: number } } | null = null;
+  changing: { key: string; seq: number; at: { file: string; line: number }; before: Tally } | null = null;
   keys: { key: string; since: number }[] = [];
   // A checkpoint signed by the pinned key was seen (it vouches for every
   // entry before it, whichever keys signed them).
@@ -511,15 +563,24 @@ class Verifier {
 
   constructor(private readonly pinned: string | null, private readonly expect: { seq: number; hash: string } | null) {}
 
+  beforeX: Tally = this.tally();
+
+  tally(): Tally {
+    return { entries: this.entries, checkpoints: this.checkpoints, lastCheckpointSeq: this.lastCheckpointSeq, signedThrough: this.signedThrough, keys: this.keys.length, x: this.x };
+  }
+
   // A record that chains (or the genesis): count it and note what is wrong with it, if anything.
   accept(rec: LineRec): void {
+    this.beforeX = this.tally();
     const p = parse(rec);
     const entry = p.entry as Entry;
     this.x = { rec, entry, hash: p.hash as string };
     this.entries += 1;
     if (entry.seq === this.lastCheckpointSeq + 1) this.firstUnsigned = { file: rec.file, line: rec.line };
     if (this.expect && entry.seq === this.expect.seq) this.expectSeen = p.hash;
-    this.pending = this.problemOf(rec, entry);
+    const problem = this.problemOf(rec, entry);
+    if (problem) problem.passed ??= this.beforeX;
+    this.pending = problem;
   }
 
   private problemOf(rec: LineRec, entry: Entry): Verdict | null {
@@ -535,7 +596,7 @@ class Verifier {
     }
     const changing = this.changing;
     if (changing && entry.type !== 'checkpoint') {
-      return { kind: 'unsigned_rotation', seq: changing.seq, at: changing.at, message: `entry ${changing.seq} changes the signing key to ${changing.key}, but entry ${seq} (${where(rec)}) after it is not a checkpoint signed by the key it replaces (${this.current})` };
+      return { kind: 'unsigned_rotation', seq: changing.seq, at: changing.at, passed: changing.before, message: `entry ${changing.seq} changes the signing key to ${changing.key}, but entry ${seq} (${where(rec)}) after it is not a checkpoint signed by the key it replaces (${this.current})` };
     }
     if (rec.first && rec.seg > 0) {
       if (entry.type !== 'segment' || entry.segment !== rec.seg) {
@@ -544,8 +605,10 @@ class Verifier {
       return null;
     }
     if (entry.type === 'segment') return { kind: 'inserted', seq, at, message: `entry ${seq} (${where(rec)}) is a segment entry inside a segment` };
+    // Events name their key entry by its seq; a key entry naming another seq was not written so.
+    if (entry.type === 'key' && entry.key_id !== seq) return { kind: 'modified', seq, at, message: `key entry ${seq} (${where(rec)}) has key_id ${entry.key_id}: a key entry's key_id is its own seq` };
     if (entry.type === 'checkpoint') return this.checkpointProblem(entry, at);
-    if (entry.type === 'signer') this.changing = { key: entry.sign_pub, seq, at: { file: rec.file, line: rec.line } };
+    if (entry.type === 'signer') this.changing = { key: entry.sign_pub, seq, at: { file: rec.file, line: rec.line }, before: this.beforeX };
     return null;
   }
 
@@ -561,7 +624,7 @@ class Verifier {
       return { kind: 'bad_signature', seq, at, message: `checkpoint ${seq}'s signature does not verify under the key it names` };
     }
     if (this.changing && c.sign_pub !== this.current) {
-      return { kind: 'unsigned_rotation', seq: this.changing.seq, at: this.changing.at, message: `entry ${this.changing.seq} changes the signing key to ${this.changing.key}, but checkpoint ${seq} after it is signed by ${c.sign_pub}, not by the key it replaces (${this.current})` };
+      return { kind: 'unsigned_rotation', seq: this.changing.seq, at: this.changing.at, passed: this.changing.before, message: `entry ${this.changing.seq} changes the signing key to ${this.changing.key}, but checkpoint ${seq} after it is signed by ${c.sign_pub}, not by the key it replaces (${this.current})` };
     }
     if (c.sign_pub !== this.current) {
       const retired = this.keys.some((k) => k.key === c.sign_pub);
@@ -631,17 +694,19 @@ export async function verifyJournal(path: string, opts: VerifyOptions = {}): Pro
   } finally {
     await src.close();
   }
-  const x = v.x;
+  // An entry the problem is about did not pass, even if the chain went past it.
+  const t = verdict?.passed ?? v.tally();
+  const x = t.x;
   return {
     ok: verdict === null,
-    entries: v.entries,
-    checkpoints: v.checkpoints,
+    entries: t.entries,
+    checkpoints: t.checkpoints,
     segments: src.segments,
     head: x ? { seq: x.entry.seq, hash: x.hash } : null,
     keyPinned: pinned !== null,
-    signingKeys: v.keys,
-    signedThrough: v.signedThrough,
-    unsignedTail: x ? x.entry.seq - v.lastCheckpointSeq : 0,
+    signingKeys: v.keys.slice(0, t.keys),
+    signedThrough: t.signedThrough,
+    unsignedTail: x ? x.entry.seq - t.lastCheckpointSeq : 0,
     problem: verdict && {
       seq: verdict.seq,
       kind: verdict.kind,
@@ -681,10 +746,21 @@ async function run(src: JournalLines, v: Verifier, base: string, allowUnsignedTa
       v.accept(a);
     } else {
       const c = classify(x, a, src.peek(1));
-      return c.aboutX ? c : (v.pending ?? c);
+      if (c.aboutX) return { ...c, passed: v.beforeX };
+      return v.pending ? unconfirmed(v.pending, c, x, a, src.peek(1), v.beforeX) : c;
     }
     src.shift();
   }
+}
+
+// X has a problem of its own and A does not chain from it. X's bytes are
+// the ones that were chained when the line after A chains from X (A was put
+// in between); with no entry after X (a torn last write, a missing segment)
+// X's own problem stands; otherwise nothing vouches for X's bytes, and the
+// first thing wrong is that X was changed.
+function unconfirmed(own: Verdict, c: Verdict, x: Point, a: LineRec, b: Rec | undefined, passed: Tally): Verdict {
+  if (c.kind === 'torn_last_write' || c.kind === 'missing_segment' || linksFrom(x.entry.seq, x.hash, complete(b))) return own;
+  return { kind: 'modified', seq: x.entry.seq, at: x.rec, passed, message: `entry ${x.entry.seq} (${where(x.rec)}) was changed: ${own.message}, and ${where(a)} after it does not chain from it` };
 }
 
 function markVerdict(m: MarkRec, x: Point | null, more: boolean): Verdict {
@@ -715,11 +791,14 @@ export async function journalHead(path: string): Promise<JournalHead> {
   const base = resolveJournalPath(path);
   let last = -1;
   for (let n = 0; ; n++) {
+    const file = segmentPath(base, n);
+    let why: string | null;
     try {
-      lstatSync(segmentPath(base, n));
+      why = notRegular(lstatSync(file));
     } catch {
       break;
     }
+    if (why) throw new Refusal('not_found', `${file} ${why}; give the journal file (segment 0, or its directory) with --log`);
     last = n;
   }
   if (last < 0) throw new Refusal('not_found', `${base} does not exist; give the journal file (segment 0, or its directory) with --log`);
@@ -747,9 +826,10 @@ interface FoundLine {
 // write (a line that is not an entry, ending the file). Part of a line at
 // the end is skipped. 'none': no complete entry line in the file.
 async function lastEntryLine(file: string, isLast: boolean): Promise<Buffer | 'overlong' | 'none'> {
-  // A FIFO or device would block or never end: only regular files are read.
-  if (!statSync(file).isFile()) throw new Refusal('not_found', `${file} is not a regular file; give the journal file (segment 0, or its directory) with --log`);
-  const fh = await open(file, 'r');
+  // A FIFO or device would block or never end, a link could point anywhere: only regular files are read.
+  const opened = await openSegment(file);
+  if ('why' in opened) throw new Refusal('not_found', `${file} ${opened.why}; give the journal file (segment 0, or its directory) with --log`);
+  const fh = opened.fh;
   try {
     const size = (await fh.stat()).size;
     const found = await completeLineBefore(fh, size);

@@ -126,6 +126,17 @@ const same = <T extends CanonicalValue>(v: T): CanonicalValue => v;
 
 const duration: Kind<number> = { schema: fromCheck(checkDuration), canonical: same };
 const size: Kind<number> = { schema: fromCheck(checkSize), canonical: same };
+// A journal segment holds at least one longest entry line (MAX_LINE_BYTES of
+// shared/audit-format.ts): below that the writer would move to a new file,
+// with its opening entries and a checkpoint, after nearly every entry.
+export const MIN_AUDIT_SEGMENT_BYTES = 64 * 1024;
+const segmentSize: Kind<number> = {
+  schema: fromCheck((v) => {
+    const r = checkSize(v);
+    return r.ok && r.value < MIN_AUDIT_SEGMENT_BYTES ? { ok: false, message: `${quoteValue(v)}: must be at least 64KiB (one longest journal line); e.g. "64MiB"` } : r;
+  }),
+  canonical: same,
+};
 
 // An MCP tool result is one line on stdio, and clients stop reading a line
 // at 10 MiB (the official SDK does); a result also needs room for its
@@ -302,7 +313,7 @@ export const SETTINGS = [
   setting('daemon.admin_socket', 'admin.sock', pathKind('file'), 'the CLI and the approver connect here; only the daemon\'s own uid'),
   setting('daemon.vault', 'vault', pathKind('file'), 'the encrypted vault: credentials, policies, audit keys, approved config hash'),
   setting('daemon.audit_log', 'audit.log', pathKind('file'), 'the append-only audit journal'),
-  setting('daemon.audit_segment_size', '64MiB', size, 'the journal moves on to a new segment file (audit.log.1, .2, ...) past this size'),
+  setting('daemon.audit_segment_size', '64MiB', segmentSize, 'the journal moves on to a new segment file (audit.log.1, .2, ...) past this size'),
   setting('daemon.log_level', 'info', logLevel, 'pino level (trace, debug, info, warn, error, fatal, silent); logs go to stderr'),
   setting('daemon.log_format', 'auto', logFormat, '"json", "pretty", or "auto": pretty on a terminal, else JSON'),
   setting('daemon.auto_lock', '8h', duration, 'lock after this long without an agent request'),
