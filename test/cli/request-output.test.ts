@@ -7,12 +7,11 @@
 // ends the command quietly. Real daemon, real HTTPS upstream; the secret in
 // no byte the CLI prints.
 import t from 'tap';
-import { spawn } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { startStack, Stack, Card } from '../helpers/stack';
-import { CLI } from '../helpers/postern';
+import { cliBytes, BytesResult as Run } from '../helpers/cli-bytes';
 import { findCanary, makeCanary } from '../helpers/canary';
 
 const STACK = /^\s+at .+(\(.*:\d+:\d+\)|:\d+:\d+)$|\b(TypeError|ReferenceError|RangeError|Error):|EPIPE/m;
@@ -39,28 +38,6 @@ function answer(req: IncomingMessage, _body: Buffer, res: ServerResponse): void 
   }
 }
 
-interface Run {
-  code: number | null;
-  stdout: Buffer;
-  stderr: string;
-}
-
-// The CLI as a child with raw stdout bytes; `pipeTo` runs it as
-// `postern … | <pipeTo>` under bash and exits with postern's own status.
-function run(env: NodeJS.ProcessEnv, args: string[], pipeTo?: string): Promise<Run> {
-  const argv = pipeTo === undefined
-    ? ['/usr/bin/env', '-u', 'NODE_OPTIONS', process.execPath, CLI, ...args]
-    : ['/bin/bash', '-c', `/usr/bin/env -u NODE_OPTIONS "$@" | ${pipeTo}; exit \${PIPESTATUS[0]}`, 'bash', process.execPath, CLI, ...args];
-  return new Promise((resolve) => {
-    const p = spawn(argv[0]!, argv.slice(1), { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    const out: Buffer[] = [];
-    let stderr = '';
-    p.stdout.on('data', (d: Buffer) => out.push(d));
-    p.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    p.on('close', (code) => resolve({ code, stdout: Buffer.concat(out), stderr }));
-  });
-}
-
 t.test('postern request http: the body on stdout, the rest on stderr', async (t) => {
   const s: Stack = await startStack({ handler: answer });
   t.teardown(() => s.close());
@@ -73,7 +50,7 @@ t.test('postern request http: the body on stdout, the rest on stderr', async (t)
   });
   const printed: (Buffer | string)[] = [];
   const http = async (args: string[], pipeTo?: string, env = s.h.env): Promise<Run> => {
-    const r = await run(env, ['request', 'http', '--credential', 'api', ...args], pipeTo);
+    const r = await cliBytes(env, ['request', 'http', '--credential', 'api', ...args], pipeTo);
     printed.push(r.stdout, r.stderr);
     return r;
   };
