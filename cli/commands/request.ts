@@ -206,7 +206,7 @@ async function requestSsh(c: Context, o: { credential: string; command: string; 
   }
   process.stdout.write(decoded(j['stdout'], j['encoding']));
   process.stderr.write(decoded(j['stderr'], j['encoding']));
-  if (marks(j) !== '') process.stderr.write(`postern: the output above is not whole:${marks(j)}, audit #${String(j['audit_seq'])}\n`);
+  if (marks(j) !== '') process.stderr.write(`postern: the remote output above is not exactly the command's:${marks(j)}, audit #${String(j['audit_seq'])}\n`);
   if (status === SSH_OWN_FAILURE && j['exit_code'] === null) process.stderr.write(`postern: the remote command ended with signal ${String(j['signal'])}, which has no number here\n`);
 }
 
