@@ -161,5 +161,14 @@ t.test('postern request http: the body on stdout, the rest on stderr', async (t)
     t.notMatch(refused.stderr, STACK);
   });
 
+  await t.test('every command: a reader gone before the output', async (t) => {
+    // `true` exits at once, so the first write meets a closed pipe.
+    for (const args of [['--help'], ['request', 'http', '--help'], ['cred', 'list', '--json'], ['status', '--json']]) {
+      const r = await cliBytes(s.h.env, args, 'true');
+      t.equal(r.code, 0, `${args.join(' ')}: exit 0`);
+      t.equal(r.stderr, '', `${args.join(' ')}: nothing on stderr`);
+    }
+  });
+
   t.same(findCanary(Buffer.concat(printed.map((p) => (typeof p === 'string' ? Buffer.from(p) : p))), secret), [], 'the secret in no byte the CLI printed');
 });

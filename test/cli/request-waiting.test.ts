@@ -5,7 +5,8 @@
 // expiry, sent only to a requester that asks for it with the request header
 // (shared/protocol.ts WAITING_NOTICE), never to one that does not (some
 // clients take any 1xx but 100 for the final answer). Real daemon, real
-// HTTPS upstream, a real terminal (tmux).
+// HTTPS upstream, a real terminal (tmux); Ctrl-C while waiting withdraws
+// the card.
 import t from 'tap';
 import net from 'node:net';
 import { readFileSync } from 'node:fs';
@@ -107,6 +108,20 @@ t.test('the waiting line', async (t) => {
     printed.push(r.text);
     t.equal(r.status, 200, 'not asked: the first response is the final one');
     t.match(r.json, { status: 200, body: BODY });
+  });
+
+  await t.test('Ctrl-C while waiting: the card withdrawn', async (t) => {
+    const tm = Tmux.start([process.execPath, CLI, 'request', 'http', '--credential', 'api', '--url', url], { env: s.h.env, width: 200, height: 20 });
+    t.teardown(() => tm.kill());
+    const card = await nextCard(5);
+    await tm.waitFor(new RegExp(`waiting for approval of request ${card.id}`), 20_000);
+    tm.send('C-c');
+    t.ok(await eventually(() => admin.pushes.some((p) => p['push'] === 'withdrawn' && p['id'] === card.id), 10_000), 'the approver sees the card withdrawn');
+    // SIGINT ends the process as it ends any (a shell reports 130); the
+    // wrapping shell of the pane gets it too, so the pane says the signal.
+    const screen = await tm.waitFor(/Pane is dead \(signal 2\b/, 20_000);
+    printed.push(screen);
+    t.notMatch(screen, /^\s+at |Error/m, 'no stack trace');
   });
 
   t.same(findCanary(printed.join('\n'), secret), [], 'the secret in nothing printed');
