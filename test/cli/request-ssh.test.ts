@@ -3,7 +3,8 @@
 // the exit code is the remote command's (2 stays 2), 128 + n when signal n
 // ended it, 255 when postern refused or could not be reached (the code and
 // message on stderr), 2 for a usage error; --json prints the whole reply
-// and ends the same way; --reason reaches the card; a reader that closes the
+// and ends the same way; a truncated output is said on stderr; --reason
+// reaches the card; a reader that closes the
 // pipe early ends it quietly with the remote status. Real daemon, Debian's
 // OpenSSH sshd, password login; the password in no byte the CLI prints.
 import t from 'tap';
@@ -23,7 +24,8 @@ const NO_NEWLINE = 'printf abc';
 const TERM = 'kill -TERM $$';
 const KILL = 'kill -KILL $$';
 const LARGE = 'seq 1 300000';
-const COMMANDS = [BOTH, BINARY, NO_NEWLINE, TERM, KILL, LARGE, 'true'];
+const OVER_CAP = "head -c 5000000 /dev/zero | tr '\\0' a"; // over max_output (4 MiB)
+const COMMANDS = [BOTH, BINARY, NO_NEWLINE, TERM, KILL, LARGE, OVER_CAP, 'true'];
 
 t.test('postern request ssh ends as ssh does', async (t) => {
   const [sshd, s] = await Promise.all([
@@ -61,6 +63,14 @@ t.test('postern request ssh ends as ssh does', async (t) => {
     const json = await ssh(['--command', BOTH, '--json']);
     t.equal(json.code, 2, '--json: exit 2 too');
     t.match(JSON.parse(json.stdout.toString()), { exit_code: 2, signal: null, stdout: 'out\n', stderr: 'err', audit_seq: Number }, 'the whole reply');
+  });
+
+  await t.test('a truncated output is said on stderr', async (t) => {
+    const r = await ssh(['--command', OVER_CAP]);
+    t.equal(r.code, 0, 'the remote status');
+    t.equal(r.stdout.length, 4 * 1024 * 1024, 'stdout: what was kept, max_output');
+    t.ok(r.stdout.every((b) => b === 0x61), 'the remote bytes');
+    t.match(r.stderr, /^postern: the remote output above is not exactly the command's: \[truncated\], audit #\d+\n$/);
   });
 
   await t.test('a signal: 128 + its number', async (t) => {
