@@ -63,9 +63,10 @@ function sendRefusal(res: http.ServerResponse, r: Refusal): void {
 // it: `102 Processing` with the card's id and expiry, before the final
 // response. Written only while the response is this connection's current
 // one (a pipelined response gets its socket later) and nothing of it was
-// sent; the values are a hex id and an ISO date, nothing to escape.
+// sent; the values are a hex id and an ISO date, nothing to escape. An
+// HTTP/1.0 client never gets a 1xx (RFC 9110 §15.2).
 function waitingNotice(req: http.IncomingMessage, res: http.ServerResponse): ((card: Card) => void) | undefined {
-  if (req.headers[WAITING_NOTICE.ask] === undefined) return undefined;
+  if (req.headers[WAITING_NOTICE.ask] === undefined || req.httpVersion === '1.0') return undefined;
   return (card) => {
     const sock = res.socket;
     if (!sock || !sock.writable || res.headersSent) return;

@@ -4,9 +4,9 @@
 // ended it, 255 when postern refused or could not be reached (the code and
 // message on stderr), 2 for a usage error; --json prints the whole reply
 // and ends the same way; a truncated output is said on stderr; --reason
-// reaches the card; a reader that closes the
-// pipe early ends it quietly with the remote status. Real daemon, Debian's
-// OpenSSH sshd, password login; the password in no byte the CLI prints.
+// reaches the card; a reader that closes the pipe early ends it quietly
+// with the remote status. Real daemon, Debian's OpenSSH sshd, password
+// login; the password in no byte the CLI prints.
 import t from 'tap';
 import { constants } from 'node:os';
 import { join } from 'node:path';
