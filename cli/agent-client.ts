@@ -4,6 +4,7 @@
 // request still waiting for approval (SPEC §6.1).
 import http from 'node:http';
 import { Unreachable } from './errors';
+import { WAITING_NOTICE } from '../shared/protocol';
 
 export interface AgentReply {
   status: number;
@@ -12,6 +13,9 @@ export interface AgentReply {
 
 export interface AgentCallOptions {
   signal?: AbortSignal;
+  // Asks for the waiting notice: told the approval's id and expiry when
+  // the request starts to wait for a human.
+  onWaiting?: (approval: { id: string; expiresAt: string }) => void;
 }
 
 // The agent socket: POSTERN_AGENT_SOCKET when set (SPEC §3), else the config's.
@@ -29,7 +33,8 @@ export function agentCall(socketPath: string, method: string, path: string, body
       return;
     }
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
-    const req = http.request({ socketPath, method, path, headers: { 'content-type': 'application/json', ...(payload ? { 'content-length': payload.length } : {}) } }, (res) => {
+    const notice = opts.onWaiting ? { [WAITING_NOTICE.ask]: '1' } : {};
+    const req = http.request({ socketPath, method, path, headers: { 'content-type': 'application/json', ...notice, ...(payload ? { 'content-length': payload.length } : {}) } }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
@@ -40,6 +45,11 @@ export function agentCall(socketPath: string, method: string, path: string, body
         }
       });
       res.on('error', () => undefined);
+    });
+    req.on('information', (info) => {
+      const id = info.headers[WAITING_NOTICE.id];
+      const expires = info.headers[WAITING_NOTICE.expires];
+      if (info.statusCode === 102 && typeof id === 'string' && typeof expires === 'string') opts.onWaiting?.({ id, expiresAt: expires });
     });
     const onAbort = (): void => {
       req.destroy();

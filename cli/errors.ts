@@ -30,6 +30,10 @@ export class DaemonRefusal extends Error {
 }
 
 export function exitCodeFor(e: unknown): number {
+  // A command that ends as another tool does (`request ssh`: 255, as ssh)
+  // gives its errors their exit code.
+  const own = (e as { exitCode?: unknown } | null)?.exitCode;
+  if (typeof own === 'number') return own;
   if (e instanceof UsageError) return EXIT.usage;
   if (e instanceof Interrupted) return EXIT.interrupted;
   if (e instanceof Unreachable) return EXIT.unreachable;

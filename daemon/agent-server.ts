@@ -4,7 +4,8 @@
 import http from 'node:http';
 import net from 'node:net';
 import { Refusal } from '../shared/errors';
-import { REFUSALS } from '../shared/protocol';
+import { REFUSALS, WAITING_NOTICE } from '../shared/protocol';
+import type { Card } from '../shared/admin-protocol';
 import { peerCredOfSocket } from '../shared/native';
 import type { Controller } from './controller';
 import type { Logger } from './logger';
@@ -56,6 +57,21 @@ function send(res: http.ServerResponse, status: number, body: unknown): void {
 
 function sendRefusal(res: http.ServerResponse, r: Refusal): void {
   send(res, REFUSALS[r.code], { error: r.toJSON() });
+}
+
+// The waiting notice (shared/protocol.ts), for a requester that asked for
+// it: `102 Processing` with the card's id and expiry, before the final
+// response. Written only while the response is this connection's current
+// one (a pipelined response gets its socket later) and nothing of it was
+// sent; the values are a hex id and an ISO date, nothing to escape. An
+// HTTP/1.0 client never gets a 1xx (RFC 9110 §15.2).
+function waitingNotice(req: http.IncomingMessage, res: http.ServerResponse): ((card: Card) => void) | undefined {
+  if (req.headers[WAITING_NOTICE.ask] === undefined || req.httpVersion === '1.0') return undefined;
+  return (card) => {
+    const sock = res.socket;
+    if (!sock || !sock.writable || res.headersSent) return;
+    sock.write(`HTTP/1.1 102 Processing\r\n${WAITING_NOTICE.id}: ${card.id}\r\n${WAITING_NOTICE.expires}: ${card.expires_at}\r\n\r\n`);
+  };
 }
 
 // The JSON of a request may be larger than its decoded body (escapes,
@@ -123,7 +139,7 @@ function counted(s: Services, req: http.IncomingMessage, run: (raw: Buffer, slot
   });
 }
 
-type Route = (s: Services, identity: Identity, req: http.IncomingMessage, signal: AbortSignal) => Promise<unknown> | unknown;
+type Route = (s: Services, identity: Identity, req: http.IncomingMessage, signal: AbortSignal, onWaiting?: (card: Card) => void) => Promise<unknown> | unknown;
 
 const ROUTES: Record<string, Route> = {
   'GET /v1/health': ({ controller }) => ({ locked: controller.locked }),
@@ -133,10 +149,10 @@ const ROUTES: Record<string, Route> = {
     // Visibility is not authorisation: agents see names and allowed targets.
     return { credentials: list.map(({ name, kind, description, targets }) => ({ name, kind, description, targets })) };
   },
-  'POST /v1/http': (s, identity, req, signal) =>
-    counted(s, req, (raw, slot) => runHttp({ controller: s.controller, pools: s.pools, idempotency: s.idempotency, budgets: s.budgets, identity, signal, slot }, raw)),
-  'POST /v1/ssh': (s, identity, req, signal) =>
-    counted(s, req, (raw, slot) => runSsh({ controller: s.controller, ssh: s.ssh, identity, signal, slot }, raw)),
+  'POST /v1/http': (s, identity, req, signal, onWaiting) =>
+    counted(s, req, (raw, slot) => runHttp({ controller: s.controller, pools: s.pools, idempotency: s.idempotency, budgets: s.budgets, identity, signal, slot, onWaiting }, raw)),
+  'POST /v1/ssh': (s, identity, req, signal, onWaiting) =>
+    counted(s, req, (raw, slot) => runSsh({ controller: s.controller, ssh: s.ssh, identity, signal, slot, onWaiting }, raw)),
 };
 
 export function createAgentServer(controller: Controller, log: Logger, request: RequestServices): http.Server {
@@ -160,7 +176,7 @@ export function createAgentServer(controller: Controller, log: Logger, request: 
         const route = ROUTES[`${req.method} ${path}`];
         if (!route) throw new Refusal('bad_request', `no endpoint ${req.method} ${path}; see GET /v1/health, GET /v1/credentials, POST /v1/http, POST /v1/ssh`);
         controller.touch();
-        send(res, 200, await route(services, identity, req, abort.signal));
+        send(res, 200, await route(services, identity, req, abort.signal, waitingNotice(req, res)));
       } catch (e) {
         refused = true;
         let r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');

@@ -46,3 +46,15 @@ export function isRefusalCode(code: unknown): code is RefusalCode {
 export interface ErrorBody {
   error: { code: RefusalCode; message: string; audit_seq?: number; [k: string]: unknown };
 }
+
+// The waiting notice (agent socket): a request that carries the header
+// `ask` is told, when it starts to wait for a human's decision, by an
+// informational `102 Processing` response with the card's id and expiry
+// (ISO 8601) in the headers `id` and `expires`; the final response follows
+// as usual. Only on request: some HTTP clients (Python's http.client) take
+// any 1xx but 100 for the final response.
+export const WAITING_NOTICE = {
+  ask: 'postern-waiting-notice',
+  id: 'postern-approval-id',
+  expires: 'postern-approval-expires',
+} as const;

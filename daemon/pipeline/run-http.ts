@@ -21,6 +21,7 @@ import { IdempotencyStore, Outcome, Ticket } from './idempotency';
 import { RateBudgets } from './budgets';
 import type { Slot } from './budgets';
 import { who, sha256, refuse, dnsServers, approve } from './steps';
+import type { RequestContext } from './steps';
 
 export interface HttpContext {
   controller: Controller;
@@ -30,6 +31,7 @@ export interface HttpContext {
   identity: Identity;
   signal: AbortSignal;
   slot?: Slot;
+  onWaiting?: RequestContext['onWaiting'];
 }
 
 function requestFacts(req: HttpRequest, bodyHash: string | null): Record<string, unknown> {

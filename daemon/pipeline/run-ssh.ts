@@ -17,6 +17,7 @@ import { SshConnections, connectSsh, SshTarget } from './ssh-connections';
 import { execOn, ExecResult, ChannelOpenFailed } from './execute-ssh';
 import type { Slot } from './budgets';
 import { who, sha256, refuse, dnsServers, approve } from './steps';
+import type { RequestContext } from './steps';
 import { isIP } from 'node:net';
 
 // The longest connecting may take (TCP, key exchange with every host key
@@ -29,6 +30,7 @@ export interface SshContext {
   identity: Identity;
   signal: AbortSignal;
   slot?: Slot;
+  onWaiting?: RequestContext['onWaiting'];
 }
 
 function requestFacts(req: SshRequest, stdinHash: string | null, def: SshCredentialDef | null): Record<string, unknown> {

@@ -10,7 +10,7 @@ import type { Controller } from '../controller';
 import type { Identity } from './identify';
 import { stillRunning } from './identify';
 import type { Slot } from './budgets';
-import type { Decision } from '../sessions/approvals';
+import type { Card, Decision } from '../sessions/approvals';
 import { journalRefusal } from '../audit/refusal-summary';
 
 export interface RequestContext {
@@ -20,6 +20,8 @@ export interface RequestContext {
   // The request's http.max_concurrent slot, given back while it waits for
   // a human (pending approvals have their own budget, daemon.max_pending).
   slot?: Slot;
+  // Told when the request starts to wait for a human (the waiting notice).
+  onWaiting?: (card: Card) => void;
 }
 
 // What the journal says about the requester, on every entry of a request.
@@ -72,7 +74,7 @@ export async function approve(ctx: RequestContext, credential: string, mode: App
   ctx.slot?.suspend();
   let decision: Decision;
   try {
-    decision = await c.approvals.ask(ctx.identity, credential, mode, action, c.config.config.daemon.approval_timeout, ctx.signal);
+    decision = await c.approvals.ask(ctx.identity, credential, mode, action, c.config.config.daemon.approval_timeout, ctx.signal, ctx.onWaiting);
   } finally {
     ctx.slot?.resume();
   }

@@ -64,8 +64,9 @@ export class ApprovalBroker {
   }
 
   // Ask the humans. Resolves with their decision or rejects with a Refusal
-  // (no_approver, busy, approval_timeout, or the abort reason).
-  ask(identity: Identity, credential: string, approve: 'session' | 'each-use', action: CardAction, timeoutMs: number, signal?: AbortSignal): Promise<Decision> {
+  // (no_approver, busy, approval_timeout, or the abort reason). `onWaiting`
+  // is told the card once it is shown, so the requester can say it waits.
+  ask(identity: Identity, credential: string, approve: 'session' | 'each-use', action: CardAction, timeoutMs: number, signal?: AbortSignal, onWaiting?: (card: Card) => void): Promise<Decision> {
     if (this.approvers.size === 0) {
       return Promise.reject(new Refusal('no_approver', 'no approver is connected to decide on this request; a human must run `postern approver` in a terminal, then retry'));
     }
@@ -109,6 +110,7 @@ export class ApprovalBroker {
       signal?.addEventListener('abort', onAbort, { once: true });
       this.pending.set(card.id, { card, processKey: key, settle: (d) => finish(d, 'decided') });
       for (const a of this.approvers.values()) a.push({ push: 'pending', card });
+      onWaiting?.(card);
     });
   }
 

@@ -1,5 +1,5 @@
 // `postern request http` as people and scripts use it (SPEC §5): exit 0 with
-// the upstream's answer, 1 for a refusal (its code and audit_seq kept in
+// the upstream's answer (its body alone on stdout, the status on stderr), 1 for a refusal (its code and audit_seq kept in
 // --json), 2 for a usage error, 3 when the daemon is not reachable; and when
 // the daemon dies after it has taken the request, 3 with maybe_executed in
 // --json and a message that says to check the journal before retrying.
@@ -68,7 +68,8 @@ t.test('answers, refusals and usage errors', async (t) => {
 
   const human = await run(['-X', 'POST', '--data', 'hello', '--url', s.url('api.example.test', '/v1/items')]);
   t.equal(human.code, 0, `exit 0: ${human.stderr}`);
-  t.match(human.stdout, /^status 200 from .* \(audit #\d+\)/, 'a status line naming the audit entry');
+  t.match(JSON.parse(human.stdout), { method: 'POST', url: '/v1/items', body: 'hello' }, 'stdout is the upstream\'s body alone');
+  t.match(human.stderr, /^postern: status 200 from api\.example\.test \(127\.0\.0\.1:\d+\), audit #\d+ \[1 redactions\]\n$/, 'the status line on stderr, naming the audit entry (the echoed Authorization redacted)');
 
   // Refused by policy: nothing sent, exit 1, the code and the entry kept.
   const refused = await run(['--url', s.url('api.example.test', '/admin'), '--json']);
