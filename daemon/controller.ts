@@ -439,14 +439,14 @@ export class Controller {
   private armAutoLock(): void {
     if (this.autoLockTimer) clearTimeout(this.autoLockTimer);
     const ms = clampTimer(this.config.config.daemon.auto_lock);
-    this.autoLockTimer = setTimeout(() => this.lock(`auto_lock: no agent request for ${formatDuration(ms)}`), ms);
+    this.autoLockTimer = setTimeout(() => this.lock(`auto_lock: no agent request for ${ms} ms`), ms);
     this.autoLockTimer.unref();
     this.autoLockAt = Date.now() + ms;
   }
 
   private armMaxUnlock(): void {
     const ms = clampTimer(this.config.config.daemon.unlock_max);
-    this.maxUnlockTimer = setTimeout(() => this.lock(`unlock_max: unlocked for ${formatDuration(ms)}`), ms);
+    this.maxUnlockTimer = setTimeout(() => this.lock(`unlock_max: unlocked for ${ms} ms`), ms);
     this.maxUnlockTimer.unref();
     this.maxUnlockAt = Date.now() + ms;
   }
