@@ -80,7 +80,7 @@ export function register(program: Command, ctx: Ctx): void {
 
   program
     .command('status')
-    .description('locked or not, daemon pid, start time, config hash, journal size and growth, sessions, counters')
+    .description('locked or not (and why), daemon pid, start time, config hash, journal size and growth, connected approvers, when the daemon will lock by itself (auto_lock, unlock_max), sessions, counters')
     .action(async () => {
       const c = ctx();
       const config = c.config();
