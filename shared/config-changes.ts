@@ -39,7 +39,8 @@ function certificatesLine(c: ConfigChange, contentsChanged: boolean): string {
   const added = after.filter((x) => !had.has(x.sha256));
   const removed = before.filter((x) => !has.has(x.sha256));
   const parts = [...(added.length ? [`added ${showCertificates(added)}`] : []), ...(removed.length ? [`removed ${showCertificates(removed)}`] : [])];
-  return `http.ca_file certificates: ${parts.length ? parts.join('; ') : 'the same ones, in another order'}`;
+  const same = after.length > 0 ? 'the same ones, in another order' : 'the record changed but names no readable certificate';
+  return `http.ca_file certificates: ${parts.length ? parts.join('; ') : same}`;
 }
 
 function contentsLine(c: ConfigChange): string {

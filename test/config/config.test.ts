@@ -511,6 +511,17 @@ t.test('diffCanonical and describeChanges', async (t) => {
   t.equal(refusalOf(() => diffCanonical('[]', base.canonical)).code, 'internal_error');
 });
 
+t.test('a CA record with hidden characters or of the wrong shape is shown escaped, never trusted as data', async (t) => {
+  const sneaky = [{ subject: 'CN=Good CA\u202e\u001b[2J', sha256: 'AA:BB\u200b' }];
+  const text = describeChanges([{ path: 'http.ca_file_sha256', from: 'a', to: 'b' }, { path: 'http.ca_certificates', from: undefined, to: sneaky }]);
+  t.equal(text, 'http.ca_file certificates: added "CN=Good CA\\u{202e}\\u001b[2J" (SHA-256 AA:BB\\u{200b})');
+  // Hand-written records: not a list, or entries without subject/sha256.
+  t.equal(describeChanges([{ path: 'http.ca_file_sha256', from: 'a', to: 'b' }, { path: 'http.ca_certificates', from: 'junk', to: [{ subject: 1 }, null] }]), 'http.ca_file certificates: the record changed but names no readable certificate');
+  const pem = { subject: 'CN=A', sha256: '01' };
+  const other = { subject: 'CN=B', sha256: '02' };
+  t.equal(describeChanges([{ path: 'http.ca_file_sha256', from: 'a', to: 'b' }, { path: 'http.ca_certificates', from: [pem, other], to: [other, pem] }]), 'http.ca_file certificates: the same ones, in another order');
+});
+
 t.test('describeChanges escapes characters that could mislead the approver', async (t) => {
   const base = load(t, '');
   const sneaky = load(t, '[daemon]\nagent_socket = "/tmp/a\u202egol.sock"\nvault = "x\u200by"\n');
