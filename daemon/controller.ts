@@ -2,7 +2,10 @@
 // running config, credentials, timers. Admin and agent servers call in here;
 // nothing here knows about sockets or framing.
 import { Refusal } from '../shared/errors';
-import { LoadedConfig, diffCanonical, describeChanges, loadConfig } from '../shared/config';
+import { ConfigChange, LoadedConfig, diffCanonical, loadConfig } from '../shared/config';
+import { changeLines, describeChanges } from '../shared/config-changes';
+import { formatDuration } from '../shared/units';
+import { LockCause, configNotApproved, lockedBecause, rolledBack } from './lock-cause';
 import { parseHeader, readVaultFile, newVaultHeader, VaultHeader } from '../shared/vault-format';
 import { deriveKey, prewarmKdf } from '../shared/kdf';
 import { CredentialDef, validateDefinition, definitionHash, diffDefinitions, checkHttpSecret, prepareSshSecret, summariseTargets } from '../shared/credential';
@@ -40,12 +43,15 @@ const RESTART_KEYS = ['daemon.home', 'daemon.agent_socket', 'daemon.admin_socket
 export class Controller {
   config: LoadedConfig;
   private vault: UnlockedVault | null = null;
-  private lockReason = 'started locked';
+  private lockCause: LockCause = lockedBecause('started locked');
   private readonly guard = new PassphraseGuard();
   private readonly startedAt = new Date();
   private unlockedAt: Date | null = null;
   private autoLockTimer: NodeJS.Timeout | null = null;
   private maxUnlockTimer: NodeJS.Timeout | null = null;
+  // When those timers fire (ms since the epoch), for `postern status`.
+  private autoLockAt: number | null = null;
+  private maxUnlockAt: number | null = null;
   private readonly counters = { agent_requests: 0, refusals: 0, unlocks: 0, unlock_failures: 0, locks: 0 };
   private readonly log: Logger;
   private readonly journal: Journal;
@@ -65,7 +71,21 @@ export class Controller {
       for (const f of this.sessionEndListeners) f(s);
       this.recordBestEffort({ kind: 'session_end', session: s.id, credential: s.credential, reason });
     });
+    this.lockCause = this.causeAtStart();
     prewarmKdf();
+  }
+
+  // A config already not approved at start is said at once, before anyone
+  // tries to unlock. The header read here is not yet authenticated (unlock
+  // checks again); it only chooses what a locked daemon says.
+  private causeAtStart(): LockCause {
+    try {
+      const changes = diffCanonical(this.readHeader().header.approvedConfig, this.config.canonical);
+      if (changes.length > 0) return configNotApproved(changes);
+    } catch {
+      // an unreadable vault is reported by unlock
+    }
+    return this.lockCause;
   }
 
   private lockListeners: (() => void)[] = [];
@@ -183,17 +203,18 @@ export class Controller {
     if (this.vault) this.armAutoLock();
   }
 
+  // Locked: refused with what lifts the lock (vault_locked, or
+  // config_not_approved / rollback_detected when unlocking alone cannot).
   requireUnlocked(): UnlockedVault {
-    if (!this.vault) {
-      throw new Refusal('vault_locked', `the vault is locked (${this.lockReason}); a human must run \`postern unlock\``);
-    }
+    if (!this.vault) throw this.lockCause.refusal;
     return this.vault;
   }
 
   status(): Record<string, unknown> {
     return {
       locked: this.locked,
-      lock_reason: this.locked ? this.lockReason : null,
+      lock_reason: this.locked ? this.lockCause.text : null,
+      lock_code: this.locked ? this.lockCause.refusal.code : null,
       pid: process.pid,
       started_at: this.startedAt.toISOString(),
       unlocked_at: this.unlockedAt ? this.unlockedAt.toISOString() : null,
@@ -205,6 +226,8 @@ export class Controller {
       sessions: this.sessions.list().map(describeSession),
       pending_approvals: this.approvals.list().map((c) => ({ id: c.id, credential: c.credential, pid: c.process.pid, created_at: c.created_at })),
       approvers: this.approvals.approverCount,
+      auto_lock: this.autoLockAt === null ? null : { after: formatDuration(this.config.config.daemon.auto_lock), at: new Date(this.autoLockAt).toISOString() },
+      unlock_max: this.maxUnlockAt === null ? null : { after: formatDuration(this.config.config.daemon.unlock_max), at: new Date(this.maxUnlockAt).toISOString() },
       counters: { ...this.counters },
     };
   }
@@ -290,13 +313,13 @@ export class Controller {
     const mismatch = this.configMismatch(opened.header, fresh);
     if (mismatch) {
       opened.wipe();
-      this.lockReason = 'config not approved';
+      this.lockCause = configNotApproved(mismatch.detail?.['changes'] as ConfigChange[]);
       throw mismatch;
     }
     const verdict = await checkRollback(opened, this.journal);
     if (!verdict.ok && !acceptRollback) {
       opened.wipe();
-      this.lockReason = 'rollback detected';
+      this.lockCause = rolledBack(verdict.problem);
       throw new Refusal('rollback_detected', `${verdict.problem}; restore the matching vault and journal, or, if this state is what you want, run \`postern unlock --accept-rollback\``);
     }
     let signing: SigningChange | null;
@@ -304,7 +327,7 @@ export class Controller {
       signing = await this.loadSigningKey(opened);
     } catch (e) {
       opened.wipe();
-      this.lockReason = 'audit signing key does not match the journal';
+      this.lockCause = lockedBecause('audit signing key does not match the journal');
       throw e;
     }
     // Another unlock may be journaling its success: wait for it.
@@ -322,7 +345,7 @@ export class Controller {
       await this.record({ kind: 'unlock', outcome: 'ok', generation: opened.generation });
     } catch (e) {
       opened.wipe();
-      this.lockReason = 'the audit journal could not record the unlock';
+      this.lockCause = lockedBecause('the audit journal could not record the unlock');
       throw e;
     } finally {
       this.unlockJournaling = null;
@@ -393,10 +416,10 @@ export class Controller {
       this.vault = null;
       this.unlockedAt = null;
       this.counters.locks += 1;
-      this.lockReason = reason;
+      this.lockCause = lockedBecause(reason);
       this.sessions.endAll('locked');
       for (const f of this.lockListeners) f();
-      this.approvals.cancelAll(new Refusal('vault_locked', 'the vault was locked while this request waited for approval; a human must run `postern unlock`'));
+      this.approvals.cancelAll(new Refusal('vault_locked', 'the vault was locked while this request waited for approval; a human must run `postern unlock`'), `the vault was locked (${reason})`);
       this.recordBestEffort({ kind: 'lock', reason });
       this.journal.checkpoint().catch(() => undefined);
       prewarmKdf();
@@ -409,19 +432,23 @@ export class Controller {
     if (this.maxUnlockTimer) clearTimeout(this.maxUnlockTimer);
     this.autoLockTimer = null;
     this.maxUnlockTimer = null;
+    this.autoLockAt = null;
+    this.maxUnlockAt = null;
   }
 
   private armAutoLock(): void {
     if (this.autoLockTimer) clearTimeout(this.autoLockTimer);
-    const ms = this.config.config.daemon.auto_lock;
-    this.autoLockTimer = setTimeout(() => this.lock(`auto_lock: no agent request for ${ms} ms`), clampTimer(ms));
+    const ms = clampTimer(this.config.config.daemon.auto_lock);
+    this.autoLockTimer = setTimeout(() => this.lock(`auto_lock: no agent request for ${ms} ms`), ms);
     this.autoLockTimer.unref();
+    this.autoLockAt = Date.now() + ms;
   }
 
   private armMaxUnlock(): void {
-    const ms = this.config.config.daemon.unlock_max;
-    this.maxUnlockTimer = setTimeout(() => this.lock(`unlock_max: unlocked for ${ms} ms`), clampTimer(ms));
+    const ms = clampTimer(this.config.config.daemon.unlock_max);
+    this.maxUnlockTimer = setTimeout(() => this.lock(`unlock_max: unlocked for ${ms} ms`), ms);
     this.maxUnlockTimer.unref();
+    this.maxUnlockAt = Date.now() + ms;
   }
 
   // Open the vault file with a passphrase, through the guard (one check at a
@@ -458,7 +485,7 @@ export class Controller {
     const current = loadConfig({ configFlag: this.opts.configFlag, env: this.opts.env });
     const { header } = this.readHeader();
     const changes = diffCanonical(header.approvedConfig, current.canonical);
-    return { config_path: current.configPath, current_hash: current.hash, approved: changes.length === 0, changes, summary: describeChanges(changes) };
+    return { config_path: current.configPath, current_hash: current.hash, approved: changes.length === 0, changes, lines: changeLines(changes), summary: describeChanges(changes) };
   }
 
   // Approve the config now on disk. `expectedHash` is what the human was
@@ -486,6 +513,8 @@ export class Controller {
       } finally {
         opened.wipe();
       }
+      // What kept the daemon locked is lifted; the vault itself is not open.
+      if (this.lockCause.refusal.code === 'config_not_approved') this.lockCause = lockedBecause('the config was approved; waiting for `postern unlock`');
       waiting = this.adoptable(current).waiting;
     }
     return { approved_hash: current.hash, locked: this.locked, applied: this.locked ? 'at unlock' : 'now', restart_required: waiting };

@@ -3,11 +3,11 @@
 // process dies, so there is no stale lock file to clean up), stale socket
 // files removed, live ones never stolen, modes set before anyone connects.
 import net from 'node:net';
-import { createHash } from 'node:crypto';
 import { chmodSync, chownSync, lstatSync, unlinkSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { userInfo } from 'node:os';
 import { Refusal } from '../shared/errors';
+import { describeDaemon, findRunningDaemon, homeLockName, restartAdvice } from '../shared/running-daemon';
 
 // `bornMode`: the permission bits the socket file gets at bind(2). For a path,
 // Node binds and listens synchronously inside server.listen(), so a umask set
@@ -36,13 +36,13 @@ function listen(server: net.Server, path: string, bornMode?: number): Promise<vo
 }
 
 export async function claimHome(home: string): Promise<net.Server> {
-  const name = '\0postern-home-' + createHash('sha256').update(home).digest('hex').slice(0, 32);
   const server = net.createServer((c) => c.destroy());
   try {
-    await listen(server, name);
+    await listen(server, homeLockName(home));
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'EADDRINUSE') {
-      throw new Refusal('conflict', `another postern daemon is already running for ${home}; stop it first (see \`postern status\`)`);
+      const other = (await findRunningDaemon(home)) ?? { pid: null, uid: null };
+      throw new Refusal('conflict', `another postern daemon (${describeDaemon(other)}) is already running for ${home}; use it (\`postern status\`), or, if its sockets are gone, ${restartAdvice(other)}`);
     }
     throw e;
   }

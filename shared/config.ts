@@ -8,7 +8,8 @@ import { canonicalJson, CanonicalValue } from './canonical-json';
 import { formatProblems, Problem, Refusal } from './errors';
 import { parseToml, TomlError, tomlSyntaxProblem } from './toml';
 import { didYouMean } from './suggest';
-import { checkDuration, checkSize, escapeInvisible, quoteValue } from './units';
+import { checkDuration, checkSize, quoteValue } from './units';
+import { caCertificates, pemBlocks } from './ca-list';
 
 // The daemon's settings file (SPEC §3). One table, SETTINGS, lists every key
 // with its default, its parser and the reason it exists; the zod schema, the
@@ -96,6 +97,8 @@ interface Kind<T> {
   // The effective value as it appears in the canonical form.
   canonical(value: T): CanonicalValue;
   path?: PathRole;
+  // How a person reads the value (config-changes.ts shows it so).
+  unit?: 'duration' | 'size';
 }
 
 type TomlDefault = string | number | readonly never[];
@@ -124,8 +127,8 @@ function fromCheck<T>(check: (v: unknown) => Check<T>): z.ZodType<T> {
 
 const same = <T extends CanonicalValue>(v: T): CanonicalValue => v;
 
-const duration: Kind<number> = { schema: fromCheck(checkDuration), canonical: same };
-const size: Kind<number> = { schema: fromCheck(checkSize), canonical: same };
+const duration: Kind<number> = { schema: fromCheck(checkDuration), canonical: same, unit: 'duration' };
+const size: Kind<number> = { schema: fromCheck(checkSize), canonical: same, unit: 'size' };
 // A journal segment holds at least one longest entry line (MAX_LINE_BYTES of
 // shared/audit-format.ts): below that the writer would move to a new file,
 // with its opening entries and a checkpoint, after nearly every entry.
@@ -136,6 +139,7 @@ const segmentSize: Kind<number> = {
     return r.ok && r.value < MIN_AUDIT_SEGMENT_BYTES ? { ok: false, message: `${quoteValue(v)}: must be at least 64KiB (one longest journal line); e.g. "64MiB"` } : r;
   }),
   canonical: same,
+  unit: 'size',
 };
 
 // An MCP tool result is one line on stdio, and clients stop reading a line
@@ -150,6 +154,7 @@ const mcpResultSize: Kind<number> = {
     return r;
   }),
   canonical: same,
+  unit: 'size',
 };
 
 function checkPathText(v: unknown, role: PathRole): Check<string> {
@@ -539,7 +544,7 @@ function readCaFile(file: string): { ok: true; value: Buffer } | { ok: false; me
   } catch (e) {
     return { ok: false, message: `cannot read ${file} (${errnoCode(e)}); fix the path, or set ca_file = "" for none` };
   }
-  const blocks = bytes.toString('latin1').match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
+  const blocks = pemBlocks(bytes);
   if (blocks.length === 0) {
     return { ok: false, message: `${file} holds no PEM certificate ("-----BEGIN CERTIFICATE-----"); name a PEM file of CA certificates` };
   }
@@ -722,13 +727,17 @@ export function defaultConfig(home: string): Config {
 // ---------------------------------------------------------------- canonical form and hash
 
 // Every key with its effective value, plus the CA file's hash, so that a
-// changed CA bundle changes the config hash although the path did not change.
+// changed CA bundle changes the config hash although the path did not change,
+// and its certificates (only when there are some, so that records approved
+// before they were listed still match a config without a CA file).
 export function canonicalConfig(config: Config, caFileContents: Buffer | null): string {
   const out: Record<string, Record<string, CanonicalValue>> = { daemon: {}, http: {}, ssh: {}, audit: {}, mcp: {} };
   for (const row of ROWS) {
     (out[row.table] as Record<string, CanonicalValue>)[row.key] = row.kind.canonical((config[row.table] as Record<string, unknown>)[row.key]);
   }
   (out.http as Record<string, CanonicalValue>).ca_file_sha256 = caFileContents ? createHash('sha256').update(caFileContents).digest('hex') : '';
+  const certificates = caFileContents ? caCertificates(caFileContents) : [];
+  if (certificates.length > 0) (out.http as Record<string, CanonicalValue>).ca_certificates = certificates.map((c) => ({ ...c }));
   return canonicalJson(out);
 }
 
@@ -767,7 +776,7 @@ function parseCanonical(text: string, which: string): Map<string, unknown> {
 }
 
 const ORDER = new Map<string, number>(
-  ROWS.flatMap((r) => (r.path === 'http.ca_file' ? [r.path, 'http.ca_file_sha256'] : [r.path])).map((p, i) => [p, i]),
+  ROWS.flatMap((r) => (r.path === 'http.ca_file' ? [r.path, 'http.ca_file_sha256', 'http.ca_certificates'] : [r.path])).map((p, i) => [p, i]),
 );
 
 const PATH_KEYS = new Set<string>(ROWS.filter((r) => r.kind.path !== undefined).map((r) => r.path));
@@ -792,6 +801,9 @@ export function diffCanonical(approved: string, current: string): ConfigChange[]
     const from = a.get(k);
     const to = b.get(k);
     if (!a.has(k) && added.has(k) && !PATH_KEYS.has(k) && canonicalJson(added.get(k)) === canonicalJson(to)) continue;
+    // The certificate list is read from the CA file: first listed for a file
+    // whose contents are unchanged, it is the same approval.
+    if (k === 'http.ca_certificates' && !a.has(k) && approved !== '' && a.has('http.ca_file_sha256') && a.get('http.ca_file_sha256') === b.get('http.ca_file_sha256')) continue;
     const fromText = a.has(k) ? canonicalJson(from) : undefined;
     const toText = b.has(k) ? canonicalJson(to) : undefined;
     if (fromText !== toText) changes.push({ path: k, from, to });
@@ -799,26 +811,9 @@ export function diffCanonical(approved: string, current: string): ConfigChange[]
   return changes;
 }
 
-// Shown to the human who approves: values (which an agent may have
-// written) never render control, bidi or zero-width characters.
-const display = escapeInvisible;
-
-function showValue(v: unknown): string {
-  return v === undefined ? '(absent)' : display(canonicalJson(v));
-}
-
-export function describeChanges(changes: readonly ConfigChange[]): string {
-  if (changes.length === 0) return 'no changes';
-  return changes
-    .map((c) => {
-      if (c.path === 'http.ca_file_sha256') {
-        if (c.from === '' || c.from === undefined) return 'http.ca_file contents added';
-        if (c.to === '' || c.to === undefined) return 'http.ca_file contents removed';
-        return 'http.ca_file contents changed';
-      }
-      return `${display(c.path)}: ${showValue(c.from)} → ${showValue(c.to)}`;
-    })
-    .join('; ');
+// How a person reads a setting's value, if not as it is stored.
+export function settingUnit(settingPath: string): 'duration' | 'size' | undefined {
+  return ROWS.find((r) => r.path === settingPath)?.kind.unit;
 }
 
 // ---------------------------------------------------------------- config text

@@ -44,6 +44,13 @@ function frame(lines: string[]): string {
   return `\x1b[H\x1b[2J${lines.join('\n')}\n`;
 }
 
+// What the daemon said when it withdrew a card: "decided" when a human
+// decided it, else its own words (the vault was locked, it expired, the
+// requester went away).
+function withdrawalWords(reason: string): string {
+  return reason === 'decided' ? 'decided by another approver' : escapeText(reason, 200);
+}
+
 function decisionWords(args: DecideArgs, card: Card): string {
   if (args.decision === 'deny') return 'denied';
   if (args.decision === 'once') return 'allowed once';
@@ -56,6 +63,8 @@ class InteractiveApprover {
   private queue = new CardQueue();
   private notes: string[] = [];
   private inFlight: string | null = null;
+  // Why the card whose decision is in flight was withdrawn meanwhile.
+  private inFlightWithdrawn: string | null = null;
   private shownId: string | null = null;
   private shownAt = 0;
   private connection: string;
@@ -75,10 +84,8 @@ class InteractiveApprover {
     withdrawn: (id, reason) => {
       const card = this.queue.remove(id);
       // Our own decision is reported when its answer comes back.
-      if (card && id !== this.inFlight) {
-        const why = reason === 'decided' ? 'decided by another approver' : escapeText(reason, 200);
-        this.note(`request ${escapeText(id, 40)} (${escapeText(card.credential, 80)}, pid ${card.process.pid}) withdrawn: ${why}`);
-      }
+      if (id === this.inFlight) this.inFlightWithdrawn = reason;
+      else if (card) this.note(`request ${escapeText(id, 40)} (${escapeText(card.credential, 80)}, pid ${card.process.pid}) withdrawn: ${withdrawalWords(reason)}`);
       this.render();
     },
     reset: () => {
@@ -145,11 +152,13 @@ class InteractiveApprover {
       .decide(choice.args)
       .then(({ taken }) => {
         this.queue.remove(card.id);
-        this.note(taken ? `request ${id} (${escapeText(card.credential, 80)}, pid ${card.process.pid}): ${decisionWords(choice.args, card)}` : `request ${id}: your decision was not taken (another approver decided first, or the request expired or was withdrawn)`);
+        const why = this.inFlightWithdrawn === null ? 'another approver decided first, or the request expired or was withdrawn' : withdrawalWords(this.inFlightWithdrawn);
+        this.note(taken ? `request ${id} (${escapeText(card.credential, 80)}, pid ${card.process.pid}): ${decisionWords(choice.args, card)}` : `request ${id}: your decision was not taken (${why})`);
       })
       .catch((e: unknown) => this.note(`request ${id}: the decision was not sent: ${escapeText(describeError(e), 300)}`))
       .finally(() => {
         this.inFlight = null;
+        this.inFlightWithdrawn = null;
         this.render();
       });
   }

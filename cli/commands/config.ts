@@ -4,12 +4,11 @@ import { Command } from 'commander';
 import { Context } from '../context';
 import { withAdmin } from '../admin-client';
 import { getPassphrase } from '../prompt';
+import type { ConfigChange } from '../../shared/config';
+import { changeLines } from '../../shared/config-changes';
 
 type Ctx = () => Context;
 
-function formatChange(ch: { path: string; from: unknown; to: unknown }): string {
-  return `  ${ch.path}: ${JSON.stringify(ch.from)} → ${JSON.stringify(ch.to)}`;
-}
 
 export function register(program: Command, ctx: Ctx): void {
   const config = program.command('config').description('the daemon config and its approval');
@@ -22,16 +21,18 @@ export function register(program: Command, ctx: Ctx): void {
       c.harden('config approve');
       await withAdmin(c.config(), async (a) => {
         const diff = await a.request('config.diff');
-        const changes = diff['changes'] as { path: string; from: unknown; to: unknown }[];
+        const changes = diff['changes'] as ConfigChange[];
+        // In the daemon's words, which are those of the file (changeLines).
+        const lines = Array.isArray(diff['lines']) ? (diff['lines'] as string[]) : changeLines(changes);
         if (diff['approved'] === true) {
           c.out({ approved: true, changed: false, hash: diff['current_hash'] }, `the config ${String(diff['config_path'])} is already approved`);
           return;
         }
-        c.info(`The config ${String(diff['config_path'])} differs from the approved one:\n${changes.map(formatChange).join('\n')}\n`);
+        c.info(`The config ${String(diff['config_path'])} differs from the approved one:\n${lines.map((l) => `  ${l}`).join('\n')}\n`);
         const pass = await getPassphrase(o, 'Passphrase to approve this config: ');
         try {
           const r = await a.request('config.approve', { hash: diff['current_hash'] }, [pass]);
-          c.out({ approved: true, changed: true, changes, ...r }, approvedText(r));
+          c.out({ approved: true, changed: true, changes, lines, ...r }, approvedText(r));
         } finally {
           pass.fill(0);
         }

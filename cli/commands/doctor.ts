@@ -3,8 +3,10 @@ import { Command } from 'commander';
 import { lstatSync } from 'node:fs';
 import { Context } from '../context';
 import { doctorEnvironmentFindings } from '../../shared/hardening';
-import { describeChanges, diffCanonical } from '../../shared/config';
+import { diffCanonical } from '../../shared/config';
+import { describeChanges } from '../../shared/config-changes';
 import { describeError } from '../errors';
+import { describeDaemon, findRunningDaemon, RunningDaemon, restartAdvice } from '../../shared/running-daemon';
 import { dirname } from 'node:path';
 import { MIN_FREE_BYTES, MIN_FREE_FRACTION, formatBytes, journalFreeSpace } from './journal-usage';
 
@@ -16,11 +18,14 @@ export interface Finding {
   fix?: string;
 }
 
-function fileFinding(label: string, path: string, mode: number, kind: 'dir' | 'file' | 'socket'): Finding {
+// `running`: the daemon running for this home, if any; a socket missing
+// under a running daemon is a daemon nobody can reach.
+function fileFinding(label: string, path: string, mode: number, kind: 'dir' | 'file' | 'socket', running: RunningDaemon | null = null): Finding {
   let st;
   try {
     st = lstatSync(path);
   } catch {
+    if (kind === 'socket' && running) return { level: 'fail', what: `${label} ${path} does not exist, but the daemon (${describeDaemon(running)}) is running`, fix: restartAdvice(running) };
     return kind === 'socket'
       ? { level: 'warn', what: `${label} ${path} does not exist`, fix: 'start the daemon: `postern daemon`' }
       : { level: 'fail', what: `${label} ${path} does not exist`, fix: 'run `postern init`' };
@@ -54,8 +59,8 @@ function journalSpaceFinding(path: string): Finding {
 export function register(program: Command, ctx: Ctx): void {
   program
     .command('doctor')
-    .description('check the environment: modes, symlinks, ptrace scope, core dumps, swap, forbidden variables, Node version, config approval, space for the journal')
-    .action(() => {
+    .description('check the environment: modes, symlinks, ptrace scope, core dumps, swap, forbidden variables, Node version, config approval, space for the journal, the daemon\'s pid when its sockets are missing')
+    .action(async () => {
       const c = ctx();
       const { parseHeader, readVaultFile } = require('../../shared/vault-format') as typeof import('../../shared/vault-format');
       const findings: Finding[] = [...doctorEnvironmentFindings()];
@@ -65,8 +70,9 @@ export function register(program: Command, ctx: Ctx): void {
         findings.push(fileFinding('home', config.home, 0o700, 'dir'));
         findings.push(fileFinding('config', config.configPath, 0o600, 'file'));
         findings.push(fileFinding('vault', config.paths.vault, 0o600, 'file'));
-        findings.push(fileFinding('admin socket', config.paths.adminSocket, 0o600, 'socket'));
-        findings.push(fileFinding('agent socket', config.paths.agentSocket, d.agent_socket_mode, 'socket'));
+        const running = await findRunningDaemon(config.home);
+        findings.push(fileFinding('admin socket', config.paths.adminSocket, 0o600, 'socket', running));
+        findings.push(fileFinding('agent socket', config.paths.agentSocket, d.agent_socket_mode, 'socket', running));
         findings.push(journalSpaceFinding(config.paths.auditLog));
         try {
           const { header } = parseHeader(readVaultFile(config.paths.vault));

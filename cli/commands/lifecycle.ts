@@ -3,10 +3,34 @@ import { Command } from 'commander';
 import { Context } from '../context';
 import { withAdmin } from '../admin-client';
 import { getNewPassphrase, getPassphrase } from '../prompt';
-import { describeError } from '../errors';
+import { describeError, Unreachable } from '../errors';
+import { existsSync } from 'node:fs';
+import type { LoadedConfig } from '../../shared/config';
+import { describeDaemon, findRunningDaemon, restartAdvice } from '../../shared/running-daemon';
 import { formatBytes, journalUsage } from './journal-usage';
 
 type Ctx = () => Context;
+
+// The admin socket does not answer, yet a daemon may run for this home (its
+// socket file deleted, say): then name it and say how to restart it.
+async function explainUnreachable(e: unknown, config: LoadedConfig): Promise<unknown> {
+  if (!(e instanceof Unreachable)) return e;
+  const running = await findRunningDaemon(config.home);
+  if (!running) return e;
+  const socket = config.paths.adminSocket;
+  const state = existsSync(socket) ? 'does not answer' : 'is missing';
+  return new Unreachable(`the postern daemon (${describeDaemon(running)}) is running for ${config.home}, but its admin socket ${socket} ${state}; ${restartAdvice(running)}`);
+}
+
+// When an unlocked daemon will lock by itself (SPEC §3 auto_lock, unlock_max).
+function lockDeadlines(s: Record<string, unknown>): string[] {
+  const auto = s['auto_lock'] as { after: string; at: string } | null | undefined;
+  const max = s['unlock_max'] as { after: string; at: string } | null | undefined;
+  return [
+    ...(auto ? [`auto-lock:    at ${auto.at} (after ${auto.after} without an agent request)`] : []),
+    ...(max ? [`unlock max:   at ${max.at} (${max.after} after the unlock)`] : []),
+  ];
+}
 
 export function register(program: Command, ctx: Ctx): void {
   program
@@ -56,11 +80,13 @@ export function register(program: Command, ctx: Ctx): void {
 
   program
     .command('status')
-    .description('locked or not, daemon pid, start time, config hash, journal size and growth, sessions, counters')
+    .description('locked or not (and why), daemon pid, start time, config hash, journal size and growth, connected approvers, when the daemon will lock by itself (auto_lock, unlock_max), sessions, counters')
     .action(async () => {
       const c = ctx();
       const config = c.config();
-      const s = await withAdmin(config, (a) => a.request('status'));
+      const s = await withAdmin(config, (a) => a.request('status')).catch(async (e: unknown) => {
+        throw await explainUnreachable(e, config);
+      });
       const counters = s['counters'] as Record<string, number>;
       // The journal's size and growth, read from its files (SPEC §9).
       let journal: Record<string, unknown>;
@@ -82,6 +108,8 @@ export function register(program: Command, ctx: Ctx): void {
         `audit head:   ${String(s['audit_head'])}`,
         `journal:      ${journalLine}`,
         ...(s['locked'] ? [] : [`credentials:  ${String(s['credentials'])}`, `vault gen.:   ${String(s['vault_generation'])}`]),
+        ...lockDeadlines(s),
+        `approvers:    ${String(s['approvers'])} connected`,
         `sessions:     ${(s['sessions'] as unknown[]).length}`,
         `pending:      ${(s['pending_approvals'] as unknown[]).length}`,
         `counters:     ${Object.entries(counters).map(([k, v]) => `${k}=${v}`).join(' ')}`,

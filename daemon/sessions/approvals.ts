@@ -6,12 +6,17 @@
 // requester that goes away withdraws its card.
 import { randomBytes } from 'node:crypto';
 import { Refusal } from '../../shared/errors';
+import { formatDuration } from '../../shared/units';
 import type { Identity } from '../pipeline/identify';
 import type { Card, CardProcess, CardAction } from '../../shared/admin-protocol';
 
 export type { Card, CardProcess, CardAction };
 
 export const MAX_PENDING_PER_PROCESS = 16;
+
+// The withdrawal reason of a card a human decided (the approver that
+// decided reports its own decision; the others say another one did).
+export const DECIDED = 'decided';
 
 export type Decision =
   | { kind: 'deny' }
@@ -26,7 +31,8 @@ export interface ApproverLink {
 interface Pending {
   card: Card;
   processKey: string;
-  settle: (d: Decision | Refusal) => void;
+  // `why`: what every approver is told about the card's withdrawal.
+  settle: (d: Decision | Refusal, why: string) => void;
 }
 
 function cardProcess(p: Identity['process']): CardProcess {
@@ -100,7 +106,7 @@ export class ApprovalBroker {
         if (d instanceof Refusal) reject(d);
         else resolve(d);
       };
-      const timer = setTimeout(() => finish(new Refusal('approval_timeout', `no decision within ${Math.round(timeoutMs / 1000)} s; ask the human at the approver, then retry`), 'timed out'), timeoutMs);
+      const timer = setTimeout(() => finish(new Refusal('approval_timeout', `no decision within ${Math.round(timeoutMs / 1000)} s; ask the human at the approver, then retry`), `it expired: no decision within ${formatDuration(timeoutMs)} (daemon.approval_timeout)`), timeoutMs);
       const onAbort = (): void => finish(withdrawn(), 'withdrawn by the requester');
       if (signal?.aborted) {
         clearTimeout(timer);
@@ -108,7 +114,7 @@ export class ApprovalBroker {
         return;
       }
       signal?.addEventListener('abort', onAbort, { once: true });
-      this.pending.set(card.id, { card, processKey: key, settle: (d) => finish(d, 'decided') });
+      this.pending.set(card.id, { card, processKey: key, settle: finish });
       for (const a of this.approvers.values()) a.push({ push: 'pending', card });
       onWaiting?.(card);
     });
@@ -128,12 +134,13 @@ export class ApprovalBroker {
         throw new Refusal('bad_request', `credential ${p.card.credential} asks every time (each-use): allow once or deny`);
       }
     }
-    p.settle(decision);
+    p.settle(decision, DECIDED);
     return true;
   }
 
-  // Lock: every pending approval is refused.
-  cancelAll(reason: Refusal): void {
-    for (const p of [...this.pending.values()]) p.settle(reason);
+  // Lock: every pending approval is refused with `refusal`, and every
+  // approver is told `why` (e.g. "the daemon was locked").
+  cancelAll(refusal: Refusal, why: string): void {
+    for (const p of [...this.pending.values()]) p.settle(refusal, why);
   }
 }

@@ -26,7 +26,7 @@ t.test('doctor on a fresh home, then with problems', async (t) => {
   t.equal(bad.result, 'fail');
   const fails = bad.findings.filter((f) => f.level === 'fail');
   t.ok(fails.some((f) => /config .* mode 0644/.test(f.what) && /chmod 0600/.test(f.fix ?? '')), 'config mode, with the chmod to run');
-  t.ok(fails.some((f) => /http\.timeout/.test(f.what) && /config approve/.test(f.fix ?? '')), 'config changed, with what to run');
+  t.ok(fails.some((f) => f.what === 'config changed since approval: http.timeout: 30s → 5s' && /config approve/.test(f.fix ?? '')), 'config changed, in the units of the file, with what to run');
   t.ok(fails.some((f) => /NODE_OPTIONS/.test(f.what)), 'NODE_OPTIONS reported');
   const text = cli(h, ['doctor']);
   t.match(text.stdout, /\[fail\]/);

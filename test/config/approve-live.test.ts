@@ -6,7 +6,8 @@
 // here) are named by the command as waiting for the next start, the daemon
 // keeps serving where it is, and a lock and unlock do not refuse them.
 import t from 'tap';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
 import { join } from 'node:path';
 import { startStack } from '../helpers/stack';
 import { startDnsServer, zone } from '../helpers/dns-server';
@@ -42,6 +43,8 @@ t.test('config approve on an unlocked daemon', async (t) => {
   };
   const dns = `dns_servers = ["127.0.0.1:${s.dns.port}"]`;
   const ca = `ca_file = "${s.ca.caFile}"`;
+  const cert = new X509Certificate(readFileSync(s.ca.caFile));
+  const caNamed = `${JSON.stringify(cert.subject.split('\n').join(', '))} (SHA-256 ${cert.fingerprint256})`;
 
   await t.test('a removed CA is not trusted again, even on a pooled connection', async (t) => {
     for (let i = 0; i < 3; i++) t.match((await get()).json, { status: 200 }, `request ${i} served over the pooled connection`);
@@ -50,6 +53,7 @@ t.test('config approve on an unlocked daemon', async (t) => {
     const r = approve();
     t.equal(r.code, 0, r.stderr);
     t.match(r.stdout, /config approved \(.*\); it is in effect now/, 'the command says it is in effect now');
+    t.match(r.stdout, `\n  http.ca_file: ${JSON.stringify(s.ca.caFile)} → ""\n  http.ca_file certificates: removed ${caNamed}\n`, 'the removed CA by subject and fingerprint');
     const after = await get();
     t.equal(after.status, 502, 'the next request is refused');
     t.match(after.json, { error: { code: 'upstream_error', message: /not signed by a trusted CA/ } });
@@ -57,7 +61,9 @@ t.test('config approve on an unlocked daemon', async (t) => {
 
   await t.test('an added CA is used by the next request', async (t) => {
     write(`${dns}\n${ca}`);
-    t.equal(approve().code, 0);
+    const r = approve();
+    t.equal(r.code, 0);
+    t.match(r.stdout, `\n  http.ca_file certificates: added ${caNamed}\n`, 'the added CA by subject and fingerprint');
     t.match((await get()).json, { status: 200 });
   });
 
@@ -71,7 +77,9 @@ t.test('config approve on an unlocked daemon', async (t) => {
 
   await t.test('a smaller max_response_body cuts the next reply', async (t) => {
     write(`dns_servers = ["127.0.0.1:${second.port}"]\n${ca}\nmax_response_body = "16B"`);
-    t.equal(approve().code, 0);
+    const shown = approve();
+    t.equal(shown.code, 0);
+    t.match(shown.stdout, '\n  http.max_response_body: 8MiB → 16B\n', 'in the units of the file');
     const r = (await get()).json as Reply;
     t.equal(r.body.length, 16);
     t.equal(r.truncated, true);

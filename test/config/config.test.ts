@@ -7,7 +7,9 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { rootCertificates } from 'node:tls';
-import { ConfigPath, defaultConfig, describeChanges, diffCanonical, loadConfig, LoadedConfig, parseDnsServer, resolveLocations, SETTINGS } from '../../shared/config';
+import { ConfigPath, defaultConfig, diffCanonical, loadConfig, LoadedConfig, parseDnsServer, resolveLocations, SETTINGS } from '../../shared/config';
+import { describeChanges } from '../../shared/config-changes';
+import { X509Certificate } from 'node:crypto';
 import { isRefusal, Problem, Refusal } from '../../shared/errors';
 
 function tempDir(t: Test): string {
@@ -122,7 +124,8 @@ max_output = "512B"
   t.equal(canonical.daemon.home, home, 'home absolute');
   t.equal(canonical.http.max_response_body, 5_000_000);
   t.match(canonical.http.ca_file_sha256, /^[0-9a-f]{64}$/);
-  t.notMatch(c.canonical, /\s/, 'no whitespace');
+  t.notMatch(c.canonical.replace(/"(?:[^"\\]|\\.)*"/g, '""'), /\s/, 'no whitespace outside strings');
+  t.match(canonical.http.ca_certificates, [{ subject: /CN=/, sha256: /^([0-9A-F]{2}:){31}[0-9A-F]{2}$/ }, { subject: /CN=/ }], 'each CA certificate by subject and fingerprint');
 });
 
 t.test('every kind of bad input is refused as bad_config naming its path', async (t) => {
@@ -451,14 +454,37 @@ t.test('a changed CA file changes the hash although the path did not', async (t)
   const after = loadConfig({ configFlag: file, env: { POSTERN_HOME: dir } });
   t.not(after.hash, before.hash);
   const changes = diffCanonical(before.canonical, after.canonical);
-  t.same(changes.map((c) => c.path), ['http.ca_file_sha256']);
-  t.equal(describeChanges(changes), 'http.ca_file contents changed');
+  t.same(changes.map((c) => c.path), ['http.ca_file_sha256', 'http.ca_certificates']);
+  // Each certificate by its subject and SHA-256 fingerprint, as openssl
+  // x509 -fingerprint -sha256 prints it.
+  const named = (pem: string): string => {
+    const x = new X509Certificate(pem);
+    return `${JSON.stringify(x.subject.split('\n').join(', '))} (SHA-256 ${x.fingerprint256})`;
+  };
+  t.match(named(PEM_B), /^"[^"]*CN=[^"]+" \(SHA-256 ([0-9A-F]{2}:){31}[0-9A-F]{2}\)$/);
+  t.equal(describeChanges(changes), `http.ca_file certificates: added ${named(PEM_B)}`);
+  t.equal(describeChanges(diffCanonical(after.canonical, before.canonical)), `http.ca_file certificates: removed ${named(PEM_B)}`);
+  writeFileSync(ca, PEM_B);
+  const swapped = loadConfig({ configFlag: file, env: { POSTERN_HOME: dir } });
+  t.equal(describeChanges(diffCanonical(before.canonical, swapped.canonical)), `http.ca_file certificates: added ${named(PEM_B)}; removed ${named(PEM_A)}`);
+  writeFileSync(ca, `# a comment\n${PEM_A}`);
+  const commented = loadConfig({ configFlag: file, env: { POSTERN_HOME: dir } });
+  t.equal(describeChanges(diffCanonical(before.canonical, commented.canonical)), 'http.ca_file contents changed (the same certificates)');
+  writeFileSync(ca, PEM_A);
+  // A record approved before certificates were listed: the same file is no
+  // change (an upgrade does not lock anyone out); another file is.
+  const older = JSON.parse(before.canonical) as { http: Record<string, unknown> };
+  delete older.http['ca_certificates'];
+  t.same(diffCanonical(JSON.stringify(older), before.canonical), [], 'the same file: no change');
+  t.equal(describeChanges(diffCanonical(JSON.stringify(older), swapped.canonical)), `http.ca_file certificates: added ${named(PEM_B)}`, 'another file: its certificates are added');
 
   writeFileSync(file, '');
   const none = loadConfig({ configFlag: file, env: { POSTERN_HOME: dir } });
-  t.equal(describeChanges(diffCanonical(none.canonical, before.canonical)), `http.ca_file: "" → ${JSON.stringify(ca)}; http.ca_file contents added`);
-  t.match(describeChanges(diffCanonical(before.canonical, none.canonical)), /http\.ca_file contents removed$/);
+  t.notMatch(none.canonical, /ca_certificates/, 'no CA file: no list, so records approved before the list existed still match');
+  t.equal(describeChanges(diffCanonical(none.canonical, before.canonical)), `http.ca_file: "" → ${JSON.stringify(ca)}; http.ca_file certificates: added ${named(PEM_A)}`);
+  t.equal(describeChanges(diffCanonical(before.canonical, none.canonical)), `http.ca_file: ${JSON.stringify(ca)} → ""; http.ca_file certificates: removed ${named(PEM_A)}`);
 
+  writeFileSync(ca, PEM_A + PEM_B);
   const link = join(dir, 'link.pem');
   symlinkSync(ca, link);
   writeFileSync(file, `[http]\nca_file = "link.pem"\n`);
@@ -467,13 +493,18 @@ t.test('a changed CA file changes the hash although the path did not', async (t)
 
 t.test('diffCanonical and describeChanges', async (t) => {
   const base = load(t, '');
-  const smaller = load(t, '[http]\nmax_response_body = "1MiB"\n[daemon]\nlog_level = "warn"\n');
+  const smaller = load(t, '[http]\nmax_response_body = "1MiB"\n[daemon]\nlog_level = "warn"\napproval_timeout = "60s"\nauto_lock = "1500ms"\n');
   const changes = diffCanonical(base.canonical, smaller.canonical);
   t.same(changes, [
     { path: 'daemon.log_level', from: 'info', to: 'warn' },
+    { path: 'daemon.auto_lock', from: 28_800_000, to: 1500 },
+    { path: 'daemon.approval_timeout', from: 120_000, to: 60_000 },
     { path: 'http.max_response_body', from: 8_388_608, to: 1_048_576 },
   ]);
-  t.equal(describeChanges(changes), 'daemon.log_level: "info" → "warn"; http.max_response_body: 8388608 → 1048576');
+  // In the units of the file, not raw numbers.
+  t.equal(describeChanges(changes), 'daemon.log_level: "info" → "warn"; daemon.auto_lock: 8h → 1500ms; daemon.approval_timeout: 2m → 1m; http.max_response_body: 8MiB → 1MiB');
+  const counts = diffCanonical(base.canonical, load(t, '[http]\nmax_concurrent = 8\nmax_request_body = "1500B"\n').canonical);
+  t.equal(describeChanges(counts), 'http.max_request_body: 1MiB → 1500B; http.max_concurrent: 64 → 8', 'a count stays a number; a size no larger unit divides is said in bytes');
   t.same(diffCanonical(base.canonical, base.canonical), []);
   t.equal(describeChanges([]), 'no changes');
 
@@ -487,6 +518,17 @@ t.test('diffCanonical and describeChanges', async (t) => {
   t.equal(diffCanonical('', base.canonical).length, SETTINGS.length + 1, 'no approved record: every key, and the CA hash');
   t.equal(refusalOf(() => diffCanonical('{not json', base.canonical)).code, 'internal_error');
   t.equal(refusalOf(() => diffCanonical('[]', base.canonical)).code, 'internal_error');
+});
+
+t.test('a CA record with hidden characters or of the wrong shape is shown escaped, never trusted as data', async (t) => {
+  const sneaky = [{ subject: 'CN=Good CA\u202e\u001b[2J', sha256: 'AA:BB\u200b' }];
+  const text = describeChanges([{ path: 'http.ca_file_sha256', from: 'a', to: 'b' }, { path: 'http.ca_certificates', from: undefined, to: sneaky }]);
+  t.equal(text, 'http.ca_file certificates: added "CN=Good CA\\u{202e}\\u001b[2J" (SHA-256 AA:BB\\u{200b})');
+  // Hand-written records: not a list, or entries without subject/sha256.
+  t.equal(describeChanges([{ path: 'http.ca_file_sha256', from: 'a', to: 'b' }, { path: 'http.ca_certificates', from: 'junk', to: [{ subject: 1 }, null] }]), 'http.ca_file certificates: the record changed but names no readable certificate');
+  const pem = { subject: 'CN=A', sha256: '01' };
+  const other = { subject: 'CN=B', sha256: '02' };
+  t.equal(describeChanges([{ path: 'http.ca_file_sha256', from: 'a', to: 'b' }, { path: 'http.ca_certificates', from: [pem, other], to: [other, pem] }]), 'http.ca_file certificates: the same ones, in another order');
 });
 
 t.test('describeChanges escapes characters that could mislead the approver', async (t) => {
