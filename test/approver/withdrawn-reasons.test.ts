@@ -24,7 +24,7 @@ t.test('the approver says why a card was withdrawn', async (t) => {
 
   const tm = Tmux.start([process.execPath, CLI, 'approver'], { env: s.h.env, width: 200, height: 50 });
   t.teardown(() => tm.kill());
-  await tm.waitFor(/^Passphrase:$/m);
+  await tm.waitFor(/^Vault passphrase:$/m);
   tm.type(PASSPHRASE);
   tm.send('Enter');
   await tm.waitFor(/No request is waiting for approval/, 20_000);
