@@ -10,6 +10,8 @@
 function ended(stream: 'stdout' | 'stderr'): (e: NodeJS.ErrnoException) => void {
   return (e) => {
     if (e.code === 'EPIPE' || e.code === 'ERR_STREAM_DESTROYED') process.exit();
+    // A command that watches its own output (`audit show`) says it better.
+    if (process[stream].listenerCount('error') > 1) return;
     // Said on stderr unless stderr is what failed; either way, no stack.
     if (stream === 'stdout') {
       try {
