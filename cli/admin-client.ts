@@ -9,6 +9,8 @@ import type { LoadedConfig } from '../shared/config';
 import { peerCredOfSocket } from '../shared/native';
 import { Refusal } from '../shared/errors';
 import { DaemonRefusal, Unreachable } from './errors';
+import { existsSync } from 'node:fs';
+import { describeDaemon, findRunningDaemon, restartAdvice } from '../shared/running-daemon';
 
 export class AdminClient {
   private nextId = 1;
@@ -45,7 +47,7 @@ export class AdminClient {
     return new Promise((resolve, reject) => {
       const sock = net.connect(path);
       sock.once('error', (e: NodeJS.ErrnoException) => {
-        reject(new Unreachable(`the postern daemon is not reachable at ${path} (${e.code}); start it with \`postern daemon\``));
+        void unreachable(config, e).then(reject);
       });
       sock.once('connect', () => {
         try {
@@ -113,4 +115,15 @@ export async function withAdmin<T>(config: LoadedConfig, fn: (c: AdminClient) =>
   } finally {
     client.close();
   }
+}
+
+// The admin socket does not answer. A daemon may still run for this home
+// (its socket file deleted, say): then every command names it and says how
+// to restart it, rather than asking for a second daemon.
+async function unreachable(config: LoadedConfig, e: NodeJS.ErrnoException): Promise<Unreachable> {
+  const path = config.paths.adminSocket;
+  const running = await findRunningDaemon(config.home);
+  if (!running) return new Unreachable(`the postern daemon is not reachable at ${path} (${e.code}); start it with \`postern daemon\``);
+  const state = existsSync(path) ? 'does not answer' : 'is missing';
+  return new Unreachable(`the postern daemon (${describeDaemon(running)}) is running for ${config.home}, but its admin socket ${path} ${state}; ${restartAdvice(running)}`);
 }

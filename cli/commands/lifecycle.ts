@@ -3,24 +3,10 @@ import { Command } from 'commander';
 import { Context } from '../context';
 import { withAdmin } from '../admin-client';
 import { getNewPassphrase, getPassphrase } from '../prompt';
-import { describeError, Unreachable } from '../errors';
-import { existsSync } from 'node:fs';
-import type { LoadedConfig } from '../../shared/config';
-import { describeDaemon, findRunningDaemon, restartAdvice } from '../../shared/running-daemon';
+import { describeError } from '../errors';
 import { formatBytes, journalUsage } from './journal-usage';
 
 type Ctx = () => Context;
-
-// The admin socket does not answer, yet a daemon may run for this home (its
-// socket file deleted, say): then name it and say how to restart it.
-async function explainUnreachable(e: unknown, config: LoadedConfig): Promise<unknown> {
-  if (!(e instanceof Unreachable)) return e;
-  const running = await findRunningDaemon(config.home);
-  if (!running) return e;
-  const socket = config.paths.adminSocket;
-  const state = existsSync(socket) ? 'does not answer' : 'is missing';
-  return new Unreachable(`the postern daemon (${describeDaemon(running)}) is running for ${config.home}, but its admin socket ${socket} ${state}; ${restartAdvice(running)}`);
-}
 
 // When an unlocked daemon will lock by itself (SPEC §3 auto_lock, unlock_max).
 function lockDeadlines(s: Record<string, unknown>): string[] {
@@ -84,9 +70,7 @@ export function register(program: Command, ctx: Ctx): void {
     .action(async () => {
       const c = ctx();
       const config = c.config();
-      const s = await withAdmin(config, (a) => a.request('status')).catch(async (e: unknown) => {
-        throw await explainUnreachable(e, config);
-      });
+      const s = await withAdmin(config, (a) => a.request('status'));
       const counters = s['counters'] as Record<string, number>;
       // The journal's size and growth, read from its files (SPEC §9).
       let journal: Record<string, unknown>;

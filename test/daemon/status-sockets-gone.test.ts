@@ -1,5 +1,5 @@
 // The socket files of a running daemon deleted: `postern status`, `postern
-// daemon` and `postern doctor` all name the running daemon's pid (the
+// daemon`, `postern doctor` and every command that needs the daemon name the running daemon's pid (the
 // kernel names the holder of its one-daemon-per-home lock) and say to
 // restart it; following that advice brings a reachable daemon back. With no
 // daemon at all, they still say to start one.
@@ -29,6 +29,13 @@ t.test('a running daemon whose sockets were deleted is named by its pid', async 
   t.equal(status.code, 3, 'unreachable');
   t.equal(status.stderr, `postern: the postern daemon (pid ${pid}) is running for ${h.home}, but its admin socket ${admin} is missing; ${restart}\n`);
   t.notMatch(status.stderr, /start it with/, 'not told to start a daemon that runs');
+
+  // Every command that needs the daemon says the same, not "start it".
+  for (const args of [['lock'], ['sessions'], ['cred', 'list'], ['unlock', '--passphrase-file', h.passFile]]) {
+    const r = cli(h, args);
+    t.equal(r.code, 3, `${args[0]}: unreachable`);
+    t.equal(r.stderr, `postern: the postern daemon (pid ${pid}) is running for ${h.home}, but its admin socket ${admin} is missing; ${restart}\n`, `${args.join(' ')}: names the running daemon`);
+  }
 
   const second = cli(h, ['daemon']);
   t.equal(second.code, 1, 'a second daemon still refuses');
