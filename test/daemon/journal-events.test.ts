@@ -131,13 +131,15 @@ t.test('a journal replaced behind the daemon takes no more entries', async (t) =
   t.teardown(() => d.stop());
   t.equal(cli(h, ['unlock', '--passphrase-file', h.passFile]).code, 0, 'unlocked');
   const log = join(h.home, 'audit.log');
-  const head = cli(h, ['status', '--json']);
-  const headBefore = JSON.parse(head.stdout).audit_head as string;
 
-  // A copy renamed over it: same bytes, another file.
+  // A copy renamed over it: same bytes, another file. The head to keep is
+  // the copy's: an entry the daemon wrote just before (a checkpoint after
+  // the unlock, on a loaded machine) is in it.
   copyFileSync(log, join(h.home, 'audit.copy'));
   renameSync(join(h.home, 'audit.copy'), log);
   const copied = readFileSync(log);
+  const headBefore = cli(h, ['audit', 'head', '--log', log]).stdout.trim();
+  t.match(headBefore, /^\d+:[0-9a-f]{64}$/, 'the copy has a head');
 
   const r = cli(h, ['cred', 'add', '--file', h.file('a.toml', definition('api', '/v1/*')), '--secret-file', h.file('a.secret', 'a-secret-value-0123456789'), '--passphrase-file', h.passFile, '--json']);
   t.equal(r.code, 1, 'cred add is refused');
