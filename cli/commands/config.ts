@@ -29,7 +29,7 @@ export function register(program: Command, ctx: Ctx): void {
           return;
         }
         c.info(`The config ${String(diff['config_path'])} differs from the approved one:\n${lines.map((l) => `  ${l}`).join('\n')}\n`);
-        const pass = await getPassphrase(o, 'Passphrase to approve this config: ');
+        const pass = await getPassphrase(o, 'Vault passphrase, to approve this config: ');
         try {
           const r = await a.request('config.approve', { hash: diff['current_hash'] }, [pass]);
           c.out({ approved: true, changed: true, changes, lines, ...r }, approvedText(r));

@@ -110,7 +110,7 @@ export function register(program: Command, ctx: Ctx): void {
       c.harden('passwd');
       await withAdmin(c.config(), async (a) => {
         await a.request('status');
-        const pass = await getPassphrase(o, 'Current passphrase: ');
+        const pass = await getPassphrase(o, 'Current vault passphrase: ');
         const next = await getNewPassphrase(o.newPassphraseFile);
         try {
           const r = await a.request('passwd', {}, [pass, next]);
