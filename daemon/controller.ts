@@ -278,6 +278,8 @@ export class Controller {
   private configMismatch(header: VaultHeader, fresh: LoadedConfig): Refusal | null {
     if (header.approvedConfig === fresh.canonical) return null;
     const changes = diffCanonical(header.approvedConfig, fresh.canonical);
+    // Only settings added since the approval, at their defaults: the same config.
+    if (changes.length === 0) return null;
     return new Refusal(
       'config_not_approved',
       `the config changed since it was approved (${describeChanges(changes)}); review it and run \`postern config approve\`, then \`postern unlock\``,
