@@ -9,13 +9,13 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { Aborted } from '../agent-client';
 import { Unreachable } from '../errors';
-import { reportWaiting, ToolExtra } from './progress';
+import { CallPhase, reportWaiting, ToolExtra } from './progress';
 import { toolError, toolResult, Shape } from './results';
 
 // One call to the agent socket: status and parsed JSON. Aborting `signal`
 // closes the connection, which withdraws a request still waiting for
 // approval (SPEC §6.1).
-export type AgentCall = (method: string, path: string, body: unknown, signal: AbortSignal) => Promise<{ status: number; json: Record<string, unknown> }>;
+export type AgentCall = (method: string, path: string, body: unknown, signal: AbortSignal, onWaiting: (approval: { id: string; expiresAt: string }) => void) => Promise<{ status: number; json: Record<string, unknown> }>;
 
 export interface BridgeOptions {
   version: string;
@@ -39,9 +39,10 @@ const REASON = z.string().optional().describe('why you need this, in a sentence 
 // The daemon may be down or locked, or the client may cancel: each is a tool
 // error, never a crash.
 async function forward(call: AgentCall, o: BridgeOptions, extra: ToolExtra, method: string, path: string, body: unknown, shape: Shape): Promise<CallToolResult> {
-  const stop = reportWaiting(extra);
+  const phase: CallPhase = { approval: null };
+  const stop = reportWaiting(extra, phase);
   try {
-    const r = await call(method, path, body, extra.signal);
+    const r = await call(method, path, body, extra.signal, (approval) => (phase.approval = approval));
     if (r.status === 200) return toolResult(r.json, shape, o.maxResult);
     const err = (r.json['error'] ?? {}) as Record<string, unknown>;
     return toolError({ ...err, code: String(err['code'] ?? 'error'), message: String(err['message'] ?? 'postern refused the request') }, o.maxResult);

@@ -12,12 +12,19 @@ export type ToolExtra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 // few seconds also keeps waiting.
 export const PROGRESS_EVERY_MS = 2000;
 
-export function waitingMessage(seconds: number): string {
-  return `waiting for postern: a human is being asked to approve this request at the postern approver (or it is running); ${seconds} s so far`;
+// What the call is doing, as the agent socket tells it: the daemon sends a
+// waiting notice (id, expiry) when the request starts to wait for a human.
+export interface CallPhase {
+  approval: { id: string; expiresAt: string } | null;
+}
+
+export function waitingMessage(seconds: number, phase: CallPhase): string {
+  if (phase.approval) return `waiting for postern: a human is being asked to approve this request (${phase.approval.id}) at the postern approver; the request expires at ${phase.approval.expiresAt}; ${seconds} s so far`;
+  return `postern is working on this request; ${seconds} s so far`;
 }
 
 // Starts the notifications; the returned function stops them.
-export function reportWaiting(extra: ToolExtra, everyMs = PROGRESS_EVERY_MS): () => void {
+export function reportWaiting(extra: ToolExtra, phase: CallPhase, everyMs = PROGRESS_EVERY_MS): () => void {
   const token = extra._meta?.progressToken;
   if (token === undefined) return () => undefined;
   const started = Date.now();
@@ -27,7 +34,7 @@ export function reportWaiting(extra: ToolExtra, everyMs = PROGRESS_EVERY_MS): ()
     beat += 1;
     const seconds = Math.round((Date.now() - started) / 1000);
     extra
-      .sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: beat, message: waitingMessage(seconds) } })
+      .sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: beat, message: waitingMessage(seconds, phase) } })
       .catch(() => undefined); // the client is gone: nothing to tell
   }, everyMs);
   return () => clearInterval(timer);

@@ -46,6 +46,7 @@ t.test('a 5 s client timeout, reset on progress, outlasts a 12 s approval', asyn
   const gaps = progress.map((p, i) => p.at - (i === 0 ? started : progress[i - 1]!.at));
   t.ok(Math.max(...gaps) < 10_000, `at most ${Math.max(...gaps)} ms apart (under 10 s, and short enough for a 5 s timeout)`);
   t.ok(progress.every((p) => /a human is being asked/.test(p.message ?? '')), 'each says a human is being asked');
+  t.ok(progress.every((p) => (p.message ?? '').includes(`(${cards[0]!.id})`) && / expires at \d{4}-/.test(p.message ?? '')), 'naming the card the approver shows, and when it expires');
   t.ok(progress.every((p, i) => i === 0 || p.progress > progress[i - 1]!.progress), 'progress increases');
   t.same(findCanary(b.stdout(), secret), [], 'nothing the bridge wrote holds a form of the secret');
 });
