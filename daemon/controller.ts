@@ -13,7 +13,7 @@ import { EventPayload, formatHead } from '../shared/audit-format';
 import { ed25519Keypair, sha256hex, wipe } from '../shared/crypto';
 import { readFileSync } from 'node:fs';
 import { canonicalJson } from '../shared/canonical-json';
-import { SigningChange, UnlockedVault, unlockVaultFile } from './vault/unlocked-vault';
+import { SigningChange, StoredCredential, UnlockedVault, unlockVaultFile } from './vault/unlocked-vault';
 import { checkRollback } from './vault/rollback';
 import { PassphraseGuard } from './passphrase-guard';
 import type { Journal } from './audit/journal';
@@ -547,7 +547,7 @@ export class Controller {
     const now = new Date().toISOString();
     const hash = definitionHash(def);
     const sealed = vault.sealSecret(secret);
-    await this.writeVault(vault, { kind: 'cred_add', credential: def.name, credential_kind: def.kind, definition_hash: hash }, (m) => m.set(def.name, { entry: { name: def.name, kind: def.kind, definition: def as unknown as Record<string, unknown>, definition_hash: hash, created_at: now, updated_at: now }, secret: sealed }));
+    await this.writeVault(vault, { kind: 'cred_add', credential: def.name, credential_kind: def.kind, definition_hash: hash }, (m) => m.set(def.name, { entry: { name: def.name, kind: def.kind, definition: { ...def }, definition_hash: hash, created_at: now, updated_at: now }, secret: sealed, definition: def, problem: null }));
     return { name: def.name, definition_hash: hash, generation: vault.generation };
   }
 
@@ -566,8 +566,8 @@ export class Controller {
     if (!current) throw new Refusal('not_found', `no credential named "${name}"; see \`postern cred list\``);
     const hash = definitionHash(def);
     const sealed = secret ? vault.sealSecret(secret) : current.secret;
-    const changes = diffDefinitions(current.entry.definition as unknown as CredentialDef, def);
-    await this.writeVault(vault, { kind: 'cred_update', credential: name, definition_hash: hash, previous_definition_hash: current.entry.definition_hash, secret_replaced: Boolean(secret) }, (m) => m.set(name, { entry: { ...current.entry, definition: def as unknown as Record<string, unknown>, definition_hash: hash, updated_at: new Date().toISOString() }, secret: sealed }));
+    const changes = current.definition ? diffDefinitions(current.definition, def) : [];
+    await this.writeVault(vault, { kind: 'cred_update', credential: name, definition_hash: hash, previous_definition_hash: current.entry.definition_hash, secret_replaced: Boolean(secret) }, (m) => m.set(name, { entry: { ...current.entry, definition: { ...def }, definition_hash: hash, updated_at: new Date().toISOString() }, secret: sealed, definition: def, problem: null }));
     for (const f of this.credentialListeners) f(name);
     return { name, definition_hash: hash, secret_replaced: Boolean(secret), changes, generation: vault.generation };
   }
@@ -585,13 +585,13 @@ export class Controller {
 
   credList(): Record<string, unknown> {
     const vault = this.requireUnlocked();
-    return { credentials: vault.credentials().map((c) => describeCredential(c.entry)) };
+    return { credentials: vault.credentials().map((c) => describeCredential(c)) };
   }
 
   credShow(name: string): Record<string, unknown> {
     const c = this.requireUnlocked().credential(name);
     if (!c) throw new Refusal('not_found', `${this.requireUnlocked().noSuchCredential(name)}; see \`postern cred list\``);
-    return { ...describeCredential(c.entry), definition: c.entry.definition };
+    return { ...describeCredential(c), definition: c.entry.definition };
   }
 
   // The approver proves the passphrase once; its connection then receives
@@ -648,13 +648,14 @@ export class Controller {
   }
 }
 
-export function describeCredential(entry: { name: string; kind: string; definition: Record<string, unknown>; definition_hash: string; created_at: string; updated_at: string }): Record<string, unknown> {
-  const def = entry.definition as unknown as CredentialDef;
+export function describeCredential(c: StoredCredential): Record<string, unknown> {
+  const { entry, definition: def } = c;
   return {
     name: entry.name,
     kind: entry.kind,
-    description: def.description ?? '',
-    targets: summariseTargets(def),
+    description: def?.description ?? '',
+    // A definition that no longer validates shows no targets, and says why.
+    ...(def ? { targets: summariseTargets(def) } : { targets: [], problem: c.problem }),
     definition_hash: entry.definition_hash,
     created_at: entry.created_at,
     updated_at: entry.updated_at,

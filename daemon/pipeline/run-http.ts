@@ -4,7 +4,7 @@
 // at step 8, after everything before it passed.
 import { Refusal } from '../../shared/errors';
 import { canonicalJson } from '../../shared/canonical-json';
-import type { HttpCredentialDef } from '../../shared/credential';
+import { usableDefinition } from '../vault/unlocked-vault';
 import type { Controller } from '../controller';
 import type { Identity } from './identify';
 import { validateHttpRequest, parseJsonBody, HttpRequest } from './validate';
@@ -76,7 +76,8 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
     const stored = vault.credential(req.credential);
     if (!stored) throw new Refusal('unknown_credential', `${vault.noSuchCredential(req.credential)}; see GET /v1/credentials`);
     if (stored.entry.kind !== 'http') throw new Refusal('bad_request', `credential "${req.credential}" is an ${stored.entry.kind} credential; use POST /v1/ssh`);
-    const def = stored.entry.definition as unknown as HttpCredentialDef;
+    const def = usableDefinition(stored);
+    if (def.kind !== 'http') throw new Refusal('internal_error', `the stored definition of credential "${req.credential}" is not of its kind; a human must fix it with \`postern cred update ${req.credential}\``);
     // 3. policy, and the credential's budget (checked now so no human is
     // asked about a request that would be refused anyway; spent at step 7)
     const match = checkPolicy(def, req);

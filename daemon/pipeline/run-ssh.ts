@@ -6,6 +6,7 @@
 // redact, audit outcome, reply. The secret is opened only to connect.
 import { Refusal } from '../../shared/errors';
 import { SshCredentialDef, sshPrivateParts } from '../../shared/credential';
+import { usableDefinition } from '../vault/unlocked-vault';
 import { commandAllowed } from '../../shared/command-rule';
 import type { Controller } from '../controller';
 import type { Identity } from './identify';
@@ -129,7 +130,8 @@ export async function runSsh(ctx: SshContext, body: Buffer): Promise<Record<stri
     const stored = vault.credential(req.credential);
     if (!stored) throw new Refusal('unknown_credential', `${vault.noSuchCredential(req.credential)}; see GET /v1/credentials`);
     if (stored.entry.kind !== 'ssh') throw new Refusal('bad_request', `credential "${req.credential}" is an ${stored.entry.kind} credential; use POST /v1/http`);
-    const def = stored.entry.definition as unknown as SshCredentialDef;
+    const def = usableDefinition(stored);
+    if (def.kind !== 'ssh') throw new Refusal('internal_error', `the stored definition of credential "${req.credential}" is not of its kind; a human must fix it with \`postern cred update ${req.credential}\``);
     facts = { ...facts, ...requestFacts(req, stdinHash, def) };
     // 3. policy: the command rules and stdin, before anything is resolved
     checkSshPolicy(def, req);

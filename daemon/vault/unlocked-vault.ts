@@ -9,10 +9,30 @@ import { CredentialEntry, VaultMeta, readMeta } from '../../shared/vault-meta';
 import { SealedSecret, SealedSecrets, lockedWhileNeeded } from './sealed-secrets';
 import { isErrnoError, vaultWriteFailed } from './write-failure';
 import { didYouMean } from '../../shared/suggest';
+import { checkDefinition } from '../../shared/credential/schema';
+import type { CredentialDef } from '../../shared/credential/types';
+import { Refusal, formatProblems } from '../../shared/errors';
 
 export interface StoredCredential {
   entry: Omit<CredentialEntry, 'secret'>;
   secret: SealedSecret;
+  // The stored definition checked again at unlock, typed: what the policy
+  // engine reads. null when it no longer validates (a vault written by
+  // another version, or edited): `problem` says why, and requests with it
+  // are refused naming the credential, while the others keep working.
+  definition: CredentialDef | null;
+  problem: string | null;
+}
+
+// The definition a request may use, or the refusal that names what is wrong.
+export function usableDefinition(stored: StoredCredential): CredentialDef {
+  if (stored.definition) return stored.definition;
+  throw new Refusal('internal_error', `the stored definition of credential "${stored.entry.name}" no longer validates (${stored.problem ?? 'unknown problem'}); a human must fix it with \`postern cred update ${stored.entry.name}\``);
+}
+
+function checkStored(definition: unknown): { definition: CredentialDef | null; problem: string | null } {
+  const r = checkDefinition(definition);
+  return r.ok ? { definition: r.def, problem: null } : { definition: null, problem: formatProblems(r.problems) };
 }
 
 export type SigningChange = { kind: 'prepare'; secret: Buffer; public: string } | { kind: 'promote' } | { kind: 'abandon' };
@@ -39,7 +59,7 @@ export class UnlockedVault {
       if (meta.audit.sign_next) this.auditNext = this.sealer.seal(blob(meta.audit.sign_next.secret));
       for (const c of meta.credentials) {
         const { secret, ...entry } = c;
-        this.creds.set(c.name, { entry, secret: this.sealer.seal(blob(secret)) });
+        this.creds.set(c.name, { entry, secret: this.sealer.seal(blob(secret)), ...checkStored(entry.definition) });
       }
       const { credentials: _ignored, ...rest } = meta;
       void _ignored;
