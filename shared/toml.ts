@@ -21,6 +21,11 @@ export function tomlSyntaxProblem(e: InstanceType<typeof SmolToml.TomlError>, te
   if (/control characters are not allowed in strings/.test(what) && (at === undefined || at === '\r')) {
     return `a string is not closed before the end of line ${e.line}; end it with the quote it began with (use """ or ''' for a string of several lines)`;
   }
+  if (/trying to redefine an already defined table or value/.test(what)) {
+    return /^\s*\[/.test(line)
+      ? `the table opened on line ${e.line} is already defined above (each [table] may appear once); put these settings under the first one`
+      : `the key on line ${e.line} is already set above (each key may be set once); keep one of them`;
+  }
   if (/unfinished string/.test(what)) {
     return `the string that begins at line ${e.line}, column ${e.column} is never closed; end it with the quote it began with`;
   }

@@ -86,6 +86,14 @@ t.test('an unterminated TOML string is called that, in a definition and in the c
   r = cli(h, ['--config', crlf, 'status']);
   t.equal(r.code, 1);
   t.equal(r.stderr, `postern: ${crlf}: not valid TOML: [syntax] line 2, column 18: a string is not closed before the end of line 2; end it with the quote it began with (use """ or ''' for a string of several lines). Fix the syntax there and try again\n`, 'CRLF, a literal string, printed once');
+  // A table written twice, as when a setting is appended to a config whose
+  // [mcp] table init already wrote; a key set twice.
+  const twice = h.file('twice.toml', '[mcp]\n# max_result = "1MiB"\n[mcp]\nmax_result = "2MiB"\n');
+  r = cli(h, ['--config', twice, 'status']);
+  t.equal(r.stderr, `postern: ${twice}: not valid TOML: [syntax] line 3, column 2: the table opened on line 3 is already defined above (each [table] may appear once); put these settings under the first one. Fix the syntax there and try again\n`);
+  const key = h.file('key.toml', 'name = "a"\nname = "b"\n');
+  r = cli(h, ['cred', 'add', '--file', key, '--secret-file', h.passFile, '--passphrase-file', h.passFile]);
+  t.match(r.stderr, /not valid TOML at line 2, column 1: the key on line 2 is already set above \(each key may be set once\); keep one of them/);
   const eof = h.file('eof.toml', 'name = """github\n');
   r = cli(h, ['cred', 'add', '--file', eof, '--secret-file', h.passFile, '--passphrase-file', h.passFile]);
   t.match(r.stderr, /the string that begins at line 1, column 8 is never closed; end it with the quote it began with/);
