@@ -28,6 +28,7 @@ build: install $(ADDON)
 check: install
 	npx tsc -p tsconfig.test.json
 	node scripts/lint.mjs
+	npx prettier --check 'daemon/**/*.ts' 'cli/**/*.ts' 'shared/**/*.ts' 'test/**/*.ts'
 
 # The long suites (200 kill -9s, figures at --kdf moderate) run on their own
 # with a 40-minute limit per file; everything else must finish in 180 s a file.

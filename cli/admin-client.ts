@@ -62,7 +62,11 @@ export class AdminClient {
     });
   }
 
-  request(op: AdminOp, args: Record<string, unknown> = {}, attachments: Buffer[] = []): Promise<Record<string, unknown>> {
+  request(
+    op: AdminOp,
+    args: Record<string, unknown> = {},
+    attachments: Buffer[] = [],
+  ): Promise<Record<string, unknown>> {
     const id = this.nextId++;
     const frame = encodeFrame({ id, op, args }, attachments);
     return new Promise((resolve, reject) => {
@@ -100,10 +104,13 @@ export class AdminClient {
 }
 
 function checkDaemonUid(sock: net.Socket, daemonUid: number): void {
-  const expected = daemonUid === -1 ? process.getuid?.() ?? -1 : daemonUid;
+  const expected = daemonUid === -1 ? (process.getuid?.() ?? -1) : daemonUid;
   const peer = peerCredOfSocket(sock);
   if (peer.uid !== expected) {
-    throw new Refusal('denied_peer', `admin.sock is served by uid ${peer.uid}, not the daemon's uid ${expected}; refusing to talk to it (someone may be impersonating the daemon)`);
+    throw new Refusal(
+      'denied_peer',
+      `admin.sock is served by uid ${peer.uid}, not the daemon's uid ${expected}; refusing to talk to it (someone may be impersonating the daemon)`,
+    );
   }
 }
 
@@ -123,7 +130,12 @@ export async function withAdmin<T>(config: LoadedConfig, fn: (c: AdminClient) =>
 async function unreachable(config: LoadedConfig, e: NodeJS.ErrnoException): Promise<Unreachable> {
   const path = config.paths.adminSocket;
   const running = await findRunningDaemon(config.home);
-  if (!running) return new Unreachable(`the postern daemon is not reachable at ${path} (${e.code}); start it with \`postern daemon\``);
+  if (!running)
+    return new Unreachable(
+      `the postern daemon is not reachable at ${path} (${e.code}); start it with \`postern daemon\``,
+    );
   const state = existsSync(path) ? 'does not answer' : 'is missing';
-  return new Unreachable(`the postern daemon (${describeDaemon(running)}) is running for ${config.home}, but its admin socket ${path} ${state}; ${restartAdvice(running)}`);
+  return new Unreachable(
+    `the postern daemon (${describeDaemon(running)}) is running for ${config.home}, but its admin socket ${path} ${state}; ${restartAdvice(running)}`,
+  );
 }

@@ -26,7 +26,13 @@ export function agentSocketPath(env: NodeJS.ProcessEnv, fromConfig: () => string
 
 export class Aborted extends Error {}
 
-export function agentCall(socketPath: string, method: string, path: string, body?: unknown, opts: AgentCallOptions = {}): Promise<AgentReply> {
+export function agentCall(
+  socketPath: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  opts: AgentCallOptions = {},
+): Promise<AgentReply> {
   return new Promise((resolve, reject) => {
     if (opts.signal?.aborted) {
       reject(new Aborted('the call was cancelled before it was sent'));
@@ -34,22 +40,38 @@ export function agentCall(socketPath: string, method: string, path: string, body
     }
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
     const notice = opts.onWaiting ? { [WAITING_NOTICE.ask]: '1' } : {};
-    const req = http.request({ socketPath, method, path, headers: { 'content-type': 'application/json', ...notice, ...(payload ? { 'content-length': payload.length } : {}) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        try {
-          resolve({ status: res.statusCode ?? 0, json: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown> });
-        } catch {
-          reject(new Unreachable(`the agent socket ${socketPath} answered something that is not postern's JSON`));
-        }
-      });
-      res.on('error', () => undefined);
-    });
+    const req = http.request(
+      {
+        socketPath,
+        method,
+        path,
+        headers: {
+          'content-type': 'application/json',
+          ...notice,
+          ...(payload ? { 'content-length': payload.length } : {}),
+        },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          try {
+            resolve({
+              status: res.statusCode ?? 0,
+              json: JSON.parse(Buffer.concat(chunks).toString('utf8')) as Record<string, unknown>,
+            });
+          } catch {
+            reject(new Unreachable(`the agent socket ${socketPath} answered something that is not postern's JSON`));
+          }
+        });
+        res.on('error', () => undefined);
+      },
+    );
     req.on('information', (info) => {
       const id = info.headers[WAITING_NOTICE.id];
       const expires = info.headers[WAITING_NOTICE.expires];
-      if (info.statusCode === 102 && typeof id === 'string' && typeof expires === 'string') opts.onWaiting?.({ id, expiresAt: expires });
+      if (info.statusCode === 102 && typeof id === 'string' && typeof expires === 'string')
+        opts.onWaiting?.({ id, expiresAt: expires });
     });
     const onAbort = (): void => {
       req.destroy();
@@ -61,9 +83,18 @@ export function agentCall(socketPath: string, method: string, path: string, body
       if (opts.signal?.aborted) return;
       // Only these mean the daemon never had the request.
       if (['ENOENT', 'ECONNREFUSED', 'EACCES', 'EPERM', 'ENOTSOCK', 'ENOTDIR'].includes(e.code ?? '')) {
-        reject(new Unreachable(`the postern daemon is not reachable at ${socketPath} (${e.code}); start it with \`postern daemon\``));
+        reject(
+          new Unreachable(
+            `the postern daemon is not reachable at ${socketPath} (${e.code}); start it with \`postern daemon\``,
+          ),
+        );
       } else {
-        reject(new Unreachable(`the postern daemon at ${socketPath} closed the connection before answering (${e.code ?? e.message}); the request may have been executed — check \`postern audit show\` before retrying, and start \`postern daemon\` if it is not running`, true));
+        reject(
+          new Unreachable(
+            `the postern daemon at ${socketPath} closed the connection before answering (${e.code ?? e.message}); the request may have been executed — check \`postern audit show\` before retrying, and start \`postern daemon\` if it is not running`,
+            true,
+          ),
+        );
       }
     });
     req.end(payload);

@@ -29,14 +29,17 @@ function nodes(program: Command): Node[] {
     for (const c of visible) walk(c, [...path, c.name()]);
   };
   walk(program, []);
-  for (const n of out) if (!n.options.some((o) => o.flag === '--help')) n.options.push({ flag: '--help', takesValue: false, help: 'show help' });
+  for (const n of out)
+    if (!n.options.some((o) => o.flag === '--help'))
+      n.options.push({ flag: '--help', takesValue: false, help: 'show help' });
   return out;
 }
 
 // Words are [a-z0-9-] (commander names and long flags); anything else would
 // need quoting in three shells, so it is refused rather than emitted.
 function safe(word: string): string {
-  if (!/^[A-Za-z0-9][A-Za-z0-9 _-]*$/.test(word.replace(/^--/, ''))) throw new Error(`completion: unexpected word ${JSON.stringify(word)}`);
+  if (!/^[A-Za-z0-9][A-Za-z0-9 _-]*$/.test(word.replace(/^--/, '')))
+    throw new Error(`completion: unexpected word ${JSON.stringify(word)}`);
   return word;
 }
 
@@ -48,7 +51,10 @@ function quoted(text: string): string {
 function bash(tree: Node[]): string {
   const cases = tree.map((n) => {
     const words = [...n.subs, ...n.options.map((o) => o.flag)].map(safe).join(' ');
-    const valued = n.options.filter((o) => o.takesValue).map((o) => safe(o.flag)).join('|');
+    const valued = n.options
+      .filter((o) => o.takesValue)
+      .map((o) => safe(o.flag))
+      .join('|');
     return `    ${quoted(n.path)}) words=${quoted(words)}; valued=${quoted(valued)} ;;`;
   });
   return `# bash completion for postern; load it with: source <(postern completion bash)
@@ -82,9 +88,14 @@ complete -o default -F _postern postern
 
 function zsh(tree: Node[]): string {
   const cases = tree.map((n) => {
-    const subs = n.subs.map((s) => quoted(`${safe(s)}:${tree.find((x) => x.path === (n.path ? `${n.path} ${s}` : s))?.help ?? ''}`)).join(' ');
+    const subs = n.subs
+      .map((s) => quoted(`${safe(s)}:${tree.find((x) => x.path === (n.path ? `${n.path} ${s}` : s))?.help ?? ''}`))
+      .join(' ');
     const opts = n.options.map((o) => quoted(`${safe(o.flag)}:${o.help}`)).join(' ');
-    const valued = n.options.filter((o) => o.takesValue).map((o) => safe(o.flag)).join(' ');
+    const valued = n.options
+      .filter((o) => o.takesValue)
+      .map((o) => safe(o.flag))
+      .join(' ');
     return `    ${quoted(n.path)}) subs=(${subs}); opts=(${opts}); valued=(${valued}) ;;`;
   });
   return `#compdef postern
@@ -115,7 +126,11 @@ if [[ "\${zsh_eval_context[-1]}" == loadautofunc ]]; then _postern "$@"; else co
 }
 
 function fish(tree: Node[]): string {
-  const lines = ['# fish completion for postern; load it with: postern completion fish | source', '# (or save it as ~/.config/fish/completions/postern.fish)', 'complete -c postern -f'];
+  const lines = [
+    '# fish completion for postern; load it with: postern completion fish | source',
+    '# (or save it as ~/.config/fish/completions/postern.fish)',
+    'complete -c postern -f',
+  ];
   for (const n of tree) {
     // fish sees the command path through __fish_seen_subcommand_from; the
     // condition pins this node: its own words seen, none of its sub-commands.
@@ -130,7 +145,10 @@ function fish(tree: Node[]): string {
       const help = tree.find((x) => x.path === (n.path ? `${n.path} ${s}` : s))?.help ?? '';
       lines.push(`complete -c postern${when} -a ${safe(s)} -d ${quoted(help)}`);
     }
-    for (const o of n.options) lines.push(`complete -c postern${when} -l ${safe(o.flag.replace(/^--/, ''))}${o.takesValue ? ' -r -F' : ''} -d ${quoted(o.help)}`);
+    for (const o of n.options)
+      lines.push(
+        `complete -c postern${when} -l ${safe(o.flag.replace(/^--/, ''))}${o.takesValue ? ' -r -F' : ''} -d ${quoted(o.help)}`,
+      );
   }
   return lines.join('\n') + '\n';
 }

@@ -10,7 +10,10 @@ export interface GlobalOptions {
 
 export class Context {
   private loaded: LoadedConfig | null = null;
-  constructor(readonly opts: GlobalOptions, readonly env: NodeJS.ProcessEnv = process.env) {}
+  constructor(
+    readonly opts: GlobalOptions,
+    readonly env: NodeJS.ProcessEnv = process.env,
+  ) {}
 
   get json(): boolean {
     return Boolean(this.opts.json);

@@ -17,14 +17,21 @@ export class Interrupted extends Error {
 // The daemon could not be reached, or (maybeExecuted) it had the request and
 // closed the connection before answering.
 export class Unreachable extends Error {
-  constructor(message: string, readonly maybeExecuted = false) {
+  constructor(
+    message: string,
+    readonly maybeExecuted = false,
+  ) {
     super(message);
   }
 }
 
 // An error returned by the daemon over admin.sock.
 export class DaemonRefusal extends Error {
-  constructor(readonly code: string, message: string, readonly detail: Record<string, unknown>) {
+  constructor(
+    readonly code: string,
+    message: string,
+    readonly detail: Record<string, unknown>,
+  ) {
     super(message);
   }
 }
@@ -41,11 +48,18 @@ export function exitCodeFor(e: unknown): number {
 }
 
 export function describeError(e: unknown): string {
-  if (e instanceof Refusal || e instanceof DaemonRefusal || e instanceof UsageError || e instanceof Unreachable || e instanceof Interrupted) {
+  if (
+    e instanceof Refusal ||
+    e instanceof DaemonRefusal ||
+    e instanceof UsageError ||
+    e instanceof Unreachable ||
+    e instanceof Interrupted
+  ) {
     return e.message;
   }
   const err = e as NodeJS.ErrnoException;
-  if (err && typeof err.code === 'string' && typeof err.path === 'string') return `${err.code} on ${err.path}; check the path and its permissions`;
+  if (err && typeof err.code === 'string' && typeof err.path === 'string')
+    return `${err.code} on ${err.path}; check the path and its permissions`;
   return 'unexpected error (a bug in postern); please report it with the command you ran';
 }
 

@@ -4,7 +4,11 @@ import { Command } from 'commander';
 
 export const EXAMPLES: Readonly<Record<string, readonly string[]>> = {
   '': ['postern init', 'postern daemon &', 'postern unlock', 'postern cred add --file github.toml', 'postern approver'],
-  init: ['postern init', 'postern init --kdf sensitive', 'POSTERN_HOME=/srv/postern postern init --passphrase-file pass.txt'],
+  init: [
+    'postern init',
+    'postern init --kdf sensitive',
+    'POSTERN_HOME=/srv/postern postern init --passphrase-file pass.txt',
+  ],
   daemon: ['postern daemon', 'postern --config /etc/postern/config.toml daemon'],
   unlock: ['postern unlock', 'postern unlock --passphrase-file <(op read op://vault/postern/passphrase)'],
   lock: ['postern lock'],
@@ -13,30 +17,65 @@ export const EXAMPLES: Readonly<Record<string, readonly string[]>> = {
   config: ['postern config approve'],
   'config approve': ['postern config approve', 'postern config approve --passphrase-file pass.txt'],
   cred: ['postern cred list', 'postern cred add --file github.toml', 'postern cred show github'],
-  'cred add': ['postern cred add --file github.toml', 'postern cred add --file github.toml --secret-file <(op read op://vault/github/token)', 'postern cred add --file deploy-box.toml --secret-file ~/.ssh/deploy_ed25519'],
-  'cred update': ['postern cred update github --file github.toml', 'postern cred update github --file github.toml --secret-file new-token.txt'],
+  'cred add': [
+    'postern cred add --file github.toml',
+    'postern cred add --file github.toml --secret-file <(op read op://vault/github/token)',
+    'postern cred add --file deploy-box.toml --secret-file ~/.ssh/deploy_ed25519',
+  ],
+  'cred update': [
+    'postern cred update github --file github.toml',
+    'postern cred update github --file github.toml --secret-file new-token.txt',
+  ],
   'cred list': ['postern cred list', 'postern cred list --json'],
   'cred show': ['postern cred show github', 'postern cred show github --json'],
   'cred rm': ['postern cred rm github'],
   doctor: ['postern doctor', 'postern doctor --json'],
-  audit: ['postern audit verify --pubkey <key printed by init>', 'postern audit head', 'postern audit show --since 100'],
-  'audit verify': ['postern audit verify', 'postern audit verify --pubkey <key printed by init> --expect-head 1842:<hash>', 'postern audit verify --log /backup/audit.log --allow-unsigned-tail'],
+  audit: [
+    'postern audit verify --pubkey <key printed by init>',
+    'postern audit head',
+    'postern audit show --since 100',
+  ],
+  'audit verify': [
+    'postern audit verify',
+    'postern audit verify --pubkey <key printed by init> --expect-head 1842:<hash>',
+    'postern audit verify --log /backup/audit.log --allow-unsigned-tail',
+  ],
   'audit head': ['postern audit head', 'postern audit head >> ~/postern-heads.txt'],
   'audit show': ['postern audit show', 'postern audit show --since 1800 --json | jq .kind'],
   'audit rotate-key': ['postern audit rotate-key'],
-  request: ['postern request http --credential github --url https://api.github.com/user', 'postern request ssh --credential deploy-box --command "systemctl status app"'],
+  request: [
+    'postern request http --credential github --url https://api.github.com/user',
+    'postern request ssh --credential deploy-box --command "systemctl status app"',
+  ],
   'request http': [
     'postern request http --credential github --url https://api.github.com/user',
     'postern request http --credential github -X POST --url https://api.github.com/repos/acme/app/issues --data \'{"title":"x"}\' -H "content-type: application/json"',
     'postern request http --credential github --url https://api.github.com/user -o user.json --fail',
   ],
-  'request ssh': ['postern request ssh --credential deploy-box --command "systemctl status app"', 'postern request ssh --credential deploy-box --command "tee /srv/app/motd" --stdin-file motd.txt'],
-  approver: ['postern approver', 'postern approver --auto deny', 'postern approver --auto approve --passphrase-file pass.txt   # tests and scripted set-ups only'],
+  'request ssh': [
+    'postern request ssh --credential deploy-box --command "systemctl status app"',
+    'postern request ssh --credential deploy-box --command "tee /srv/app/motd" --stdin-file motd.txt',
+  ],
+  approver: [
+    'postern approver',
+    'postern approver --auto deny',
+    'postern approver --auto approve --passphrase-file pass.txt   # tests and scripted set-ups only',
+  ],
   sessions: ['postern sessions', 'postern sessions revoke 3f2a', 'postern sessions revoke --all'],
   'sessions revoke': ['postern sessions revoke 3f2a', 'postern sessions revoke --all'],
-  mcp: ['claude mcp add postern -- postern mcp', 'postern mcp   # speaks MCP on stdin/stdout; started by the MCP client'],
-  'systemd-unit': ['postern systemd-unit > ~/.config/systemd/user/postern.service && systemctl --user daemon-reload', 'postern --config /etc/postern/config.toml systemd-unit'],
-  completion: ['source <(postern completion bash)', 'postern completion zsh > "${fpath[1]}/_postern"', 'postern completion fish > ~/.config/fish/completions/postern.fish'],
+  mcp: [
+    'claude mcp add postern -- postern mcp',
+    'postern mcp   # speaks MCP on stdin/stdout; started by the MCP client',
+  ],
+  'systemd-unit': [
+    'postern systemd-unit > ~/.config/systemd/user/postern.service && systemctl --user daemon-reload',
+    'postern --config /etc/postern/config.toml systemd-unit',
+  ],
+  completion: [
+    'source <(postern completion bash)',
+    'postern completion zsh > "${fpath[1]}/_postern"',
+    'postern completion fish > ~/.config/fish/completions/postern.fish',
+  ],
 };
 
 export function commandPath(cmd: Command): string {

@@ -26,7 +26,12 @@ import { packageVersion } from '../shared/version';
 // commander's own errors ("error: unknown command 'lst'\n(Did you mean
 // list?)") as one line in postern's voice, naming where help is.
 function usageLine(text: string, command: string): string {
-  const said = text.replace(/^error: /, '').replace(/\s*\n\s*\(Did you mean (.*)\?\)\s*/, ' (did you mean $1?)').replace(/\s*\n\s*/g, ' ').trim().replace(/\.$/, '');
+  const said = text
+    .replace(/^error: /, '')
+    .replace(/\s*\n\s*\(Did you mean (.*)\?\)\s*/, ' (did you mean $1?)')
+    .replace(/\s*\n\s*/g, ' ')
+    .trim()
+    .replace(/\.$/, '');
   return `postern: ${said}; see \`postern ${command ? `${command} ` : ''}--help\`\n`;
 }
 
@@ -42,12 +47,30 @@ function buildProgram(): { program: Command; ctx: () => Context } {
     .configureOutput({ writeErr: (s) => process.stderr.write(s), outputError: (s, write) => write(usageLine(s, '')) })
     .showHelpAfterError(false);
   const ctx = (): Context => new Context(program.opts<GlobalOptions>());
-  for (const m of [init, lifecycle, cred, config, doctor, audit, request, approver, sessions, auditShow, auditRotate, mcp, systemdUnit]) m.register(program, ctx);
+  for (const m of [
+    init,
+    lifecycle,
+    cred,
+    config,
+    doctor,
+    audit,
+    request,
+    approver,
+    sessions,
+    auditShow,
+    auditRotate,
+    mcp,
+    systemdUnit,
+  ])
+    m.register(program, ctx);
   // Sub-commands take the global options anywhere on the line.
   const propagate = (cmd: Command): void => {
     for (const sub of cmd.commands) {
       sub.exitOverride();
-      sub.configureOutput({ writeErr: (s) => process.stderr.write(s), outputError: (s, write) => write(usageLine(s, commandPath(sub))) });
+      sub.configureOutput({
+        writeErr: (s) => process.stderr.write(s),
+        outputError: (s, write) => write(usageLine(s, commandPath(sub))),
+      });
       if (!sub.options.some((o) => o.long === '--json')) sub.option('--json', 'print data as JSON');
       if (!sub.options.some((o) => o.long === '--config')) sub.option('--config <file>', 'config file');
       propagate(sub);
@@ -71,17 +94,31 @@ function fail(e: unknown, json: boolean): never {
   const problems = problemsOf(e);
   if (json) {
     // A daemon's refusal keeps its own message and detail (audit_seq...).
-    const detail = e instanceof DaemonRefusal ? e.detail : e instanceof Unreachable && e.maybeExecuted ? { maybe_executed: true } : {};
-    process.stdout.write(JSON.stringify({ error: { code: codeOf(e), message, ...(problems.length ? { problems } : {}), ...detail } }, null, 2) + '\n');
+    const detail =
+      e instanceof DaemonRefusal
+        ? e.detail
+        : e instanceof Unreachable && e.maybeExecuted
+          ? { maybe_executed: true }
+          : {};
+    process.stdout.write(
+      JSON.stringify(
+        { error: { code: codeOf(e), message, ...(problems.length ? { problems } : {}), ...detail } },
+        null,
+        2,
+      ) + '\n',
+    );
   }
   // A message that begins with "postern" (a hardening refusal: "postern
   // unlock refuses to run: ...") already names its subject.
   process.stderr.write(message.startsWith('postern ') ? `${message}\n` : `postern: ${message}\n`);
   // For developers: the stack of an unexpected error, only when asked for.
-  if (code === EXIT.refused && codeOf(e) === 'internal_error' && process.env['POSTERN_DEBUG'] === '1') process.stderr.write(`${(e as Error)?.stack ?? String(e)}\n`);
+  if (code === EXIT.refused && codeOf(e) === 'internal_error' && process.env['POSTERN_DEBUG'] === '1')
+    process.stderr.write(`${(e as Error)?.stack ?? String(e)}\n`);
   // The problems list adds detail only when it says more than the message:
   // a problem whose place the message already names is not printed again.
-  const extra = problems.filter((p) => (p.path !== '' || problems.length > 1) && !(p.path !== '' && message.includes(`${p.path}: `)));
+  const extra = problems.filter(
+    (p) => (p.path !== '' || problems.length > 1) && !(p.path !== '' && message.includes(`${p.path}: `)),
+  );
   for (const p of extra) process.stderr.write(`  ${p.path || '(top level)'}: ${p.message}\n`);
   process.exit(code);
 }
@@ -95,7 +132,8 @@ async function main(argv: string[]): Promise<void> {
       // Help asked for (--help, -h, `help`) ends with commander's exit code 0;
       // a missing or unknown sub-command prints the same usage to stderr with
       // a non-zero one, and is a usage error like any other.
-      const asked = ['commander.helpDisplayed', 'commander.help', 'commander.version'].includes(e.code) && e.exitCode === 0;
+      const asked =
+        ['commander.helpDisplayed', 'commander.help', 'commander.version'].includes(e.code) && e.exitCode === 0;
       process.exit(asked ? EXIT.ok : EXIT.usage);
     }
     fail(e, Boolean(program.opts<GlobalOptions>().json));

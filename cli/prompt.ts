@@ -21,14 +21,21 @@ export function readInputFile(path: string, what: string): Buffer {
   try {
     fd = path === '-' ? 0 : openSync(path, 'r');
   } catch (e) {
-    throw new Refusal('bad_request', `cannot read the ${what} file ${path} (${(e as NodeJS.ErrnoException).code}); check the path`);
+    throw new Refusal(
+      'bad_request',
+      `cannot read the ${what} file ${path} (${(e as NodeJS.ErrnoException).code}); check the path`,
+    );
   }
   try {
     // A regular file, or a pipe: `--passphrase-file <(op read …)` hands over
     // /dev/fd/N, the read end of a pipe. A directory, a device or a socket
     // is a mistake.
     const st = path === '-' ? null : fstatSync(fd);
-    if (st && !st.isFile() && !st.isFIFO()) throw new Refusal('bad_request', `the ${what} file ${path} is not a regular file or a pipe; name a file, or use - for stdin`);
+    if (st && !st.isFile() && !st.isFIFO())
+      throw new Refusal(
+        'bad_request',
+        `the ${what} file ${path} is not a regular file or a pipe; name a file, or use - for stdin`,
+      );
     const chunks: Buffer[] = [];
     let total = 0;
     const chunk = Buffer.alloc(64 * 1024);
@@ -43,7 +50,8 @@ export function readInputFile(path: string, what: string): Buffer {
       }
       if (n === 0) break;
       total += n;
-      if (total > MAX_INPUT) throw new Refusal('bad_request', `the ${what} is larger than ${MAX_INPUT} bytes; check the file`);
+      if (total > MAX_INPUT)
+        throw new Refusal('bad_request', `the ${what} is larger than ${MAX_INPUT} bytes; check the file`);
       chunks.push(Buffer.from(chunk.subarray(0, n)));
     }
     chunk.fill(0);
@@ -71,7 +79,11 @@ export function stripNewline(buf: Buffer): Buffer {
 // token, a password). Extra pasted lines are dropped, never left for the
 // shell.
 export function askHidden(prompt: string, what = prompt.replace(/:\s*$/, '').toLowerCase()): Promise<Buffer> {
-  const collector = new SecretCollector('line', MAX_INPUT, `the ${what} is longer than ${MAX_INPUT} bytes; check what was typed or pasted, or give it in a file (see --help)`);
+  const collector = new SecretCollector(
+    'line',
+    MAX_INPUT,
+    `the ${what} is longer than ${MAX_INPUT} bytes; check what was typed or pasted, or give it in a file (see --help)`,
+  );
   return askOnTerminal(prompt, what, collector);
 }
 
@@ -90,9 +102,16 @@ export function askPrivateKey(prompt = PRIVATE_KEY_PROMPT): Promise<Buffer> {
 }
 
 export async function getPassphrase(opts: { passphraseFile?: string }, prompt = 'Vault passphrase: '): Promise<Buffer> {
-  const pass = opts.passphraseFile ? stripNewline(readInputFile(opts.passphraseFile, 'passphrase')) : await askHidden(prompt);
+  const pass = opts.passphraseFile
+    ? stripNewline(readInputFile(opts.passphraseFile, 'passphrase'))
+    : await askHidden(prompt);
   if (pass.length === 0) {
-    throw new Refusal('bad_request', opts.passphraseFile ? `the passphrase file ${opts.passphraseFile} is empty; put the vault passphrase in it` : 'the passphrase is empty; type the vault passphrase');
+    throw new Refusal(
+      'bad_request',
+      opts.passphraseFile
+        ? `the passphrase file ${opts.passphraseFile} is empty; put the vault passphrase in it`
+        : 'the passphrase is empty; type the vault passphrase',
+    );
   }
   return pass;
 }
@@ -118,10 +137,14 @@ export async function getNewPassphrase(file: string | undefined, what = 'vault p
       throw new Refusal('bad_request', `the two ${what}s differ; run the command again`);
     }
   }
-  if (pass.length === 0) throw new Refusal('bad_request', `the ${what} is empty; choose one of at least ${MIN_PASSPHRASE} characters`);
+  if (pass.length === 0)
+    throw new Refusal('bad_request', `the ${what} is empty; choose one of at least ${MIN_PASSPHRASE} characters`);
   if (codePoints(pass) < MIN_PASSPHRASE) {
     pass.fill(0);
-    throw new Refusal('bad_request', `the ${what} is too short (at least ${MIN_PASSPHRASE} characters); choose a longer one`);
+    throw new Refusal(
+      'bad_request',
+      `the ${what} is too short (at least ${MIN_PASSPHRASE} characters); choose a longer one`,
+    );
   }
   return pass;
 }

@@ -34,7 +34,11 @@ export class SecretCollector {
   private junkLine = false;
 
   // `tooLong` is the one-line refusal given when the answer passes `max` bytes.
-  constructor(private readonly shape: AnswerShape, private readonly max: number, private readonly tooLong: string) {
+  constructor(
+    private readonly shape: AnswerShape,
+    private readonly max: number,
+    private readonly tooLong: string,
+  ) {
     this.buf = Buffer.alloc(max);
   }
 

@@ -167,7 +167,9 @@ export async function askOnTerminal(prompt: string, what: string, collector: Sec
     });
     input.on('error', (e) => {
       if (draining || settled) return;
-      failure = new UsageError(`the terminal could not be read for the ${what} (${(e as NodeJS.ErrnoException).code ?? e.message})`);
+      failure = new UsageError(
+        `the terminal could not be read for the ${what} (${(e as NodeJS.ErrnoException).code ?? e.message})`,
+      );
       settle();
     });
     input.on('end', () => {
@@ -185,7 +187,9 @@ export async function askOnTerminal(prompt: string, what: string, collector: Sec
       input.setRawMode(true);
       raw = true;
     } catch {
-      failure = new UsageError(`the terminal cannot hide the ${what} (echo cannot be turned off); pass it with a --*-file option (see --help)`);
+      failure = new UsageError(
+        `the terminal cannot hide the ${what} (echo cannot be turned off); pass it with a --*-file option (see --help)`,
+      );
       settle();
       return;
     }

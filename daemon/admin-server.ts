@@ -18,10 +18,19 @@ interface Conn {
   sock: net.Socket;
 }
 
-type Handler = (c: Controller, args: Record<string, unknown>, att: Buffer[], conn: Conn) => Promise<Record<string, unknown>> | Record<string, unknown>;
+type Handler = (
+  c: Controller,
+  args: Record<string, unknown>,
+  att: Buffer[],
+  conn: Conn,
+) => Promise<Record<string, unknown>> | Record<string, unknown>;
 
 function attachedOnly(conn: Conn): void {
-  if (!conn.attached) throw new Refusal('denied_by_user', 'only an approver that proved the passphrase may decide; run `postern approver`');
+  if (!conn.attached)
+    throw new Refusal(
+      'denied_by_user',
+      'only an approver that proved the passphrase may decide; run `postern approver`',
+    );
 }
 
 function str(args: Record<string, unknown>, key: string): string {
@@ -45,7 +54,13 @@ const HANDLERS: Record<AdminOp, Handler> = {
   passwd: (c, _a, att) => c.passwd(need(att, 0, 'passphrase'), need(att, 1, 'new passphrase')),
   'audit.rotate_key': (c, _a, att) => c.rotateAuditKey(need(att, 0, 'passphrase')),
   'cred.add': (c, a, att) => c.credAdd(need(att, 0, 'passphrase'), a['definition'], need(att, 1, 'secret')),
-  'cred.update': (c, a, att) => c.credUpdate(need(att, 0, 'passphrase'), str(a, 'name'), a['definition'], att[1] && att[1].length > 0 ? att[1] : undefined),
+  'cred.update': (c, a, att) =>
+    c.credUpdate(
+      need(att, 0, 'passphrase'),
+      str(a, 'name'),
+      a['definition'],
+      att[1] && att[1].length > 0 ? att[1] : undefined,
+    ),
   'cred.list': (c) => c.credList(),
   'cred.show': (c, a) => c.credShow(str(a, 'name')),
   'cred.rm': (c, a, att) => c.credRemove(need(att, 0, 'passphrase'), str(a, 'name')),
@@ -82,12 +97,34 @@ export function createAdminServer(controller: Controller, log: Logger): net.Serv
       peer = peerCredOfSocket(sock);
     } catch {
       // Say why rather than just closing: the CLI would report "not reachable".
-      sock.end(encodeFrame({ id: 0, ok: false, error: { code: 'unidentified_peer', message: 'the daemon could not identify this process (another pid namespace?); run the CLI where the daemon runs' } }));
+      sock.end(
+        encodeFrame({
+          id: 0,
+          ok: false,
+          error: {
+            code: 'unidentified_peer',
+            message:
+              'the daemon could not identify this process (another pid namespace?); run the CLI where the daemon runs',
+          },
+        }),
+      );
       return;
     }
     if (peer.uid !== ownUid) {
-      log.warn({ event: 'admin_peer_refused', peer_uid: peer.uid, peer_pid: peer.pid }, 'admin connection from another uid refused');
-      sock.end(encodeFrame({ id: 0, ok: false, error: { code: 'denied_peer', message: `admin.sock serves only uid ${ownUid}; run the CLI as the daemon's user` } }));
+      log.warn(
+        { event: 'admin_peer_refused', peer_uid: peer.uid, peer_pid: peer.pid },
+        'admin connection from another uid refused',
+      );
+      sock.end(
+        encodeFrame({
+          id: 0,
+          ok: false,
+          error: {
+            code: 'denied_peer',
+            message: `admin.sock serves only uid ${ownUid}; run the CLI as the daemon's user`,
+          },
+        }),
+      );
       return;
     }
     const decoder = new FrameDecoder();
@@ -115,14 +152,25 @@ async function handle(controller: Controller, frame: Frame, conn: Conn, log: Log
   const id = typeof frame.json['id'] === 'number' ? frame.json['id'] : 0;
   const op = frame.json['op'];
   try {
-    if (!isAdminOp(op)) throw new Refusal('bad_request', `unknown admin operation ${JSON.stringify(op)}; use a postern CLI of the same version as the daemon`);
-    const args = (typeof frame.json['args'] === 'object' && frame.json['args'] !== null ? frame.json['args'] : {}) as Record<string, unknown>;
-    if (frame.attachments.length > ADMIN_OPS[op].length) throw new Refusal('bad_request', `too many attachments for ${op}`);
+    if (!isAdminOp(op))
+      throw new Refusal(
+        'bad_request',
+        `unknown admin operation ${JSON.stringify(op)}; use a postern CLI of the same version as the daemon`,
+      );
+    const args = (
+      typeof frame.json['args'] === 'object' && frame.json['args'] !== null ? frame.json['args'] : {}
+    ) as Record<string, unknown>;
+    if (frame.attachments.length > ADMIN_OPS[op].length)
+      throw new Refusal('bad_request', `too many attachments for ${op}`);
     const result = await HANDLERS[op](controller, args, frame.attachments, conn);
     if (!sock.destroyed) sock.write(encodeFrame({ id, ok: true, result }));
   } catch (e) {
     // Only the error's class and code: a library message could quote input.
-    if (!(e instanceof Refusal)) log.error({ event: 'admin_error', op: String(op), err: (e as Error)?.name, errno: (e as NodeJS.ErrnoException)?.code }, 'admin operation failed');
+    if (!(e instanceof Refusal))
+      log.error(
+        { event: 'admin_error', op: String(op), err: (e as Error)?.name, errno: (e as NodeJS.ErrnoException)?.code },
+        'admin operation failed',
+      );
     reply(sock, id, e);
   } finally {
     for (const a of frame.attachments) a.fill(0);
@@ -130,6 +178,9 @@ async function handle(controller: Controller, frame: Frame, conn: Conn, log: Log
 }
 
 function reply(sock: net.Socket, id: number, e: unknown): void {
-  const error = e instanceof Refusal ? e.toJSON() : { code: 'internal_error', message: 'the daemon hit an unexpected error; see its log' };
+  const error =
+    e instanceof Refusal
+      ? e.toJSON()
+      : { code: 'internal_error', message: 'the daemon hit an unexpected error; see its log' };
   if (!sock.destroyed) sock.write(encodeFrame({ id, ok: false, error }));
 }

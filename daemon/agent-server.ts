@@ -29,7 +29,10 @@ function identify(controller: Controller, sock: net.Socket): Identity {
   if (known instanceof Refusal) throw known;
   if (known) {
     if (stillRunning(known.process)) return known;
-    const gone = new Refusal('unidentified_peer', `the process that made this connection (pid ${known.process.pid}) has exited or exec'd; whoever holds the connection now cannot speak for it — connect again from a running process`);
+    const gone = new Refusal(
+      'unidentified_peer',
+      `the process that made this connection (pid ${known.process.pid}) has exited or exec'd; whoever holds the connection now cannot speak for it — connect again from a running process`,
+    );
     peers.set(sock, gone);
     throw gone;
   }
@@ -39,9 +42,20 @@ function identify(controller: Controller, sock: net.Socket): Identity {
     const allowed = controller.config.config.daemon.agent_uids;
     const ownUid = process.getuid?.() ?? -1;
     const ok = allowed.length === 0 ? peer.uid === ownUid : allowed.includes(peer.uid);
-    verdict = ok ? identifyPeer(peer.pid, peer.uid) : new Refusal('denied_peer', `uid ${peer.uid} may not use this agent socket; a human can add it to daemon.agent_uids in the config`);
+    verdict = ok
+      ? identifyPeer(peer.pid, peer.uid)
+      : new Refusal(
+          'denied_peer',
+          `uid ${peer.uid} may not use this agent socket; a human can add it to daemon.agent_uids in the config`,
+        );
   } catch (e) {
-    verdict = e instanceof Refusal ? e : new Refusal('unidentified_peer', 'the connecting process could not be identified; connect over the Unix socket from a local process');
+    verdict =
+      e instanceof Refusal
+        ? e
+        : new Refusal(
+            'unidentified_peer',
+            'the connecting process could not be identified; connect over the Unix socket from a local process',
+          );
   }
   peers.set(sock, verdict);
   if (verdict instanceof Refusal) throw verdict;
@@ -51,7 +65,10 @@ function identify(controller: Controller, sock: net.Socket): Identity {
 function send(res: http.ServerResponse, status: number, body: unknown): void {
   if (res.headersSent || res.destroyed) return;
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+  });
   res.end(text);
 }
 
@@ -70,7 +87,9 @@ function waitingNotice(req: http.IncomingMessage, res: http.ServerResponse): ((c
   return (card) => {
     const sock = res.socket;
     if (!sock || !sock.writable || res.headersSent) return;
-    sock.write(`HTTP/1.1 102 Processing\r\n${WAITING_NOTICE.id}: ${card.id}\r\n${WAITING_NOTICE.expires}: ${card.expires_at}\r\n\r\n`);
+    sock.write(
+      `HTTP/1.1 102 Processing\r\n${WAITING_NOTICE.id}: ${card.id}\r\n${WAITING_NOTICE.expires}: ${card.expires_at}\r\n\r\n`,
+    );
   };
 }
 
@@ -82,11 +101,19 @@ function readBody(req: http.IncomingMessage, limit: number, deadlineMs: number):
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    const timer = setTimeout(() => {
-      tooSlow.add(req);
-      reject(new Refusal('bad_request', `the request body did not arrive within daemon.agent_request_timeout (${deadlineMs} ms); send the whole request at once`));
-      req.pause();
-    }, Math.max(1, deadlineMs));
+    const timer = setTimeout(
+      () => {
+        tooSlow.add(req);
+        reject(
+          new Refusal(
+            'bad_request',
+            `the request body did not arrive within daemon.agent_request_timeout (${deadlineMs} ms); send the whole request at once`,
+          ),
+        );
+        req.pause();
+      },
+      Math.max(1, deadlineMs),
+    );
     req.on('data', (c: Buffer) => {
       size += c.length;
       if (size > limit) {
@@ -129,7 +156,11 @@ interface Services extends RequestServices {
 // A request that acts: counted from here until the reply against
 // http.max_concurrent, except while it waits for approval (which
 // daemon.max_pending bounds); its body read within limits.
-function counted(s: Services, req: http.IncomingMessage, run: (raw: Buffer, slot: Slot) => Promise<unknown>): Promise<unknown> {
+function counted(
+  s: Services,
+  req: http.IncomingMessage,
+  run: (raw: Buffer, slot: Slot) => Promise<unknown>,
+): Promise<unknown> {
   s.controller.requireUnlocked();
   return s.inFlight.run(async (slot) => {
     const cfg = s.controller.config.config;
@@ -139,7 +170,13 @@ function counted(s: Services, req: http.IncomingMessage, run: (raw: Buffer, slot
   });
 }
 
-type Route = (s: Services, identity: Identity, req: http.IncomingMessage, signal: AbortSignal, onWaiting?: (card: Card) => void) => Promise<unknown> | unknown;
+type Route = (
+  s: Services,
+  identity: Identity,
+  req: http.IncomingMessage,
+  signal: AbortSignal,
+  onWaiting?: (card: Card) => void,
+) => Promise<unknown> | unknown;
 
 const ROUTES: Record<string, Route> = {
   'GET /v1/health': ({ controller }) => ({ locked: controller.locked }),
@@ -150,9 +187,25 @@ const ROUTES: Record<string, Route> = {
     return { credentials: list.map(({ name, kind, description, targets }) => ({ name, kind, description, targets })) };
   },
   'POST /v1/http': (s, identity, req, signal, onWaiting) =>
-    counted(s, req, (raw, slot) => runHttp({ controller: s.controller, pools: s.pools, idempotency: s.idempotency, budgets: s.budgets, identity, signal, slot, onWaiting }, raw)),
+    counted(s, req, (raw, slot) =>
+      runHttp(
+        {
+          controller: s.controller,
+          pools: s.pools,
+          idempotency: s.idempotency,
+          budgets: s.budgets,
+          identity,
+          signal,
+          slot,
+          onWaiting,
+        },
+        raw,
+      ),
+    ),
   'POST /v1/ssh': (s, identity, req, signal, onWaiting) =>
-    counted(s, req, (raw, slot) => runSsh({ controller: s.controller, ssh: s.ssh, identity, signal, slot, onWaiting }, raw)),
+    counted(s, req, (raw, slot) =>
+      runSsh({ controller: s.controller, ssh: s.ssh, identity, signal, slot, onWaiting }, raw),
+    ),
 };
 
 export function createAgentServer(controller: Controller, log: Logger, request: RequestServices): http.Server {
@@ -161,51 +214,70 @@ export function createAgentServer(controller: Controller, log: Logger, request: 
   // agent_request_timeout (Node's own timers are the backstop for requests
   // that never reach the handler); idle connections are checked every second.
   const limit = controller.config.config.daemon.agent_request_timeout;
-  const server = http.createServer({ headersTimeout: limit, requestTimeout: limit + 1000, connectionsCheckingInterval: 1000 }, (req, res) => {
-    started.set(req, Date.now());
-    const path = (req.url ?? '').split('?')[0];
-    // A requester that goes away withdraws its approval card.
-    const abort = new AbortController();
-    res.on('close', () => {
-      if (!res.writableFinished) abort.abort();
-    });
-    void (async () => {
-      let refused = false;
-      try {
-        const identity = identify(controller, req.socket);
-        const route = ROUTES[`${req.method} ${path}`];
-        if (!route) throw new Refusal('bad_request', `no endpoint ${req.method} ${path}; see GET /v1/health, GET /v1/credentials, POST /v1/http, POST /v1/ssh`);
-        controller.touch();
-        send(res, 200, await route(services, identity, req, abort.signal, waitingNotice(req, res)));
-      } catch (e) {
-        refused = true;
-        let r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
-        if (!(e instanceof Refusal)) log.error({ event: 'agent_error', err: (e as Error)?.name }, 'agent request failed');
-        // Every refusal is journaled; those the pipeline did not journal
-        // itself (peer, lock, endpoint, oversized body) are recorded here.
-        // Beyond audit.refusal_burst a second for one process instance they
-        // are counted in a summary (SPEC §9).
-        if (r.detail?.['audit_seq'] === undefined && r.detail?.['summarised'] !== true) {
-          const peer = peers.get(req.socket);
-          const p = peer && !(peer instanceof Refusal) ? peer.process : null;
-          const refuser = p ? { key: p.key, pid: p.pid, uid: p.uid, exe: p.exe } : { key: 'unidentified', pid: null, uid: null, exe: null };
-          const detail = await journalRefusal(controller, refuser, 'agent_refused', r.code, null, { kind: 'agent_refused', code: r.code, endpoint: `${req.method} ${path}`, pid: p ? p.pid : null });
-          if (detail) r = new Refusal(r.code, r.message, { ...(r.detail ?? {}), ...detail });
+  const server = http.createServer(
+    { headersTimeout: limit, requestTimeout: limit + 1000, connectionsCheckingInterval: 1000 },
+    (req, res) => {
+      started.set(req, Date.now());
+      const path = (req.url ?? '').split('?')[0];
+      // A requester that goes away withdraws its approval card.
+      const abort = new AbortController();
+      res.on('close', () => {
+        if (!res.writableFinished) abort.abort();
+      });
+      void (async () => {
+        let refused = false;
+        try {
+          const identity = identify(controller, req.socket);
+          const route = ROUTES[`${req.method} ${path}`];
+          if (!route)
+            throw new Refusal(
+              'bad_request',
+              `no endpoint ${req.method} ${path}; see GET /v1/health, GET /v1/credentials, POST /v1/http, POST /v1/ssh`,
+            );
+          controller.touch();
+          send(res, 200, await route(services, identity, req, abort.signal, waitingNotice(req, res)));
+        } catch (e) {
+          refused = true;
+          let r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
+          if (!(e instanceof Refusal))
+            log.error({ event: 'agent_error', err: (e as Error)?.name }, 'agent request failed');
+          // Every refusal is journaled; those the pipeline did not journal
+          // itself (peer, lock, endpoint, oversized body) are recorded here.
+          // Beyond audit.refusal_burst a second for one process instance they
+          // are counted in a summary (SPEC §9).
+          if (r.detail?.['audit_seq'] === undefined && r.detail?.['summarised'] !== true) {
+            const peer = peers.get(req.socket);
+            const p = peer && !(peer instanceof Refusal) ? peer.process : null;
+            const refuser = p
+              ? { key: p.key, pid: p.pid, uid: p.uid, exe: p.exe }
+              : { key: 'unidentified', pid: null, uid: null, exe: null };
+            const detail = await journalRefusal(controller, refuser, 'agent_refused', r.code, null, {
+              kind: 'agent_refused',
+              code: r.code,
+              endpoint: `${req.method} ${path}`,
+              pid: p ? p.pid : null,
+            });
+            if (detail) r = new Refusal(r.code, r.message, { ...(r.detail ?? {}), ...detail });
+          }
+          if (tooSlow.has(req)) res.setHeader('connection', 'close');
+          sendRefusal(res, r);
+          if (!tooSlow.has(req)) req.resume();
+        } finally {
+          controller.countAgentRequest(refused);
         }
-        if (tooSlow.has(req)) res.setHeader('connection', 'close');
-        sendRefusal(res, r);
-        if (!tooSlow.has(req)) req.resume();
-      } finally {
-        controller.countAgentRequest(refused);
-      }
-    })();
-  });
+      })();
+    },
+  );
   server.on('clientError', (e: NodeJS.ErrnoException, sock) => {
-    const message = e.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-      ? `the request did not arrive within daemon.agent_request_timeout (${limit} ms); send the whole request at once`
-      : 'malformed HTTP request; send HTTP/1.1 with a JSON body';
+    const message =
+      e.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? `the request did not arrive within daemon.agent_request_timeout (${limit} ms); send the whole request at once`
+        : 'malformed HTTP request; send HTTP/1.1 with a JSON body';
     const body = JSON.stringify({ error: { code: 'bad_request', message } });
-    if (sock.writable) sock.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    if (sock.writable)
+      sock.end(
+        `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      );
     else sock.destroy();
   });
   return server;

@@ -8,7 +8,15 @@ import { formatDuration } from '../shared/units';
 import { LockCause, configNotApproved, lockedBecause, rolledBack } from './lock-cause';
 import { parseHeader, readVaultFile, newVaultHeader, VaultHeader } from '../shared/vault-format';
 import { deriveKey, prewarmKdf } from '../shared/kdf';
-import { CredentialDef, validateDefinition, definitionHash, diffDefinitions, checkHttpSecret, prepareSshSecret, summariseTargets } from '../shared/credential';
+import {
+  CredentialDef,
+  validateDefinition,
+  definitionHash,
+  diffDefinitions,
+  checkHttpSecret,
+  prepareSshSecret,
+  summariseTargets,
+} from '../shared/credential';
 import { EventPayload, formatHead } from '../shared/audit-format';
 import { ed25519Keypair, sha256hex, wipe } from '../shared/crypto';
 import { readFileSync } from 'node:fs';
@@ -38,7 +46,17 @@ function sameBytes(a: Buffer | null, b: Buffer | null): boolean {
 
 // How soon an entry written while locked is followed by a checkpoint.
 const LOCKED_CHECKPOINT_MS = 1000;
-const RESTART_KEYS = ['daemon.home', 'daemon.agent_socket', 'daemon.admin_socket', 'daemon.vault', 'daemon.audit_log', 'daemon.agent_socket_mode', 'daemon.agent_socket_group', 'daemon.log_level', 'daemon.log_format'];
+const RESTART_KEYS = [
+  'daemon.home',
+  'daemon.agent_socket',
+  'daemon.admin_socket',
+  'daemon.vault',
+  'daemon.audit_log',
+  'daemon.agent_socket_mode',
+  'daemon.agent_socket_group',
+  'daemon.log_level',
+  'daemon.log_format',
+];
 
 export class Controller {
   config: LoadedConfig;
@@ -142,9 +160,15 @@ export class Controller {
   async recordOutcome(payload: EventPayload): Promise<{ seq: number; hash: string }> {
     this.log.info(payload, payload.kind);
     const { assigned, durable } = this.journal.appendSoon(payload);
-    void assigned.then(() => this.checkpointSoonIfLocked(), () => undefined);
+    void assigned.then(
+      () => this.checkpointSoonIfLocked(),
+      () => undefined,
+    );
     durable.catch((e: unknown) => {
-      this.log.error({ event: 'audit_write_failed', kind: payload.kind, code: e instanceof Refusal ? e.code : (e as Error)?.name }, 'could not journal an outcome');
+      this.log.error(
+        { event: 'audit_write_failed', kind: payload.kind, code: e instanceof Refusal ? e.code : (e as Error)?.name },
+        'could not journal an outcome',
+      );
     });
     return assigned;
   }
@@ -153,14 +177,22 @@ export class Controller {
   // journal failure is logged, and the action goes ahead.
   private recordBestEffort(payload: EventPayload): void {
     this.record(payload).catch((e: unknown) => {
-      this.log.error({ event: 'audit_write_failed', kind: payload.kind, code: e instanceof Refusal ? e.code : (e as Error)?.name }, 'could not journal an event');
+      this.log.error(
+        { event: 'audit_write_failed', kind: payload.kind, code: e instanceof Refusal ? e.code : (e as Error)?.name },
+        'could not journal an event',
+      );
     });
   }
 
   // A vault write: the event describing it is journaled first (its head is
   // stored in the vault), then the vault is written, then the write itself
   // is journaled with the new generation and the file's hash.
-  private writeVault(vault: UnlockedVault, payload: EventPayload, change: Parameters<UnlockedVault['commit']>[1], opts?: Parameters<UnlockedVault['commit']>[2]): Promise<void> {
+  private writeVault(
+    vault: UnlockedVault,
+    payload: EventPayload,
+    change: Parameters<UnlockedVault['commit']>[1],
+    opts?: Parameters<UnlockedVault['commit']>[2],
+  ): Promise<void> {
     const run = this.vaultWrites.then(async () => {
       const head = await this.record({ ...payload, generation: vault.generation + 1 });
       try {
@@ -169,7 +201,16 @@ export class Controller {
         // The journal holds the intent without a vault entry after it, which
         // is what a write that did not happen looks like at the next unlock.
         const errno = e instanceof Refusal ? e.detail?.['errno'] : (e as NodeJS.ErrnoException)?.code;
-        this.log.error({ event: 'vault_write_failed', kind: payload.kind, path: this.config.paths.vault, errno, code: e instanceof Refusal ? e.code : (e as Error)?.name }, 'the vault could not be written');
+        this.log.error(
+          {
+            event: 'vault_write_failed',
+            kind: payload.kind,
+            path: this.config.paths.vault,
+            errno,
+            code: e instanceof Refusal ? e.code : (e as Error)?.name,
+          },
+          'the vault could not be written',
+        );
         throw e;
       }
       await this.journalVaultWrite(vault.generation);
@@ -185,7 +226,15 @@ export class Controller {
     } catch (e) {
       // The vault was written; at the next unlock the missing record is
       // recognised (vault one generation ahead of its journal) and restored.
-      this.log.error({ event: 'audit_write_failed', kind: 'vault', generation, code: e instanceof Refusal ? e.code : (e as Error)?.name }, 'vault written but not journaled');
+      this.log.error(
+        {
+          event: 'audit_write_failed',
+          kind: 'vault',
+          generation,
+          code: e instanceof Refusal ? e.code : (e as Error)?.name,
+        },
+        'vault written but not journaled',
+      );
     }
   }
 
@@ -224,10 +273,21 @@ export class Controller {
       audit_head: formatHead(this.journal.head().seq, this.journal.head().hash),
       credentials: this.vault ? this.vault.credentials().length : null,
       sessions: this.sessions.list().map(describeSession),
-      pending_approvals: this.approvals.list().map((c) => ({ id: c.id, credential: c.credential, pid: c.process.pid, created_at: c.created_at })),
+      pending_approvals: this.approvals
+        .list()
+        .map((c) => ({ id: c.id, credential: c.credential, pid: c.process.pid, created_at: c.created_at })),
       approvers: this.approvals.approverCount,
-      auto_lock: this.autoLockAt === null ? null : { after: formatDuration(this.config.config.daemon.auto_lock), at: new Date(this.autoLockAt).toISOString() },
-      unlock_max: this.maxUnlockAt === null ? null : { after: formatDuration(this.config.config.daemon.unlock_max), at: new Date(this.maxUnlockAt).toISOString() },
+      auto_lock:
+        this.autoLockAt === null
+          ? null
+          : { after: formatDuration(this.config.config.daemon.auto_lock), at: new Date(this.autoLockAt).toISOString() },
+      unlock_max:
+        this.maxUnlockAt === null
+          ? null
+          : {
+              after: formatDuration(this.config.config.daemon.unlock_max),
+              at: new Date(this.maxUnlockAt).toISOString(),
+            },
       counters: { ...this.counters },
     };
   }
@@ -244,7 +304,9 @@ export class Controller {
   // is the approved config.
   private adoptable(fresh: LoadedConfig): { config: LoadedConfig; waiting: string[] } {
     const running = this.config;
-    const waiting = diffCanonical(running.canonical, fresh.canonical).map((c) => c.path).filter((p) => RESTART_KEYS.includes(p));
+    const waiting = diffCanonical(running.canonical, fresh.canonical)
+      .map((c) => c.path)
+      .filter((p) => RESTART_KEYS.includes(p));
     if (waiting.length === 0) return { config: fresh, waiting };
     const daemon = { ...fresh.config.daemon } as Record<string, unknown>;
     for (const p of waiting) {
@@ -292,7 +354,8 @@ export class Controller {
       return await this.unlockOnce(passphrase, acceptRollback);
     } catch (e) {
       // A wrong passphrase is already recorded by the guard.
-      if (e instanceof Refusal && e.code !== 'wrong_passphrase') this.recordBestEffort({ kind: 'unlock', outcome: e.code });
+      if (e instanceof Refusal && e.code !== 'wrong_passphrase')
+        this.recordBestEffort({ kind: 'unlock', outcome: e.code });
       throw e;
     } finally {
       // While locked, keep a derivation worker ready for the next attempt.
@@ -322,7 +385,10 @@ export class Controller {
     if (!verdict.ok && !acceptRollback) {
       opened.wipe();
       this.lockCause = rolledBack(verdict.problem);
-      throw new Refusal('rollback_detected', `${verdict.problem}; restore the matching vault and journal, or, if this state is what you want, run \`postern unlock --accept-rollback\``);
+      throw new Refusal(
+        'rollback_detected',
+        `${verdict.problem}; restore the matching vault and journal, or, if this state is what you want, run \`postern unlock --accept-rollback\``,
+      );
     }
     let signing: SigningChange | null;
     try {
@@ -364,7 +430,12 @@ export class Controller {
     if (signing) {
       // A key rotation was cut short: finish it, or forget a key the journal never took.
       const step = signing.kind === 'promote' ? 'completed at unlock' : 'abandoned at unlock';
-      await this.writeVault(opened, { kind: 'audit_key_rotation', step, sign_pub: await this.journal.keyInForce() }, () => undefined, { signing });
+      await this.writeVault(
+        opened,
+        { kind: 'audit_key_rotation', step, sign_pub: await this.journal.keyInForce() },
+        () => undefined,
+        { signing },
+      );
     }
     if (!verdict.ok) {
       // Accepted by a human: record what was accepted, then write the vault
@@ -394,16 +465,35 @@ export class Controller {
   // makes the new key the current one and forgets the old.
   async rotateAuditKey(passphrase: Buffer): Promise<Record<string, unknown>> {
     const vault = await this.prove(passphrase);
-    if (this.rotatingAuditKey) throw new Refusal('busy', 'an audit key rotation is already running; wait for it to finish');
+    if (this.rotatingAuditKey)
+      throw new Refusal('busy', 'an audit key rotation is already running; wait for it to finish');
     this.rotatingAuditKey = true;
     const fresh = ed25519Keypair();
     try {
       const previous = await this.journal.keyInForce();
       const key = fresh.publicKey.toString('base64');
-      await this.writeVault(vault, { kind: 'audit_key_rotation', step: 'prepared', sign_pub: key }, () => undefined, { signing: { kind: 'prepare', secret: fresh.privateKey, public: key } });
+      await this.writeVault(vault, { kind: 'audit_key_rotation', step: 'prepared', sign_pub: key }, () => undefined, {
+        signing: { kind: 'prepare', secret: fresh.privateKey, public: key },
+      });
       const checkpoint = await this.journal.changeSigner(fresh.privateKey);
-      await this.writeVault(vault, { kind: 'audit_key_rotation', step: 'completed', previous_sign_pub: previous, sign_pub: key, signer_seq: checkpoint.seq - 1 }, () => undefined, { signing: { kind: 'promote' } });
-      return { audit_public_key: key, previous_audit_public_key: previous, signer_seq: checkpoint.seq - 1, checkpoint: formatHead(checkpoint.seq, checkpoint.hash) };
+      await this.writeVault(
+        vault,
+        {
+          kind: 'audit_key_rotation',
+          step: 'completed',
+          previous_sign_pub: previous,
+          sign_pub: key,
+          signer_seq: checkpoint.seq - 1,
+        },
+        () => undefined,
+        { signing: { kind: 'promote' } },
+      );
+      return {
+        audit_public_key: key,
+        previous_audit_public_key: previous,
+        signer_seq: checkpoint.seq - 1,
+        checkpoint: formatHead(checkpoint.seq, checkpoint.hash),
+      };
     } finally {
       wipe(fresh.privateKey);
       this.rotatingAuditKey = false;
@@ -421,7 +511,13 @@ export class Controller {
       this.lockCause = lockedBecause(reason);
       this.sessions.endAll('locked');
       for (const f of this.lockListeners) f();
-      this.approvals.cancelAll(new Refusal('vault_locked', 'the vault was locked while this request waited for approval; a human must run `postern unlock`'), `the vault was locked (${reason})`);
+      this.approvals.cancelAll(
+        new Refusal(
+          'vault_locked',
+          'the vault was locked while this request waited for approval; a human must run `postern unlock`',
+        ),
+        `the vault was locked (${reason})`,
+      );
       this.recordBestEffort({ kind: 'lock', reason });
       this.journal.checkpoint().catch(() => undefined);
       prewarmKdf();
@@ -458,10 +554,12 @@ export class Controller {
   // made while locked.
   private async openWithPassphrase(passphrase: Buffer): Promise<UnlockedVault> {
     const { file, header } = this.readHeader();
-    return this.guarded(this.vault ? 'proof' : 'unlock', () => unlockVaultFile(this.config.paths.vault, file, header, passphrase).catch((e: unknown) => {
-      if (e instanceof Refusal && e.code === 'wrong_passphrase') return false as const;
-      throw e;
-    }));
+    return this.guarded(this.vault ? 'proof' : 'unlock', () =>
+      unlockVaultFile(this.config.paths.vault, file, header, passphrase).catch((e: unknown) => {
+        if (e instanceof Refusal && e.code === 'wrong_passphrase') return false as const;
+        throw e;
+      }),
+    );
   }
 
   private async guarded<T>(what: string, check: () => Promise<T | false>): Promise<T> {
@@ -469,7 +567,11 @@ export class Controller {
       return await this.guard.run(check);
     } catch (e) {
       if (e instanceof Refusal && e.code === 'wrong_passphrase') {
-        this.recordBestEffort({ kind: 'passphrase_refused', during: what, consecutive: this.guard.consecutiveFailures });
+        this.recordBestEffort({
+          kind: 'passphrase_refused',
+          during: what,
+          consecutive: this.guard.consecutiveFailures,
+        });
       }
       throw e;
     }
@@ -479,7 +581,8 @@ export class Controller {
   private async prove(passphrase: Buffer): Promise<UnlockedVault> {
     const vault = this.requireUnlocked();
     await this.guarded('proof', async () => (await vault.verifyPassphrase(passphrase)) || false);
-    if (this.vault !== vault) throw new Refusal('vault_locked', 'the vault was locked while the passphrase was checked; unlock and try again');
+    if (this.vault !== vault)
+      throw new Refusal('vault_locked', 'the vault was locked while the passphrase was checked; unlock and try again');
     return vault;
   }
 
@@ -487,7 +590,14 @@ export class Controller {
     const current = loadConfig({ configFlag: this.opts.configFlag, env: this.opts.env });
     const { header } = this.readHeader();
     const changes = diffCanonical(header.approvedConfig, current.canonical);
-    return { config_path: current.configPath, current_hash: current.hash, approved: changes.length === 0, changes, lines: changeLines(changes), summary: describeChanges(changes) };
+    return {
+      config_path: current.configPath,
+      current_hash: current.hash,
+      approved: changes.length === 0,
+      changes,
+      lines: changeLines(changes),
+      summary: describeChanges(changes),
+    };
   }
 
   // Approve the config now on disk. `expectedHash` is what the human was
@@ -495,9 +605,15 @@ export class Controller {
   async configApprove(passphrase: Buffer, expectedHash: string): Promise<Record<string, unknown>> {
     const current = loadConfig({ configFlag: this.opts.configFlag, env: this.opts.env });
     if (current.hash !== expectedHash) {
-      throw new Refusal('conflict', 'the config changed while it was being reviewed; run `postern config approve` again');
+      throw new Refusal(
+        'conflict',
+        'the config changed while it was being reviewed; run `postern config approve` again',
+      );
     }
-    const approve = (vault: UnlockedVault): Promise<void> => this.writeVault(vault, { kind: 'config_approve', config_hash: current.hash }, () => undefined, { approvedConfig: current.canonical });
+    const approve = (vault: UnlockedVault): Promise<void> =>
+      this.writeVault(vault, { kind: 'config_approve', config_hash: current.hash }, () => undefined, {
+        approvedConfig: current.canonical,
+      });
     // On an unlocked daemon the approved config takes effect at once, in
     // full, except what waits for the next start (named in the reply).
     let waiting: string[] = [];
@@ -516,16 +632,26 @@ export class Controller {
         opened.wipe();
       }
       // What kept the daemon locked is lifted; the vault itself is not open.
-      if (this.lockCause.refusal.code === 'config_not_approved') this.lockCause = lockedBecause('the config was approved; waiting for `postern unlock`');
+      if (this.lockCause.refusal.code === 'config_not_approved')
+        this.lockCause = lockedBecause('the config was approved; waiting for `postern unlock`');
       waiting = this.adoptable(current).waiting;
     }
-    return { approved_hash: current.hash, locked: this.locked, applied: this.locked ? 'at unlock' : 'now', restart_required: waiting };
+    return {
+      approved_hash: current.hash,
+      locked: this.locked,
+      applied: this.locked ? 'at unlock' : 'now',
+      restart_required: waiting,
+    };
   }
 
   async passwd(passphrase: Buffer, newPassphrase: Buffer): Promise<Record<string, unknown>> {
-    if (newPassphrase.length < 12) throw new Refusal('bad_request', 'the new passphrase is too short (at least 12 characters); choose a longer one');
+    if (newPassphrase.length < 12)
+      throw new Refusal('bad_request', 'the new passphrase is too short (at least 12 characters); choose a longer one');
     const vault = await this.prove(passphrase);
-    const fresh = newVaultHeader({ opslimit: vault.header.opslimit, memlimit: vault.header.memlimit }, vault.header.approvedConfig);
+    const fresh = newVaultHeader(
+      { opslimit: vault.header.opslimit, memlimit: vault.header.memlimit },
+      vault.header.approvedConfig,
+    );
     const key = await deriveKey(newPassphrase, fresh.salt, fresh.opslimit, fresh.memlimit);
     await this.writeVault(vault, { kind: 'passwd' }, () => undefined, { newKey: { key, header: fresh } });
     return { generation: vault.generation };
@@ -543,20 +669,55 @@ export class Controller {
     const def = validateDefinition(definition);
     this.checkSecret(def, secret);
     const vault = await this.prove(passphrase);
-    if (vault.credential(def.name)) throw new Refusal('conflict', `a credential named "${def.name}" exists; use \`postern cred update ${def.name}\` or choose another name`);
+    if (vault.credential(def.name))
+      throw new Refusal(
+        'conflict',
+        `a credential named "${def.name}" exists; use \`postern cred update ${def.name}\` or choose another name`,
+      );
     const now = new Date().toISOString();
     const hash = definitionHash(def);
     const sealed = vault.sealSecret(secret);
-    await this.writeVault(vault, { kind: 'cred_add', credential: def.name, credential_kind: def.kind, definition_hash: hash }, (m) => m.set(def.name, { entry: { name: def.name, kind: def.kind, definition: { ...def }, definition_hash: hash, created_at: now, updated_at: now }, secret: sealed, definition: def, problem: null }));
+    await this.writeVault(
+      vault,
+      { kind: 'cred_add', credential: def.name, credential_kind: def.kind, definition_hash: hash },
+      (m) =>
+        m.set(def.name, {
+          entry: {
+            name: def.name,
+            kind: def.kind,
+            definition: { ...def },
+            definition_hash: hash,
+            created_at: now,
+            updated_at: now,
+          },
+          secret: sealed,
+          definition: def,
+          problem: null,
+        }),
+    );
     return { name: def.name, definition_hash: hash, generation: vault.generation };
   }
 
-  async credUpdate(passphrase: Buffer, name: string, definition: unknown, secret: Buffer | undefined): Promise<Record<string, unknown>> {
+  async credUpdate(
+    passphrase: Buffer,
+    name: string,
+    definition: unknown,
+    secret: Buffer | undefined,
+  ): Promise<Record<string, unknown>> {
     const def = validateDefinition(definition);
-    if (def.name !== name) throw new Refusal('bad_request', `the definition is named "${def.name}" but the command names "${name}"; renaming is not supported: add a new credential and remove the old one`);
+    if (def.name !== name)
+      throw new Refusal(
+        'bad_request',
+        `the definition is named "${def.name}" but the command names "${name}"; renaming is not supported: add a new credential and remove the old one`,
+      );
     const existing = this.requireUnlocked().credential(name);
-    if (!existing) throw new Refusal('not_found', `${this.requireUnlocked().noSuchCredential(name)}; see \`postern cred list\``);
-    if (existing.entry.kind !== def.kind) throw new Refusal('bad_request', `"${name}" is an ${existing.entry.kind} credential; its kind cannot change: add a new credential instead`);
+    if (!existing)
+      throw new Refusal('not_found', `${this.requireUnlocked().noSuchCredential(name)}; see \`postern cred list\``);
+    if (existing.entry.kind !== def.kind)
+      throw new Refusal(
+        'bad_request',
+        `"${name}" is an ${existing.entry.kind} credential; its kind cannot change: add a new credential instead`,
+      );
     if (secret) this.checkSecret(def, secret);
     else if (def.kind === 'ssh' && (existing.entry.definition as { auth?: string }).auth !== def.auth) {
       throw new Refusal('bad_request', `changing auth of "${name}" needs a new secret; pass --secret-file`);
@@ -567,17 +728,48 @@ export class Controller {
     const hash = definitionHash(def);
     const sealed = secret ? vault.sealSecret(secret) : current.secret;
     const changes = current.definition ? diffDefinitions(current.definition, def) : [];
-    await this.writeVault(vault, { kind: 'cred_update', credential: name, definition_hash: hash, previous_definition_hash: current.entry.definition_hash, secret_replaced: Boolean(secret) }, (m) => m.set(name, { entry: { ...current.entry, definition: { ...def }, definition_hash: hash, updated_at: new Date().toISOString() }, secret: sealed, definition: def, problem: null }));
+    await this.writeVault(
+      vault,
+      {
+        kind: 'cred_update',
+        credential: name,
+        definition_hash: hash,
+        previous_definition_hash: current.entry.definition_hash,
+        secret_replaced: Boolean(secret),
+      },
+      (m) =>
+        m.set(name, {
+          entry: {
+            ...current.entry,
+            definition: { ...def },
+            definition_hash: hash,
+            updated_at: new Date().toISOString(),
+          },
+          secret: sealed,
+          definition: def,
+          problem: null,
+        }),
+    );
     for (const f of this.credentialListeners) f(name);
     return { name, definition_hash: hash, secret_replaced: Boolean(secret), changes, generation: vault.generation };
   }
 
   async credRemove(passphrase: Buffer, name: string): Promise<Record<string, unknown>> {
-    if (!this.requireUnlocked().credential(name)) throw new Refusal('not_found', `${this.requireUnlocked().noSuchCredential(name)}; see \`postern cred list\``);
+    if (!this.requireUnlocked().credential(name))
+      throw new Refusal('not_found', `${this.requireUnlocked().noSuchCredential(name)}; see \`postern cred list\``);
     const vault = await this.prove(passphrase);
     const current = vault.credential(name);
     if (!current) throw new Refusal('not_found', `no credential named "${name}"; see \`postern cred list\``);
-    await this.writeVault(vault, { kind: 'cred_rm', credential: name, credential_kind: current.entry.kind, definition_hash: current.entry.definition_hash }, (m) => m.delete(name));
+    await this.writeVault(
+      vault,
+      {
+        kind: 'cred_rm',
+        credential: name,
+        credential_kind: current.entry.kind,
+        definition_hash: current.entry.definition_hash,
+      },
+      (m) => m.delete(name),
+    );
     this.sessions.endForCredential(name, 'credential_removed');
     for (const f of this.credentialListeners) f(name);
     return { name, removed: true, generation: vault.generation };
@@ -590,7 +782,8 @@ export class Controller {
 
   credShow(name: string): Record<string, unknown> {
     const c = this.requireUnlocked().credential(name);
-    if (!c) throw new Refusal('not_found', `${this.requireUnlocked().noSuchCredential(name)}; see \`postern cred list\``);
+    if (!c)
+      throw new Refusal('not_found', `${this.requireUnlocked().noSuchCredential(name)}; see \`postern cred list\``);
     return { ...describeCredential(c), definition: c.entry.definition };
   }
 
@@ -614,7 +807,8 @@ export class Controller {
     let decision: Decision;
     if (a.decision === 'deny') decision = { kind: 'deny' };
     else if (a.decision === 'once') decision = { kind: 'once' };
-    else if (a.decision === 'session' && typeof a.root_key === 'string') decision = { kind: 'session', rootKey: a.root_key };
+    else if (a.decision === 'session' && typeof a.root_key === 'string')
+      decision = { kind: 'session', rootKey: a.root_key };
     else throw new Refusal('bad_request', 'decision must be deny, once, or session with a root_key');
     const taken = this.approvals.decide(a.id, decision);
     return { id: a.id, taken };
@@ -627,7 +821,8 @@ export class Controller {
   sessionsRevoke(args: Record<string, unknown>): Record<string, unknown> {
     if (args['all'] === true) return { revoked: this.sessions.endAll('revoked') };
     const id = args['id'];
-    if (typeof id !== 'string' || !this.sessions.revoke(id)) throw new Refusal('not_found', `no session ${JSON.stringify(id)}; see \`postern sessions\``);
+    if (typeof id !== 'string' || !this.sessions.revoke(id))
+      throw new Refusal('not_found', `no session ${JSON.stringify(id)}; see \`postern sessions\``);
     return { revoked: 1 };
   }
 

@@ -14,7 +14,10 @@ export interface LockCause {
 }
 
 export function lockedBecause(text: string): LockCause {
-  return { text, refusal: new Refusal('vault_locked', `the vault is locked (${text}); a human must run \`postern unlock\``) };
+  return {
+    text,
+    refusal: new Refusal('vault_locked', `the vault is locked (${text}); a human must run \`postern unlock\``),
+  };
 }
 
 export function configNotApproved(changes: readonly ConfigChange[]): LockCause {
@@ -32,6 +35,9 @@ export function configNotApproved(changes: readonly ConfigChange[]): LockCause {
 export function rolledBack(problem: string): LockCause {
   return {
     text: `rollback detected: ${problem}`,
-    refusal: new Refusal('rollback_detected', `the daemon stays locked because the vault or the journal was rolled back (${problem}); a human must restore the matching vault and journal, or accept this state with \`postern unlock --accept-rollback\``),
+    refusal: new Refusal(
+      'rollback_detected',
+      `the daemon stays locked because the vault or the journal was rolled back (${problem}); a human must restore the matching vault and journal, or accept this state with \`postern unlock --accept-rollback\``,
+    ),
   };
 }

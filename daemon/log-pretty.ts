@@ -5,7 +5,14 @@ import { escapeInvisible } from '../shared/units';
 // that came from a peer (an exe path, a host name) cannot move the cursor,
 // recolour the screen or start a line that looks like another event.
 
-const LEVELS: Readonly<Record<number, string>> = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warn', 50: 'error', 60: 'fatal' };
+const LEVELS: Readonly<Record<number, string>> = {
+  10: 'trace',
+  20: 'debug',
+  30: 'info',
+  40: 'warn',
+  50: 'error',
+  60: 'fatal',
+};
 
 // Keys the line shows in its fixed places, or that a person does not need on
 // every line (the daemon's own pid and name). A journal event's `kind` is

@@ -120,7 +120,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     })();
     return stopping;
   };
-  log.info({ event: 'daemon_ready', home: config.home, agent_socket: config.paths.agentSocket }, 'daemon started, locked');
+  log.info(
+    { event: 'daemon_ready', home: config.home, agent_socket: config.paths.agentSocket },
+    'daemon started, locked',
+  );
   return { stop };
 }
 

@@ -30,7 +30,13 @@ export class PassphraseGuard {
   // Runs `check` exclusively. `check` resolves true for a right passphrase.
   run<T>(check: () => Promise<T | false>): Promise<T> {
     if (this.inside > MAX_WAITING) {
-      return Promise.reject(new Refusal('busy', `${MAX_WAITING} passphrase checks are already waiting (each wrong one is answered after a growing delay); try again in a moment`, { waiting: MAX_WAITING }));
+      return Promise.reject(
+        new Refusal(
+          'busy',
+          `${MAX_WAITING} passphrase checks are already waiting (each wrong one is answered after a growing delay); try again in a moment`,
+          { waiting: MAX_WAITING },
+        ),
+      );
     }
     this.inside += 1;
     const next = this.queue.then(async () => {
@@ -38,7 +44,10 @@ export class PassphraseGuard {
       if (result === false) {
         this.failures += 1;
         await new Promise((r) => setTimeout(r, failureDelay(this.failures)));
-        throw new Refusal('wrong_passphrase', `wrong passphrase (or the vault was modified); ${this.failures} in a row, each further attempt waits longer; check it and try again`);
+        throw new Refusal(
+          'wrong_passphrase',
+          `wrong passphrase (or the vault was modified); ${this.failures} in a row, each further attempt waits longer; check it and try again`,
+        );
       }
       this.failures = 0;
       return result;

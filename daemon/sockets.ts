@@ -42,7 +42,10 @@ export async function claimHome(home: string): Promise<net.Server> {
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === 'EADDRINUSE') {
       const other = (await findRunningDaemon(home)) ?? { pid: null, uid: null };
-      throw new Refusal('conflict', `another postern daemon (${describeDaemon(other)}) is already running for ${home}; use it (\`postern status\`), or, if its sockets are gone, ${restartAdvice(other)}`);
+      throw new Refusal(
+        'conflict',
+        `another postern daemon (${describeDaemon(other)}) is already running for ${home}; use it (\`postern status\`), or, if its sockets are gone, ${restartAdvice(other)}`,
+      );
     }
     throw e;
   }
@@ -53,7 +56,10 @@ export async function claimHome(home: string): Promise<net.Server> {
 function canConnect(path: string): Promise<boolean> {
   return new Promise((resolve) => {
     const s = net.connect(path);
-    s.once('connect', () => { s.destroy(); resolve(true); });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
     s.once('error', () => resolve(false));
   });
 }
@@ -67,8 +73,13 @@ async function clearStale(path: string): Promise<void> {
   } catch {
     return;
   }
-  if (!st.isSocket()) throw new Refusal('conflict', `${path} exists and is not a socket; move it away or choose another socket path in the config`);
-  if (await canConnect(path)) throw new Refusal('conflict', `a live process is listening on ${path}; stop that daemon first`);
+  if (!st.isSocket())
+    throw new Refusal(
+      'conflict',
+      `${path} exists and is not a socket; move it away or choose another socket path in the config`,
+    );
+  if (await canConnect(path))
+    throw new Refusal('conflict', `a live process is listening on ${path}; stop that daemon first`);
   unlinkSync(path);
 }
 
@@ -104,7 +115,10 @@ function userName(): string {
 
 function notMember(group: string): Refusal {
   const user = userName();
-  return new Refusal('bad_config', `daemon.agent_socket_group: the daemon's user ${user} is not a member of group "${group}", so it cannot give the agent socket to that group; as root run \`usermod -aG ${group} ${user}\`, then start the daemon again (from a new login or service start, so the membership applies)`);
+  return new Refusal(
+    'bad_config',
+    `daemon.agent_socket_group: the daemon's user ${user} is not a member of group "${group}", so it cannot give the agent socket to that group; as root run \`usermod -aG ${group} ${user}\`, then start the daemon again (from a new login or service start, so the membership applies)`,
+  );
 }
 
 // chown(2) of a file to a group needs the owner to be in that group (root

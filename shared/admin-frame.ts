@@ -17,15 +17,24 @@ export function encodeFrame(json: Record<string, unknown>, attachments: readonly
   const body = Buffer.from(JSON.stringify(json), 'utf8');
   let total = 4 + body.length;
   for (const a of attachments) total += 4 + a.length;
-  if (total > MAX_FRAME) throw new Refusal('bad_request', `message too large (${total} bytes, at most ${MAX_FRAME}); use a smaller secret or definition`);
+  if (total > MAX_FRAME)
+    throw new Refusal(
+      'bad_request',
+      `message too large (${total} bytes, at most ${MAX_FRAME}); use a smaller secret or definition`,
+    );
   const out = Buffer.alloc(4 + total);
   let o = 0;
-  out.writeUInt32LE(total, o); o += 4;
-  out.writeUInt32LE(body.length, o); o += 4;
-  body.copy(out, o); o += body.length;
+  out.writeUInt32LE(total, o);
+  o += 4;
+  out.writeUInt32LE(body.length, o);
+  o += 4;
+  body.copy(out, o);
+  o += body.length;
   for (const a of attachments) {
-    out.writeUInt32LE(a.length, o); o += 4;
-    a.copy(out, o); o += a.length;
+    out.writeUInt32LE(a.length, o);
+    o += 4;
+    a.copy(out, o);
+    o += a.length;
   }
   return out;
 }
@@ -44,7 +53,11 @@ export class FrameDecoder {
     for (;;) {
       if (this.buf.length < 4) break;
       const total = this.buf.readUInt32LE(0);
-      if (total > MAX_FRAME || total < 4) throw new Refusal('bad_request', `malformed admin frame (length ${total}); use the postern CLI to talk to admin.sock`);
+      if (total > MAX_FRAME || total < 4)
+        throw new Refusal(
+          'bad_request',
+          `malformed admin frame (length ${total}); use the postern CLI to talk to admin.sock`,
+        );
       if (this.buf.length < 4 + total) break;
       const frameBytes = this.buf.subarray(4, 4 + total);
       frames.push(decodeFrameBody(frameBytes));
@@ -62,7 +75,9 @@ export class FrameDecoder {
 }
 
 function decodeFrameBody(b: Buffer): Frame {
-  const bad = (): never => { throw new Refusal('bad_request', 'malformed admin frame; use the postern CLI to talk to admin.sock'); };
+  const bad = (): never => {
+    throw new Refusal('bad_request', 'malformed admin frame; use the postern CLI to talk to admin.sock');
+  };
   if (b.length < 4) bad();
   const jl = b.readUInt32LE(0);
   if (4 + jl > b.length) bad();
@@ -77,9 +92,11 @@ function decodeFrameBody(b: Buffer): Frame {
   let o = 4 + jl;
   while (o < b.length) {
     if (o + 4 > b.length) bad();
-    const l = b.readUInt32LE(o); o += 4;
+    const l = b.readUInt32LE(o);
+    o += 4;
     if (o + l > b.length) bad();
-    attachments.push(Buffer.from(b.subarray(o, o + l))); o += l;
+    attachments.push(Buffer.from(b.subarray(o, o + l)));
+    o += l;
   }
   return { json: json as Record<string, unknown>, attachments };
 }

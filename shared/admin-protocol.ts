@@ -36,8 +36,7 @@ export interface AdminError {
 }
 
 export type AdminResponse =
-  | { id: number; ok: true; result: Record<string, unknown> }
-  | { id: number; ok: false; error: AdminError };
+  { id: number; ok: true; result: Record<string, unknown> } | { id: number; ok: false; error: AdminError };
 
 // A decision sent by an attached approver (`approval.decide` args).
 export interface DecideArgs {
@@ -82,5 +81,6 @@ export interface CardProcess {
 // are appended to the path, after two spaces, and an agent can only add a
 // false warning by naming its files after them, never remove one.
 export const NOT_READABLE = "(not readable by the daemon: another user's process)";
-export const OTHER_MOUNT_NS_NOTE = "[runs in another mount namespace than the daemon's: this path may name another program]";
-export const EXE_MISMATCH_NOTE = "[not the file the process runs: this path names another file for the daemon]";
+export const OTHER_MOUNT_NS_NOTE =
+  "[runs in another mount namespace than the daemon's: this path may name another program]";
+export const EXE_MISMATCH_NOTE = '[not the file the process runs: this path names another file for the daemon]';

@@ -24,24 +24,59 @@ interface Common {
 }
 
 // seq 1, first line of segment 0; written by `postern init`.
-export interface GenesisEntry extends Common { type: 'genesis'; journal_id: string; sign_pub: string; box_pub: string }
+export interface GenesisEntry extends Common {
+  type: 'genesis';
+  journal_id: string;
+  sign_pub: string;
+  box_pub: string;
+}
 // first line of every later segment; chains from the last line of the previous one.
-export interface SegmentEntry extends Common { type: 'segment'; segment: number }
+export interface SegmentEntry extends Common {
+  type: 'segment';
+  segment: number;
+}
 // a fresh symmetric key for the events that follow, sealed to the audit box key.
-export interface KeyEntry extends Common { type: 'key'; key_id: number; sealed: string }
+export interface KeyEntry extends Common {
+  type: 'key';
+  key_id: number;
+  sealed: string;
+}
 // an encrypted event (payload: EventPayload as JSON).
-export interface EventEntry extends Common { type: 'event'; key_id: number; nonce: string; ct: string }
+export interface EventEntry extends Common {
+  type: 'event';
+  key_id: number;
+  nonce: string;
+  ct: string;
+}
 // a vault write: clear so that rollback can be checked without keys.
-export interface VaultEntry extends Common { type: 'vault'; generation: number; vault_hash: string }
+export interface VaultEntry extends Common {
+  type: 'vault';
+  generation: number;
+  vault_hash: string;
+}
 // a signature over the head (the entry before this one).
-export interface CheckpointEntry extends Common { type: 'checkpoint'; head_seq: number; head: string; sign_pub: string; sig: string }
+export interface CheckpointEntry extends Common {
+  type: 'checkpoint';
+  head_seq: number;
+  head: string;
+  sign_pub: string;
+  sig: string;
+}
 // a torn last write was cut off at start-up.
-export interface RepairEntry extends Common { type: 'repair'; cut_bytes: number; at_offset: number }
+export interface RepairEntry extends Common {
+  type: 'repair';
+  cut_bytes: number;
+  at_offset: number;
+}
 // the audit signing key changes to sign_pub; the checkpoint right after
 // this entry is signed by the key it replaces, which vouches for the change.
-export interface SignerEntry extends Common { type: 'signer'; sign_pub: string }
+export interface SignerEntry extends Common {
+  type: 'signer';
+  sign_pub: string;
+}
 
-export type Entry = GenesisEntry | SegmentEntry | KeyEntry | EventEntry | VaultEntry | CheckpointEntry | RepairEntry | SignerEntry;
+export type Entry =
+  GenesisEntry | SegmentEntry | KeyEntry | EventEntry | VaultEntry | CheckpointEntry | RepairEntry | SignerEntry;
 
 // Key order of each type, after the common keys. Encoding writes exactly
 // these keys in this order; decoding refuses anything else.
@@ -57,7 +92,9 @@ export const ENTRY_KEYS: Readonly<Record<EntryType, readonly string[]>> = {
 };
 const COMMON_KEYS = ['v', 'seq', 'prev', 'time', 'type'] as const;
 // The full key list of each type, made once (decoding runs for every line read).
-const ALL_KEYS = Object.fromEntries(Object.entries(ENTRY_KEYS).map(([t, keys]) => [t, [...COMMON_KEYS, ...keys]])) as unknown as Record<EntryType, readonly string[]>;
+const ALL_KEYS = Object.fromEntries(
+  Object.entries(ENTRY_KEYS).map(([t, keys]) => [t, [...COMMON_KEYS, ...keys]]),
+) as unknown as Record<EntryType, readonly string[]>;
 
 // What an event says, before encryption. Never a secret: names, codes,
 // hashes, sizes, addresses.
@@ -106,10 +143,12 @@ export function decodeEntry(line: Buffer): DecodeResult {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return { ok: false, why: 'not a JSON object' };
   const o = raw as Record<string, unknown>;
   const type = o['type'];
-  if (typeof type !== 'string' || !Object.prototype.hasOwnProperty.call(ENTRY_KEYS, type)) return { ok: false, why: 'unknown entry type' };
+  if (typeof type !== 'string' || !Object.prototype.hasOwnProperty.call(ENTRY_KEYS, type))
+    return { ok: false, why: 'unknown entry type' };
   const expected = ALL_KEYS[type as EntryType];
   const keys = Object.keys(o);
-  if (keys.length !== expected.length || keys.some((k, i) => k !== expected[i])) return { ok: false, why: 'unexpected keys or key order' };
+  if (keys.length !== expected.length || keys.some((k, i) => k !== expected[i]))
+    return { ok: false, why: 'unexpected keys or key order' };
   const checked = checkValues(o);
   if (!checked.ok) return checked;
   // Re-encoding must give the same bytes (no whitespace, escapes or number
@@ -136,7 +175,9 @@ function checkValues(o: Record<string, unknown>): DecodeResult {
 
 // Keys whose values are JSON numbers; every other value is a string.
 const NUMBER_KEYS = new Set(['v', 'seq', 'segment', 'key_id', 'generation', 'head_seq', 'cut_bytes', 'at_offset']);
-const KEY_PREFIX = new Map([...COMMON_KEYS, ...Object.values(ENTRY_KEYS).flat()].map((k) => [k, k === 'v' ? '{"v":' : `,"${k}":`]));
+const KEY_PREFIX = new Map(
+  [...COMMON_KEYS, ...Object.values(ENTRY_KEYS).flat()].map((k) => [k, k === 'v' ? '{"v":' : `,"${k}":`]),
+);
 
 // A line that is exactly `{"v":N,"seq":N,"prev":"S","time":"S","type":"T"`,
 // then `,"key":value` for each key of type T in order, then `}`, where a
@@ -192,7 +233,9 @@ function isCount(x: unknown): boolean {
 // zero; otherwise two spellings would decode to the same bytes. Checked
 // without decoding: this runs for every line a reader reads.
 const B64_VALUE = new Int8Array(128).fill(-1);
-[...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'].forEach((c, i) => (B64_VALUE[c.charCodeAt(0)] = i));
+[...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'].forEach(
+  (c, i) => (B64_VALUE[c.charCodeAt(0)] = i),
+);
 function isB64(x: unknown, bytes?: number): boolean {
   if (typeof x !== 'string' || x.length % 4 !== 0) return false;
   const n = x.length;
@@ -236,9 +279,17 @@ function checkBody(type: EntryType, o: Record<string, unknown>): string | null {
     case 'event':
       return isCount(o['key_id']) && isB64(o['nonce'], AEAD_NONCE_BYTES) && isB64(o['ct']) ? null : 'bad event entry';
     case 'vault':
-      return isCount(o['generation']) && typeof o['vault_hash'] === 'string' && HEX64.test(o['vault_hash']) ? null : 'bad vault entry';
+      return isCount(o['generation']) && typeof o['vault_hash'] === 'string' && HEX64.test(o['vault_hash'])
+        ? null
+        : 'bad vault entry';
     case 'checkpoint':
-      return isCount(o['head_seq']) && typeof o['head'] === 'string' && HEX64.test(o['head']) && isB64(o['sign_pub'], 32) && isB64(o['sig'], 64) ? null : 'bad checkpoint';
+      return isCount(o['head_seq']) &&
+        typeof o['head'] === 'string' &&
+        HEX64.test(o['head']) &&
+        isB64(o['sign_pub'], 32) &&
+        isB64(o['sig'], 64)
+        ? null
+        : 'bad checkpoint';
     case 'repair':
       return isCount(o['cut_bytes']) && isCount(o['at_offset']) ? null : 'bad repair entry';
     case 'signer':
@@ -256,14 +307,24 @@ export function eventAd(seq: number, prev: string): Buffer {
   return Buffer.from(`${seq}:${prev}`, 'utf8');
 }
 
-export function encryptEvent(key: Uint8Array, seq: number, prev: string, payload: EventPayload): { nonce: string; ct: string } {
+export function encryptEvent(
+  key: Uint8Array,
+  seq: number,
+  prev: string,
+  payload: EventPayload,
+): { nonce: string; ct: string } {
   const nonce = randomBytes(AEAD_NONCE_BYTES);
   const ct = aeadEncrypt(key, nonce, Buffer.from(JSON.stringify(payload), 'utf8'), eventAd(seq, prev));
   return { nonce: nonce.toString('base64'), ct: ct.toString('base64') };
 }
 
 export function decryptEvent(key: Uint8Array, entry: EventEntry): EventPayload | null {
-  const pt = aeadDecrypt(key, Buffer.from(entry.nonce, 'base64'), Buffer.from(entry.ct, 'base64'), eventAd(entry.seq, entry.prev));
+  const pt = aeadDecrypt(
+    key,
+    Buffer.from(entry.nonce, 'base64'),
+    Buffer.from(entry.ct, 'base64'),
+    eventAd(entry.seq, entry.prev),
+  );
   if (!pt) return null;
   try {
     const p = JSON.parse(pt.toString('utf8')) as EventPayload;

@@ -123,7 +123,9 @@ function parse(r: LineRec): Parsed {
     r.parsed = { entry: null, why: `the line is longer than ${MAX_LINE_BYTES} bytes`, hash: null };
   } else {
     const d = decodeEntry(r.bytes);
-    r.parsed = d.ok ? { entry: d.entry, why: '', hash: lineHash(r.bytes) } : { entry: null, why: d.why, hash: lineHash(r.bytes) };
+    r.parsed = d.ok
+      ? { entry: d.entry, why: '', hash: lineHash(r.bytes) }
+      : { entry: null, why: d.why, hash: lineHash(r.bytes) };
   }
   return r.parsed;
 }
@@ -137,7 +139,15 @@ function parse(r: LineRec): Parsed {
 interface RawSodium {
   HEAPU8: Uint8Array;
   _malloc(size: number): number;
-  _crypto_generichash(out: number, outLen: number, input: number, inLenLow: number, inLenHigh: number, key: number, keyLen: number): number;
+  _crypto_generichash(
+    out: number,
+    outLen: number,
+    input: number,
+    inLenLow: number,
+    inLenHigh: number,
+    key: number,
+    keyLen: number,
+  ): number;
 }
 
 let lineHash: (line: Buffer) => string = entryHash;
@@ -252,8 +262,17 @@ class JournalLines {
   private emitLine(terminated: boolean): void {
     this.lineNo += 1;
     let bytes: Buffer | null = null;
-    if (!this.overlong) bytes = this.parts.length === 1 ? (this.parts[0] as Buffer) : Buffer.concat(this.parts, this.partLen);
-    this.queue.push({ kind: 'line', bytes, terminated, file: this.file, line: this.lineNo, seg: this.seg, first: this.lineNo === 1 });
+    if (!this.overlong)
+      bytes = this.parts.length === 1 ? (this.parts[0] as Buffer) : Buffer.concat(this.parts, this.partLen);
+    this.queue.push({
+      kind: 'line',
+      bytes,
+      terminated,
+      file: this.file,
+      line: this.lineNo,
+      seg: this.seg,
+      first: this.lineNo === 1,
+    });
     this.parts = [];
     this.partLen = 0;
     this.overlong = false;
@@ -279,7 +298,13 @@ class JournalLines {
       if (n === 0) this.queue.push({ kind: 'unreadable', file, seg: 0, detail: 'does not exist' });
       else {
         const later = this.laterSegment(n);
-        if (later !== null) this.queue.push({ kind: 'gap', file, seg: n, detail: `is missing although ${segmentPath(this.base, later)} exists` });
+        if (later !== null)
+          this.queue.push({
+            kind: 'gap',
+            file,
+            seg: n,
+            detail: `is missing although ${segmentPath(this.base, later)} exists`,
+          });
       }
       return;
     }
@@ -368,9 +393,15 @@ export async function* journalLines(path: string): AsyncGenerator<JournalLine> {
       if (r.kind === 'line') {
         yield { file: r.file, line: r.line, bytes: r.bytes, terminated: r.terminated };
       } else if (r.seg === 0) {
-        throw new Refusal('not_found', `${r.file} ${r.detail}; give the journal file (segment 0, or its directory) with --log`);
+        throw new Refusal(
+          'not_found',
+          `${r.file} ${r.detail}; give the journal file (segment 0, or its directory) with --log`,
+        );
       } else if (r.kind !== 'empty') {
-        throw new Refusal('not_found', `segment ${r.seg} (${r.file}) ${r.detail}, so the entries from there on cannot be read; run \`postern audit verify\` to see what is damaged`);
+        throw new Refusal(
+          'not_found',
+          `segment ${r.seg} (${r.file}) ${r.detail}, so the entries from there on cannot be read; run \`postern audit verify\` to see what is damaged`,
+        );
       }
     }
   } finally {
@@ -416,11 +447,14 @@ const ADVICE: Record<ProblemKind, string> = {
   deleted: 'entries were removed; keep this copy as evidence and compare it with a backup',
   reordered: 'entries were moved; keep this copy as evidence and compare it with a backup',
   bad_signature: 'a checkpoint was forged or altered; keep this copy as evidence',
-  wrong_key: 'check --pubkey against the key `postern init` printed (or the one `postern audit rotate-key` printed); otherwise this journal belongs to another vault or was re-signed',
+  wrong_key:
+    'check --pubkey against the key `postern init` printed (or the one `postern audit rotate-key` printed); otherwise this journal belongs to another vault or was re-signed',
   unsigned_rotation: 'a change of signing key was not vouched for by the key it replaces; keep this copy as evidence',
-  unsigned_tail: 'a daemon unlocked since it started signs them within a second (or at its next checkpoint while unlocked); if it has not been, unlock it, then verify again; or pass --allow-unsigned-tail to accept the tail',
+  unsigned_tail:
+    'a daemon unlocked since it started signs them within a second (or at its next checkpoint while unlocked); if it has not been, unlock it, then verify again; or pass --allow-unsigned-tail to accept the tail',
   behind_expected_head: 'the journal was cut back or replaced since that head was noted; compare it with a backup',
-  torn_last_write: 'a write was cut short (crash or full disk): start the daemon once, it cuts the torn line and records a repair entry',
+  torn_last_write:
+    'a write was cut short (crash or full disk): start the daemon once, it cuts the torn line and records a repair entry',
   not_a_journal: 'give the journal file (segment 0, or its directory) with --log',
   missing_segment: 'a segment file of the journal is missing; restore it from a backup',
 };
@@ -459,18 +493,35 @@ function classify(x: Point, a: LineRec, b: Rec | undefined): Verdict {
   // The file of segment n holds the start of another segment: a whole
   // segment removed and the later ones renumbered, or an earlier segment
   // copied over this one. Either way segment n's own entries are not there.
-  const startsOther = ae && a.first && a.seg > 0 && (ae.type === 'genesis' || (ae.type === 'segment' && ae.segment !== a.seg));
+  const startsOther =
+    ae && a.first && a.seg > 0 && (ae.type === 'genesis' || (ae.type === 'segment' && ae.segment !== a.seg));
   if (startsOther) {
     const other = ae.type === 'genesis' ? 0 : ae.segment;
-    return { kind: 'missing_segment', seq: e, at, message: `${basename(a.file)} begins segment ${other} (entry ${ae.seq}), not segment ${a.seg}: the entries of segment ${a.seg}, from ${e}, are missing` };
+    return {
+      kind: 'missing_segment',
+      seq: e,
+      at,
+      message: `${basename(a.file)} begins segment ${other} (entry ${ae.seq}), not segment ${a.seg}: the entries of segment ${a.seg}, from ${e}, are missing`,
+    };
   }
   if (!ae) {
-    if (bFromX) return { kind: 'inserted', seq: null, at, message: `${where(a)} is an extra line that is not an entry (${pa.why}); entry ${e} follows it` };
+    if (bFromX)
+      return {
+        kind: 'inserted',
+        seq: null,
+        at,
+        message: `${where(a)} is an extra line that is not an entry (${pa.why}); entry ${e} follows it`,
+      };
     // One last line that is not an entry, within an entry's length, is what
     // a crash can leave (a write cut short, blocks never written): the
     // daemon cuts it at its next start, as it does part of a line.
     if (b === undefined && a.bytes !== null) {
-      return { kind: 'torn_last_write', seq: e, at, message: `the last line (${where(a)}) is not an entry (${pa.why})` };
+      return {
+        kind: 'torn_last_write',
+        seq: e,
+        at,
+        message: `the last line (${where(a)}) is not an entry (${pa.why})`,
+      };
     }
     return { kind: 'modified', seq: e, at, message: `entry ${e} (${where(a)}) no longer decodes: ${pa.why}` };
   }
@@ -480,31 +531,74 @@ function classify(x: Point, a: LineRec, b: Rec | undefined): Verdict {
       return { kind: 'inserted', seq: ae.seq, at, message: `${where(a)} is a second copy of entry ${ae.seq}` };
     }
     if (linksFrom(ae.seq, pa.hash, pb)) {
-      return { kind: 'inserted', seq: ae.seq, at: x.rec, aboutX: true, message: `${where(x.rec)} is an extra entry claiming seq ${ae.seq}: the chain continues from ${where(a)}` };
+      return {
+        kind: 'inserted',
+        seq: ae.seq,
+        at: x.rec,
+        aboutX: true,
+        message: `${where(x.rec)} is an extra entry claiming seq ${ae.seq}: the chain continues from ${where(a)}`,
+      };
     }
     return { kind: 'inserted', seq: ae.seq, at, message: `${where(a)} is an extra entry claiming seq ${ae.seq}` };
   }
   if (bFromX) {
     const pbEntry = (pb as Parsed).entry as Entry;
-    if (ae.seq > e) return { kind: 'reordered', seq: e, at, message: `entry ${ae.seq} (${where(a)}) comes before entry ${pbEntry.seq}` };
-    return { kind: 'inserted', seq: ae.seq, at, message: `${where(a)} is an extra entry claiming seq ${ae.seq}: entry ${e} follows it` };
+    if (ae.seq > e)
+      return {
+        kind: 'reordered',
+        seq: e,
+        at,
+        message: `entry ${ae.seq} (${where(a)}) comes before entry ${pbEntry.seq}`,
+      };
+    return {
+      kind: 'inserted',
+      seq: ae.seq,
+      at,
+      message: `${where(a)} is an extra entry claiming seq ${ae.seq}: entry ${e} follows it`,
+    };
   }
   if (ae.seq === e) {
     // A's prev is wrong. If B chains from A, A is intact and X changed.
     const xChanged = pb ? linksFrom(e, pa.hash, pb) : hexDistance(ae.prev, x.hash) > 8;
     if (xChanged) {
-      return { kind: 'modified', seq: x.entry.seq, at: x.rec, aboutX: true, message: `entry ${x.entry.seq} (${where(x.rec)}) was changed: entry ${e} names another hash for it` };
+      return {
+        kind: 'modified',
+        seq: x.entry.seq,
+        at: x.rec,
+        aboutX: true,
+        message: `entry ${x.entry.seq} (${where(x.rec)}) was changed: entry ${e} names another hash for it`,
+      };
     }
-    return { kind: 'modified', seq: e, at, message: `entry ${e} (${where(a)}) was changed: it does not name the hash of entry ${x.entry.seq}, and nothing chains from it` };
+    return {
+      kind: 'modified',
+      seq: e,
+      at,
+      message: `entry ${e} (${where(a)}) was changed: it does not name the hash of entry ${x.entry.seq}, and nothing chains from it`,
+    };
   }
   if (ae.prev === x.hash) {
-    return { kind: 'modified', seq: e, at, message: `entry ${e} (${where(a)}) was changed: it follows entry ${x.entry.seq} but claims seq ${ae.seq}` };
+    return {
+      kind: 'modified',
+      seq: e,
+      at,
+      message: `entry ${e} (${where(a)}) was changed: it follows entry ${x.entry.seq} but claims seq ${ae.seq}`,
+    };
   }
   if (ae.seq > e) {
     const range = ae.seq - 1 === e ? `entry ${e} is` : `entries ${e} to ${ae.seq - 1} are`;
-    return { kind: 'deleted', seq: e, at, message: `${range} missing: entry ${ae.seq} (${where(a)}) follows entry ${x.entry.seq}` };
+    return {
+      kind: 'deleted',
+      seq: e,
+      at,
+      message: `${range} missing: entry ${ae.seq} (${where(a)}) follows entry ${x.entry.seq}`,
+    };
   }
-  return { kind: 'modified', seq: e, at, message: `entry ${e} (${where(a)}) was replaced by a line claiming seq ${ae.seq}` };
+  return {
+    kind: 'modified',
+    seq: e,
+    at,
+    message: `entry ${e} (${where(a)}) was replaced by a line claiming seq ${ae.seq}`,
+  };
 }
 
 function isValidGenesis(e: Entry): boolean {
@@ -520,19 +614,37 @@ function classifyFirst(a: LineRec, b: Rec | undefined): Verdict | null {
   const pb = complete(b);
   const be = pb?.entry;
   if (be && isValidGenesis(be)) {
-    if (ae && ae.seq === 2 && ae.prev === pb.hash) return { kind: 'reordered', seq: 1, at, message: 'entry 2 comes before the genesis entry' };
-    return { kind: 'inserted', seq: ae ? ae.seq : null, at, message: `${where(a)} is an extra line before the genesis entry` };
+    if (ae && ae.seq === 2 && ae.prev === pb.hash)
+      return { kind: 'reordered', seq: 1, at, message: 'entry 2 comes before the genesis entry' };
+    return {
+      kind: 'inserted',
+      seq: ae ? ae.seq : null,
+      at,
+      message: `${where(a)} is an extra line before the genesis entry`,
+    };
   }
   // Only the genesis entry is of type genesis: one with another seq or prev is that entry, changed.
   if (ae && ae.type === 'genesis') {
-    return { kind: 'modified', seq: 1, at, message: `the genesis entry was changed: it has seq ${ae.seq} and prev ${ae.prev.slice(0, 16)}…, not seq 1 and a prev of 64 zeros` };
+    return {
+      kind: 'modified',
+      seq: 1,
+      at,
+      message: `the genesis entry was changed: it has seq ${ae.seq} and prev ${ae.prev.slice(0, 16)}…, not seq 1 and a prev of 64 zeros`,
+    };
   }
-  if (!ae && be && be.seq === 2) return { kind: 'modified', seq: 1, at, message: `the genesis entry no longer decodes: ${pa.why}` };
+  if (!ae && be && be.seq === 2)
+    return { kind: 'modified', seq: 1, at, message: `the genesis entry no longer decodes: ${pa.why}` };
   // The journal starts later than entry 1: the first entries were removed.
   // A segment entry is rather a later segment given in place of segment 0.
   if (ae && ae.seq > 1 && ae.type !== 'segment') {
-    const range = ae.seq === 2 ? 'entry 1 (the genesis entry) is' : `entries 1 (the genesis entry) to ${ae.seq - 1} are`;
-    return { kind: 'deleted', seq: 1, at, message: `${range} missing: the first line (${where(a)}) is entry ${ae.seq}` };
+    const range =
+      ae.seq === 2 ? 'entry 1 (the genesis entry) is' : `entries 1 (the genesis entry) to ${ae.seq - 1} are`;
+    return {
+      kind: 'deleted',
+      seq: 1,
+      at,
+      message: `${range} missing: the first line (${where(a)}) is entry ${ae.seq}`,
+    };
   }
   const what = !ae
     ? `not a journal entry (${pa.why})`
@@ -561,12 +673,22 @@ class Verifier {
   expectSeen: string | null = null;
   firstUnsigned = { file: '', line: 0 }; // where the entries after the last checkpoint begin
 
-  constructor(private readonly pinned: string | null, private readonly expect: { seq: number; hash: string } | null) {}
+  constructor(
+    private readonly pinned: string | null,
+    private readonly expect: { seq: number; hash: string } | null,
+  ) {}
 
   beforeX: Tally = this.tally();
 
   tally(): Tally {
-    return { entries: this.entries, checkpoints: this.checkpoints, lastCheckpointSeq: this.lastCheckpointSeq, signedThrough: this.signedThrough, keys: this.keys.length, x: this.x };
+    return {
+      entries: this.entries,
+      checkpoints: this.checkpoints,
+      lastCheckpointSeq: this.lastCheckpointSeq,
+      signedThrough: this.signedThrough,
+      keys: this.keys.length,
+      x: this.x,
+    };
   }
 
   // A record that chains (or the genesis): count it and note what is wrong with it, if anything.
@@ -587,7 +709,8 @@ class Verifier {
     const at = rec; // a LineRec names its file and line
     const seq = entry.seq;
     if (entry.type === 'genesis') {
-      if (seq !== 1) return { kind: 'inserted', seq, at, message: `entry ${seq} (${where(rec)}) is a second genesis entry` };
+      if (seq !== 1)
+        return { kind: 'inserted', seq, at, message: `entry ${seq} (${where(rec)}) is a second genesis entry` };
       this.journalId = entry.journal_id;
       this.current = entry.sign_pub;
       this.keys = [{ key: entry.sign_pub, since: 1 }];
@@ -596,19 +719,38 @@ class Verifier {
     }
     const changing = this.changing;
     if (changing && entry.type !== 'checkpoint') {
-      return { kind: 'unsigned_rotation', seq: changing.seq, at: changing.at, passed: changing.before, message: `entry ${changing.seq} changes the signing key to ${changing.key}, but entry ${seq} (${where(rec)}) after it is not a checkpoint signed by the key it replaces (${this.current})` };
+      return {
+        kind: 'unsigned_rotation',
+        seq: changing.seq,
+        at: changing.at,
+        passed: changing.before,
+        message: `entry ${changing.seq} changes the signing key to ${changing.key}, but entry ${seq} (${where(rec)}) after it is not a checkpoint signed by the key it replaces (${this.current})`,
+      };
     }
     if (rec.first && rec.seg > 0) {
       if (entry.type !== 'segment' || entry.segment !== rec.seg) {
-        return { kind: 'missing_segment', seq, at, message: `${basename(rec.file)} does not begin with the entry of segment ${rec.seg}` };
+        return {
+          kind: 'missing_segment',
+          seq,
+          at,
+          message: `${basename(rec.file)} does not begin with the entry of segment ${rec.seg}`,
+        };
       }
       return null;
     }
-    if (entry.type === 'segment') return { kind: 'inserted', seq, at, message: `entry ${seq} (${where(rec)}) is a segment entry inside a segment` };
+    if (entry.type === 'segment')
+      return { kind: 'inserted', seq, at, message: `entry ${seq} (${where(rec)}) is a segment entry inside a segment` };
     // Events name their key entry by its seq; a key entry naming another seq was not written so.
-    if (entry.type === 'key' && entry.key_id !== seq) return { kind: 'modified', seq, at, message: `key entry ${seq} (${where(rec)}) has key_id ${entry.key_id}: a key entry's key_id is its own seq` };
+    if (entry.type === 'key' && entry.key_id !== seq)
+      return {
+        kind: 'modified',
+        seq,
+        at,
+        message: `key entry ${seq} (${where(rec)}) has key_id ${entry.key_id}: a key entry's key_id is its own seq`,
+      };
     if (entry.type === 'checkpoint') return this.checkpointProblem(entry, at);
-    if (entry.type === 'signer') this.changing = { key: entry.sign_pub, seq, at: { file: rec.file, line: rec.line }, before: this.beforeX };
+    if (entry.type === 'signer')
+      this.changing = { key: entry.sign_pub, seq, at: { file: rec.file, line: rec.line }, before: this.beforeX };
     return null;
   }
 
@@ -617,19 +759,43 @@ class Verifier {
   private checkpointProblem(c: CheckpointEntry, at: { file: string; line: number }): Verdict | null {
     const seq = c.seq;
     if (c.head_seq !== seq - 1 || c.head !== c.prev) {
-      return { kind: 'bad_signature', seq, at, message: `checkpoint ${seq} signs head ${c.head_seq}:${c.head.slice(0, 16)}… but follows entry ${seq - 1}:${c.prev.slice(0, 16)}…` };
+      return {
+        kind: 'bad_signature',
+        seq,
+        at,
+        message: `checkpoint ${seq} signs head ${c.head_seq}:${c.head.slice(0, 16)}… but follows entry ${seq - 1}:${c.prev.slice(0, 16)}…`,
+      };
     }
     const msg = checkpointMessage(this.journalId, c.head_seq, c.head);
     if (!ed25519Verify(Buffer.from(c.sig, 'base64'), msg, Buffer.from(c.sign_pub, 'base64'))) {
-      return { kind: 'bad_signature', seq, at, message: `checkpoint ${seq}'s signature does not verify under the key it names` };
+      return {
+        kind: 'bad_signature',
+        seq,
+        at,
+        message: `checkpoint ${seq}'s signature does not verify under the key it names`,
+      };
     }
     if (this.changing && c.sign_pub !== this.current) {
-      return { kind: 'unsigned_rotation', seq: this.changing.seq, at: this.changing.at, passed: this.changing.before, message: `entry ${this.changing.seq} changes the signing key to ${this.changing.key}, but checkpoint ${seq} after it is signed by ${c.sign_pub}, not by the key it replaces (${this.current})` };
+      return {
+        kind: 'unsigned_rotation',
+        seq: this.changing.seq,
+        at: this.changing.at,
+        passed: this.changing.before,
+        message: `entry ${this.changing.seq} changes the signing key to ${this.changing.key}, but checkpoint ${seq} after it is signed by ${c.sign_pub}, not by the key it replaces (${this.current})`,
+      };
     }
     if (c.sign_pub !== this.current) {
       const retired = this.keys.some((k) => k.key === c.sign_pub);
-      const inForce = this.keys.length > 1 ? `the key in force since entry ${(this.keys[this.keys.length - 1] as { since: number }).since}` : "the genesis entry's key";
-      return { kind: 'wrong_key', seq, at, message: `checkpoint ${seq} is signed by ${retired ? 'the retired key ' : ''}${c.sign_pub}, not by ${inForce} ${this.current}` };
+      const inForce =
+        this.keys.length > 1
+          ? `the key in force since entry ${(this.keys[this.keys.length - 1] as { since: number }).since}`
+          : "the genesis entry's key";
+      return {
+        kind: 'wrong_key',
+        seq,
+        at,
+        message: `checkpoint ${seq} is signed by ${retired ? 'the retired key ' : ''}${c.sign_pub}, not by ${inForce} ${this.current}`,
+      };
     }
     if (c.sign_pub === this.pinned) this.pinnedSigned = true;
     if (this.changing) {
@@ -658,16 +824,34 @@ class Verifier {
     }
     if (this.expect) {
       if (head < this.expect.seq) {
-        return { kind: 'behind_expected_head', seq: head + 1, at, message: `the journal ends at entry ${head}, before the expected head ${this.expect.seq}: entries ${head + 1} to ${this.expect.seq} are missing` };
+        return {
+          kind: 'behind_expected_head',
+          seq: head + 1,
+          at,
+          message: `the journal ends at entry ${head}, before the expected head ${this.expect.seq}: entries ${head + 1} to ${this.expect.seq} are missing`,
+        };
       }
       if (this.expectSeen !== this.expect.hash) {
-        return { kind: 'behind_expected_head', seq: this.expect.seq, at, message: `entry ${this.expect.seq} hashes to ${this.expectSeen}, not to the expected ${this.expect.hash}` };
+        return {
+          kind: 'behind_expected_head',
+          seq: this.expect.seq,
+          at,
+          message: `entry ${this.expect.seq} hashes to ${this.expectSeen}, not to the expected ${this.expect.hash}`,
+        };
       }
     }
     if (head > this.lastCheckpointSeq && !allowUnsignedTail) {
       const from = this.lastCheckpointSeq + 1;
-      const after = this.lastCheckpointSeq === 0 ? 'no checkpoint signs any entry' : `they follow the last checkpoint (entry ${this.lastCheckpointSeq})`;
-      return { kind: 'unsigned_tail', seq: from, at: this.firstUnsigned, message: `entries ${from} to ${head} are not signed yet: ${after}` };
+      const after =
+        this.lastCheckpointSeq === 0
+          ? 'no checkpoint signs any entry'
+          : `they follow the last checkpoint (entry ${this.lastCheckpointSeq})`;
+      return {
+        kind: 'unsigned_tail',
+        seq: from,
+        at: this.firstUnsigned,
+        message: `entries ${from} to ${head} are not signed yet: ${after}`,
+      };
     }
     return null;
   }
@@ -677,12 +861,19 @@ export async function verifyJournal(path: string, opts: VerifyOptions = {}): Pro
   let pinned: string | null = null;
   if (opts.pubkey !== undefined) {
     const raw = parsePubkey(opts.pubkey);
-    if (!raw) throw new Refusal('bad_request', 'the pinned key must be the 32-byte Ed25519 public key in base64 that `postern init` printed');
+    if (!raw)
+      throw new Refusal(
+        'bad_request',
+        'the pinned key must be the 32-byte Ed25519 public key in base64 that `postern init` printed',
+      );
     pinned = raw.toString('base64');
   }
   const expect = opts.expectHead ?? null;
   if (expect && (!Number.isSafeInteger(expect.seq) || expect.seq < 1 || !/^[0-9a-f]{64}$/.test(expect.hash))) {
-    throw new Refusal('bad_request', 'the expected head must be SEQ:HASH with SEQ ≥ 1 and HASH 64 lower-case hex digits, as `postern audit head` prints it');
+    throw new Refusal(
+      'bad_request',
+      'the expected head must be SEQ:HASH with SEQ ≥ 1 and HASH 64 lower-case hex digits, as `postern audit head` prints it',
+    );
   }
   setUpLineHash(await sodiumReady());
   const base = resolveJournalPath(path);
@@ -724,7 +915,8 @@ async function run(src: JournalLines, v: Verifier, base: string, allowUnsignedTa
     const a = src.peek(0);
     const x = v.x;
     if (!a) {
-      if (!x) return { kind: 'not_a_journal', seq: null, at: { file: base, line: 0 }, message: `${base} holds no entry` };
+      if (!x)
+        return { kind: 'not_a_journal', seq: null, at: { file: base, line: 0 }, message: `${base} holds no entry` };
       return v.finish(allowUnsignedTail);
     }
     if (a.kind !== 'line') return v.pending ?? markVerdict(a, x, src.peek(1) !== undefined);
@@ -732,9 +924,21 @@ async function run(src: JournalLines, v: Verifier, base: string, allowUnsignedTa
       if (v.pending) return v.pending;
       if (!x) return { kind: 'not_a_journal', seq: null, at: a, message: `${a.file} holds no complete line` };
       const e = x.entry.seq + 1;
-      if (src.peek(1) !== undefined) return { kind: 'modified', seq: e, at: a, message: `${basename(a.file)} ends in the middle of a line (line ${a.line}) although later segments follow` };
+      if (src.peek(1) !== undefined)
+        return {
+          kind: 'modified',
+          seq: e,
+          at: a,
+          message: `${basename(a.file)} ends in the middle of a line (line ${a.line}) although later segments follow`,
+        };
       // A write cut short leaves part of one entry, never more than an entry's length.
-      if (a.bytes === null) return { kind: 'modified', seq: e, at: a, message: `the last line (${where(a)}) is incomplete and longer than ${MAX_LINE_BYTES} bytes: not a write cut short` };
+      if (a.bytes === null)
+        return {
+          kind: 'modified',
+          seq: e,
+          at: a,
+          message: `the last line (${where(a)}) is incomplete and longer than ${MAX_LINE_BYTES} bytes: not a write cut short`,
+        };
       return { kind: 'torn_last_write', seq: e, at: a, message: `the last line (${where(a)}) is incomplete` };
     }
     if (!x) {
@@ -759,8 +963,15 @@ async function run(src: JournalLines, v: Verifier, base: string, allowUnsignedTa
 // X's own problem stands; otherwise nothing vouches for X's bytes, and the
 // first thing wrong is that X was changed.
 function unconfirmed(own: Verdict, c: Verdict, x: Point, a: LineRec, b: Rec | undefined, passed: Tally): Verdict {
-  if (c.kind === 'torn_last_write' || c.kind === 'missing_segment' || linksFrom(x.entry.seq, x.hash, complete(b))) return own;
-  return { kind: 'modified', seq: x.entry.seq, at: x.rec, passed, message: `entry ${x.entry.seq} (${where(x.rec)}) was changed: ${own.message}, and ${where(a)} after it does not chain from it` };
+  if (c.kind === 'torn_last_write' || c.kind === 'missing_segment' || linksFrom(x.entry.seq, x.hash, complete(b)))
+    return own;
+  return {
+    kind: 'modified',
+    seq: x.entry.seq,
+    at: x.rec,
+    passed,
+    message: `entry ${x.entry.seq} (${where(x.rec)}) was changed: ${own.message}, and ${where(a)} after it does not chain from it`,
+  };
 }
 
 function markVerdict(m: MarkRec, x: Point | null, more: boolean): Verdict {
@@ -772,9 +983,21 @@ function markVerdict(m: MarkRec, x: Point | null, more: boolean): Verdict {
       : { kind: 'missing_segment', seq: next, at, message: `segment ${m.seg} (${m.file}) ${m.detail}` };
   }
   if (m.seg === 0) return { kind: 'not_a_journal', seq: null, at, message: `${m.file} is empty` };
-  if (m.kind === 'gap') return { kind: 'missing_segment', seq: next, at, message: `segment ${m.seg} (${m.file}) ${m.detail}` };
-  if (more) return { kind: 'missing_segment', seq: next, at, message: `segment ${m.seg} (${m.file}) is empty although later segments follow` };
-  return { kind: 'torn_last_write', seq: next, at, message: `the last segment ${m.file} is empty: the daemon stopped while starting it` };
+  if (m.kind === 'gap')
+    return { kind: 'missing_segment', seq: next, at, message: `segment ${m.seg} (${m.file}) ${m.detail}` };
+  if (more)
+    return {
+      kind: 'missing_segment',
+      seq: next,
+      at,
+      message: `segment ${m.seg} (${m.file}) is empty although later segments follow`,
+    };
+  return {
+    kind: 'torn_last_write',
+    seq: next,
+    at,
+    message: `the last segment ${m.file} is empty: the daemon stopped while starting it`,
+  };
 }
 
 // ---------------------------------------------------------------------------
@@ -798,17 +1021,25 @@ export async function journalHead(path: string): Promise<JournalHead> {
     } catch {
       break;
     }
-    if (why) throw new Refusal('not_found', `${file} ${why}; give the journal file (segment 0, or its directory) with --log`);
+    if (why)
+      throw new Refusal('not_found', `${file} ${why}; give the journal file (segment 0, or its directory) with --log`);
     last = n;
   }
-  if (last < 0) throw new Refusal('not_found', `${base} does not exist; give the journal file (segment 0, or its directory) with --log`);
+  if (last < 0)
+    throw new Refusal(
+      'not_found',
+      `${base} does not exist; give the journal file (segment 0, or its directory) with --log`,
+    );
   for (let n = last; n >= 0; n--) {
     const file = segmentPath(base, n);
     const line = await lastEntryLine(file, n === last);
     if (line === 'none') continue;
     const d = line === 'overlong' ? null : decodeEntry(line);
     if (!d || !d.ok) {
-      throw new Refusal('not_found', `the last complete line of ${file} is not a journal entry; run \`postern audit verify --log ${base}\` to find the damage`);
+      throw new Refusal(
+        'not_found',
+        `the last complete line of ${file} is not a journal entry; run \`postern audit verify --log ${base}\` to find the damage`,
+      );
     }
     return { seq: d.entry.seq, hash: entryHash(line as Buffer), file };
   }
@@ -828,7 +1059,11 @@ interface FoundLine {
 async function lastEntryLine(file: string, isLast: boolean): Promise<Buffer | 'overlong' | 'none'> {
   // A FIFO or device would block or never end, a link could point anywhere: only regular files are read.
   const opened = await openSegment(file);
-  if ('why' in opened) throw new Refusal('not_found', `${file} ${opened.why}; give the journal file (segment 0, or its directory) with --log`);
+  if ('why' in opened)
+    throw new Refusal(
+      'not_found',
+      `${file} ${opened.why}; give the journal file (segment 0, or its directory) with --log`,
+    );
   const fh = opened.fh;
   try {
     const size = (await fh.stat()).size;
@@ -848,7 +1083,7 @@ async function lastEntryLine(file: string, isLast: boolean): Promise<Buffer | 'o
 async function completeLineBefore(fh: FileHandle, limit: number): Promise<FoundLine | null> {
   const chunk = Buffer.allocUnsafe(READ_CHUNK);
   let end = -1;
-  for (let pos = limit; pos > 0 && end < 0; ) {
+  for (let pos = limit; pos > 0 && end < 0;) {
     const from = Math.max(0, pos - READ_CHUNK);
     const { bytesRead } = await fh.read(chunk, 0, pos - from, from);
     const i = chunk.subarray(0, bytesRead).lastIndexOf(NL);

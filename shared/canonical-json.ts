@@ -6,12 +6,7 @@
 // inputs share a hash.
 
 export type CanonicalValue =
-  | string
-  | number
-  | boolean
-  | null
-  | readonly CanonicalValue[]
-  | { readonly [key: string]: CanonicalValue };
+  string | number | boolean | null | readonly CanonicalValue[] | { readonly [key: string]: CanonicalValue };
 
 export function canonicalJson(value: unknown): string {
   return encode(value, '$');

@@ -37,7 +37,8 @@ export function validateCommandRule(rule: unknown): string | null {
   if (typeof rule !== 'string') return 'must be a string';
   if (rule.length === 0) return 'is empty; write the command, e.g. "systemctl restart app-*"';
   if (rule.length > MAX_COMMAND_RULE_LENGTH) return `is longer than ${MAX_COMMAND_RULE_LENGTH} characters`;
-  if (hasInvisible(rule)) return 'contains a control or invisible character (newline, tab, NUL, bidi, zero-width or a broken surrogate)';
+  if (hasInvisible(rule))
+    return 'contains a control or invisible character (newline, tab, NUL, bidi, zero-width or a broken surrogate)';
   if (OTHER_SPACE.test(rule)) return 'contains whitespace other than single plain spaces';
   if (rule.startsWith(' ') || rule.endsWith(' ')) return 'starts or ends with a space; remove it';
   if (rule.includes('  ')) return 'contains two spaces in a row; words are separated by single spaces';

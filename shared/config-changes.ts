@@ -19,11 +19,16 @@ function showValue(settingPath: string, v: unknown): string {
 
 function certificateList(v: unknown): CaCertificate[] {
   if (!Array.isArray(v)) return [];
-  return v.filter((c): c is CaCertificate => typeof c === 'object' && c !== null && typeof c.subject === 'string' && typeof c.sha256 === 'string');
+  return v.filter(
+    (c): c is CaCertificate =>
+      typeof c === 'object' && c !== null && typeof c.subject === 'string' && typeof c.sha256 === 'string',
+  );
 }
 
 function showCertificates(list: readonly CaCertificate[]): string {
-  return list.map((c) => `${escapeInvisible(JSON.stringify(c.subject))} (SHA-256 ${escapeInvisible(c.sha256)})`).join(', ');
+  return list
+    .map((c) => `${escapeInvisible(JSON.stringify(c.subject))} (SHA-256 ${escapeInvisible(c.sha256)})`)
+    .join(', ');
 }
 
 // A record approved before certificates were listed, with the same file,
@@ -36,8 +41,12 @@ function certificatesLine(c: ConfigChange): string {
   const has = new Set(after.map((x) => x.sha256));
   const added = after.filter((x) => !had.has(x.sha256));
   const removed = before.filter((x) => !has.has(x.sha256));
-  const parts = [...(added.length ? [`added ${showCertificates(added)}`] : []), ...(removed.length ? [`removed ${showCertificates(removed)}`] : [])];
-  const same = after.length > 0 ? 'the same ones, in another order' : 'the record changed but names no readable certificate';
+  const parts = [
+    ...(added.length ? [`added ${showCertificates(added)}`] : []),
+    ...(removed.length ? [`removed ${showCertificates(removed)}`] : []),
+  ];
+  const same =
+    after.length > 0 ? 'the same ones, in another order' : 'the record changed but names no readable certificate';
   return `http.ca_file certificates: ${parts.length ? parts.join('; ') : same}`;
 }
 

@@ -136,7 +136,9 @@ export const MIN_AUDIT_SEGMENT_BYTES = 64 * 1024;
 const segmentSize: Kind<number> = {
   schema: fromCheck((v) => {
     const r = checkSize(v);
-    return r.ok && r.value < MIN_AUDIT_SEGMENT_BYTES ? { ok: false, message: `${quoteValue(v)}: must be at least 64KiB (one longest journal line); e.g. "64MiB"` } : r;
+    return r.ok && r.value < MIN_AUDIT_SEGMENT_BYTES
+      ? { ok: false, message: `${quoteValue(v)}: must be at least 64KiB (one longest journal line); e.g. "64MiB"` }
+      : r;
   }),
   canonical: same,
   unit: 'size',
@@ -149,8 +151,10 @@ const mcpResultSize: Kind<number> = {
   schema: fromCheck((v) => {
     const r = checkSize(v);
     if (!r.ok) return r;
-    if (r.value > 8 * 1024 * 1024) return { ok: false, message: 'must be at most "8MiB": MCP clients read at most 10 MiB in one message' };
-    if (r.value < 4096) return { ok: false, message: 'must be at least "4KiB", room for a result\'s summary and flags' };
+    if (r.value > 8 * 1024 * 1024)
+      return { ok: false, message: 'must be at most "8MiB": MCP clients read at most 10 MiB in one message' };
+    if (r.value < 4096)
+      return { ok: false, message: 'must be at least "4KiB", room for a result\'s summary and flags' };
     return r;
   }),
   canonical: same,
@@ -161,7 +165,8 @@ function checkPathText(v: unknown, role: PathRole): Check<string> {
   if (typeof v !== 'string') return { ok: false, message: 'must be a path in quotes, e.g. "agent.sock"' };
   if (v === '') {
     if (role === 'optional-file') return { ok: true, value: v };
-    if (role === 'home') return { ok: false, message: 'must not be empty; remove the line to use POSTERN_HOME or ~/.postern' };
+    if (role === 'home')
+      return { ok: false, message: 'must not be empty; remove the line to use POSTERN_HOME or ~/.postern' };
     return { ok: false, message: 'must not be empty; write a file name (relative to home) or an absolute path' };
   }
   if (v.includes('\0')) return { ok: false, message: 'must not contain a NUL character' };
@@ -230,11 +235,15 @@ export function formatMode(mode: number): string {
 function checkSocketMode(v: unknown): Check<number> {
   const hint = 'use "0600" (owner only) or "0660" (owner and agent_socket_group)';
   if (typeof v !== 'string') return { ok: false, message: `must be an octal mode in quotes; ${hint}` };
-  if (!/^0[0-7]{3}$/.test(v)) return { ok: false, message: `${quoteValue(v)} is not an octal mode of four digits; ${hint}` };
+  if (!/^0[0-7]{3}$/.test(v))
+    return { ok: false, message: `${quoteValue(v)} is not an octal mode of four digits; ${hint}` };
   const mode = parseInt(v, 8);
-  if (mode & 0o007) return { ok: false, message: `${quoteValue(v)} would let every user on the machine use the socket; ${hint}` };
-  if (mode & 0o111) return { ok: false, message: `${quoteValue(v)} has execute bits, which a socket must not have; ${hint}` };
-  if ((mode & 0o600) !== 0o600) return { ok: false, message: `${quoteValue(v)} denies the daemon's own uid read and write; ${hint}` };
+  if (mode & 0o007)
+    return { ok: false, message: `${quoteValue(v)} would let every user on the machine use the socket; ${hint}` };
+  if (mode & 0o111)
+    return { ok: false, message: `${quoteValue(v)} has execute bits, which a socket must not have; ${hint}` };
+  if ((mode & 0o600) !== 0o600)
+    return { ok: false, message: `${quoteValue(v)} denies the daemon's own uid read and write; ${hint}` };
   return { ok: true, value: mode };
 }
 
@@ -277,11 +286,13 @@ export function parseDnsServer(text: string): Check<DnsServer> {
     family = 4;
   }
   if (host.includes('%')) return { ok: false, message: `${quoteValue(text)}: IPv6 zone ids are not accepted; ${hint}` };
-  if (family === 6 ? !isIPv6(host) : !isIPv4(host)) return { ok: false, message: `${quoteValue(text)} is not an IP address; ${hint}` };
+  if (family === 6 ? !isIPv6(host) : !isIPv4(host))
+    return { ok: false, message: `${quoteValue(text)} is not an IP address; ${hint}` };
   let port = 53;
   if (portText !== undefined) {
     port = /^[0-9]{1,5}$/.test(portText) ? Number(portText) : 0;
-    if (port < 1 || port > 65535) return { ok: false, message: `${quoteValue(text)}: the port must be a number from 1 to 65535; ${hint}` };
+    if (port < 1 || port > 65535)
+      return { ok: false, message: `${quoteValue(text)}: the port must be a number from 1 to 65535; ${hint}` };
   }
   return { ok: true, value: { address: host.toLowerCase(), port, family } };
 }
@@ -305,7 +316,12 @@ const dnsServers: Kind<string[]> = {
 
 // ---------------------------------------------------------------- the table
 
-function setting<P extends ConfigPath>(settingPath: P, def: TomlDefault, kind: Kind<ValueAt<P>>, reason: string): Setting<P> {
+function setting<P extends ConfigPath>(
+  settingPath: P,
+  def: TomlDefault,
+  kind: Kind<ValueAt<P>>,
+  reason: string,
+): Setting<P> {
   const [table, key] = settingPath.split('.') as [TableName, string];
   return { path: settingPath, table, key, default: def, kind, reason };
 }
@@ -313,36 +329,106 @@ function setting<P extends ConfigPath>(settingPath: P, def: TomlDefault, kind: K
 // In the order of SPEC §3. `home`'s default is documentation: when the key is
 // absent, home comes from POSTERN_HOME, else ~/.postern.
 export const SETTINGS = [
-  setting('daemon.home', '~/.postern', pathKind('home'), 'where postern keeps its files; unset: POSTERN_HOME, else ~/.postern'),
-  setting('daemon.agent_socket', 'agent.sock', pathKind('file'), 'agents connect here (HTTP over a Unix socket); relative to home, or absolute'),
-  setting('daemon.admin_socket', 'admin.sock', pathKind('file'), 'the CLI and the approver connect here; only the daemon\'s own uid'),
-  setting('daemon.vault', 'vault', pathKind('file'), 'the encrypted vault: credentials, policies, audit keys, approved config hash'),
+  setting(
+    'daemon.home',
+    '~/.postern',
+    pathKind('home'),
+    'where postern keeps its files; unset: POSTERN_HOME, else ~/.postern',
+  ),
+  setting(
+    'daemon.agent_socket',
+    'agent.sock',
+    pathKind('file'),
+    'agents connect here (HTTP over a Unix socket); relative to home, or absolute',
+  ),
+  setting(
+    'daemon.admin_socket',
+    'admin.sock',
+    pathKind('file'),
+    "the CLI and the approver connect here; only the daemon's own uid",
+  ),
+  setting(
+    'daemon.vault',
+    'vault',
+    pathKind('file'),
+    'the encrypted vault: credentials, policies, audit keys, approved config hash',
+  ),
   setting('daemon.audit_log', 'audit.log', pathKind('file'), 'the append-only audit journal'),
-  setting('daemon.audit_segment_size', '64MiB', segmentSize, 'the journal moves on to a new segment file (audit.log.1, .2, ...) past this size'),
-  setting('daemon.log_level', 'info', logLevel, 'pino level (trace, debug, info, warn, error, fatal, silent); logs go to stderr'),
+  setting(
+    'daemon.audit_segment_size',
+    '64MiB',
+    segmentSize,
+    'the journal moves on to a new segment file (audit.log.1, .2, ...) past this size',
+  ),
+  setting(
+    'daemon.log_level',
+    'info',
+    logLevel,
+    'pino level (trace, debug, info, warn, error, fatal, silent); logs go to stderr',
+  ),
   setting('daemon.log_format', 'auto', logFormat, '"json", "pretty", or "auto": pretty on a terminal, else JSON'),
   setting('daemon.auto_lock', '8h', duration, 'lock after this long without an agent request'),
   setting('daemon.unlock_max', '24h', duration, 'lock after this long unlocked, whatever the traffic'),
   setting('daemon.approval_timeout', '120s', duration, 'how long a request waits for a decision'),
-  setting('daemon.max_pending', 32, concurrency, 'requests waiting for approval, all processes together (at most 16 per process); beyond: 429 busy'),
+  setting(
+    'daemon.max_pending',
+    32,
+    concurrency,
+    'requests waiting for approval, all processes together (at most 16 per process); beyond: 429 busy',
+  ),
   setting('daemon.session_ttl', '8h', duration, 'longest life of an approved session'),
-  setting('daemon.agent_uids', [], uidList, 'uids allowed on the agent socket; empty: the daemon\'s own'),
-  setting('daemon.agent_socket_mode', '0600', socketMode, '"0660" with agent_socket_group when agents run as another user'),
-  setting('daemon.agent_socket_group', '', group, 'group (name or gid) given the agent socket; empty: leave it as created'),
-  setting('daemon.daemon_uid', -1, daemonUid, 'the uid the CLI requires of admin.sock\'s peer; -1: its own'),
-  setting('daemon.agent_request_timeout', '10s', duration, 'an agent must send a whole request (headers and body) within this; slower ones are refused'),
+  setting('daemon.agent_uids', [], uidList, "uids allowed on the agent socket; empty: the daemon's own"),
+  setting(
+    'daemon.agent_socket_mode',
+    '0600',
+    socketMode,
+    '"0660" with agent_socket_group when agents run as another user',
+  ),
+  setting(
+    'daemon.agent_socket_group',
+    '',
+    group,
+    'group (name or gid) given the agent socket; empty: leave it as created',
+  ),
+  setting('daemon.daemon_uid', -1, daemonUid, "the uid the CLI requires of admin.sock's peer; -1: its own"),
+  setting(
+    'daemon.agent_request_timeout',
+    '10s',
+    duration,
+    'an agent must send a whole request (headers and body) within this; slower ones are refused',
+  ),
   setting('http.timeout', '30s', duration, 'per request (approval wait excluded), unless timeout_ms is set'),
   setting('http.max_timeout', '10m', duration, 'the largest timeout_ms a request may set'),
   setting('http.max_request_body', '1MiB', size, 'larger request bodies are refused: 413 body_too_large'),
   setting('http.max_response_body', '8MiB', size, 'larger responses are truncated and flagged'),
   setting('http.max_concurrent', 64, concurrency, 'requests in flight beyond this: 429 busy'),
   setting('http.dns_servers', [], dnsServers, 'empty: system resolver; e.g. ["127.0.0.1:5353"]'),
-  setting('http.ca_file', '', pathKind('optional-file'), 'extra PEM roots, added to Node\'s bundled roots; relative to home, or absolute'),
+  setting(
+    'http.ca_file',
+    '',
+    pathKind('optional-file'),
+    "extra PEM roots, added to Node's bundled roots; relative to home, or absolute",
+  ),
   setting('ssh.timeout', '30s', duration, 'per command (approval wait excluded), unless timeout_ms is set'),
   setting('ssh.max_output', '8MiB', size, 'stdout+stderr together'),
-  setting('ssh.connection_idle', '10s', duration, 'an SSH connection is kept this long after its last command, for reuse by the same credential'),
-  setting('audit.refusal_burst', 20, concurrency, 'refusals journaled in full per second per process; beyond: summarised'),
-  setting('mcp.max_result', '1MiB', mcpResultSize, 'the largest tool result `postern mcp` returns; a larger body is cut and flagged truncated'),
+  setting(
+    'ssh.connection_idle',
+    '10s',
+    duration,
+    'an SSH connection is kept this long after its last command, for reuse by the same credential',
+  ),
+  setting(
+    'audit.refusal_burst',
+    20,
+    concurrency,
+    'refusals journaled in full per second per process; beyond: summarised',
+  ),
+  setting(
+    'mcp.max_result',
+    '1MiB',
+    mcpResultSize,
+    'the largest tool result `postern mcp` returns; a larger body is cut and flagged truncated',
+  ),
 ] as const;
 
 // Compile-time proof that every key of Config has a row.
@@ -394,10 +480,15 @@ function unknownKeyProblems(parent: readonly PropertyKey[], keys: readonly strin
     return keys.map((k) => {
       const value = isTable(raw) ? raw[k] : undefined;
       if (isTable(value)) {
-        return { path: `[unknown table] ${keyText(k)}`, message: `postern has no [${keyText(k)}] table${didYouMean(k, TABLES)}; the tables are ${TABLES.map((n) => `[${n}]`).join(', ')}` };
+        return {
+          path: `[unknown table] ${keyText(k)}`,
+          message: `postern has no [${keyText(k)}] table${didYouMean(k, TABLES)}; the tables are ${TABLES.map((n) => `[${n}]`).join(', ')}`,
+        };
       }
       const homes = ROWS.filter((r) => r.key === k).map((r) => `[${r.table}]`);
-      const where = homes.length ? `; it belongs under ${homes.join(' or ')}` : `; settings go under ${TABLES.map((n) => `[${n}]`).join(', ')}`;
+      const where = homes.length
+        ? `; it belongs under ${homes.join(' or ')}`
+        : `; settings go under ${TABLES.map((n) => `[${n}]`).join(', ')}`;
       return { path: `[unknown key] ${keyText(k)}`, message: `not a top-level setting${where}` };
     });
   }
@@ -413,7 +504,9 @@ function issueProblems(issue: z.core.$ZodIssue, raw: unknown): Problem[] {
   if (issue.code === 'unrecognized_keys') return unknownKeyProblems(issue.path, issue.keys, raw);
   if (issue.path.length === 1 && issue.code === 'invalid_type') {
     const table = String(issue.path[0]);
-    return [{ path: table, message: `must be a table: write [${table}] on a line of its own, with its settings below it` }];
+    return [
+      { path: table, message: `must be a table: write [${table}] on a line of its own, with its settings below it` },
+    ];
   }
   return [{ path: formatIssuePath(issue.path), message: issue.message }];
 }
@@ -450,9 +543,13 @@ export function resolveLocations(opts: { configFlag?: string; env: NodeJS.Proces
   configExplicit: boolean;
 } {
   const envHome = fromEnv(opts.env, 'POSTERN_HOME');
-  const homeFromEnvOrDefault = path.resolve(envHome !== undefined ? expandTilde(envHome) : path.join(os.homedir(), '.postern'));
-  const explicit = opts.configFlag !== undefined && opts.configFlag !== '' ? opts.configFlag : fromEnv(opts.env, 'POSTERN_CONFIG');
-  if (explicit !== undefined) return { configPath: path.resolve(expandTilde(explicit)), homeFromEnvOrDefault, configExplicit: true };
+  const homeFromEnvOrDefault = path.resolve(
+    envHome !== undefined ? expandTilde(envHome) : path.join(os.homedir(), '.postern'),
+  );
+  const explicit =
+    opts.configFlag !== undefined && opts.configFlag !== '' ? opts.configFlag : fromEnv(opts.env, 'POSTERN_CONFIG');
+  if (explicit !== undefined)
+    return { configPath: path.resolve(expandTilde(explicit)), homeFromEnvOrDefault, configExplicit: true };
   return { configPath: path.join(homeFromEnvOrDefault, 'config.toml'), homeFromEnvOrDefault, configExplicit: false };
 }
 
@@ -483,12 +580,19 @@ function readConfigFile(file: string): string | null {
     st = fs.lstatSync(file);
   } catch (e) {
     if (errnoCode(e) === 'ENOENT') return null;
-    throw fileRefusal(file, `cannot read the config file (${errnoCode(e)}); check the path and its permissions, or pass --config FILE`);
+    throw fileRefusal(
+      file,
+      `cannot read the config file (${errnoCode(e)}); check the path and its permissions, or pass --config FILE`,
+    );
   }
   if (st.isSymbolicLink()) {
-    throw fileRefusal(file, 'the config file is a symbolic link, which postern refuses; replace the link with the file itself, or pass --config with the real path');
+    throw fileRefusal(
+      file,
+      'the config file is a symbolic link, which postern refuses; replace the link with the file itself, or pass --config with the real path',
+    );
   }
-  if (!st.isFile()) throw fileRefusal(file, 'the config file is not a regular file; point --config (or POSTERN_CONFIG) at a TOML file');
+  if (!st.isFile())
+    throw fileRefusal(file, 'the config file is not a regular file; point --config (or POSTERN_CONFIG) at a TOML file');
   let fd: number;
   try {
     fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
@@ -500,7 +604,8 @@ function readConfigFile(file: string): string | null {
     if (!fst.isFile() || fst.ino !== st.ino || fst.dev !== st.dev) {
       throw fileRefusal(file, 'the config file changed while it was being read; try again');
     }
-    if (fst.size > MAX_CONFIG_BYTES) throw fileRefusal(file, `the config file is larger than ${MAX_CONFIG_BYTES} bytes; it is not a postern config`);
+    if (fst.size > MAX_CONFIG_BYTES)
+      throw fileRefusal(file, `the config file is larger than ${MAX_CONFIG_BYTES} bytes; it is not a postern config`);
     const bytes = fs.readFileSync(fd);
     try {
       return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
@@ -518,10 +623,17 @@ function parseTomlText(file: string, text: string): Record<string, unknown> {
   } catch (e) {
     if (e instanceof TomlError) {
       const summary = tomlSyntaxProblem(e, text);
-      const problem = { path: `[syntax] line ${e.line}, column ${e.column}`, message: `${summary}; fix the TOML syntax there` };
-      throw new Refusal('bad_config', `${file}: not valid TOML: ${problem.path}: ${summary}. Fix the syntax there and try again`, {
-        problems: [problem],
-      });
+      const problem = {
+        path: `[syntax] line ${e.line}, column ${e.column}`,
+        message: `${summary}; fix the TOML syntax there`,
+      };
+      throw new Refusal(
+        'bad_config',
+        `${file}: not valid TOML: ${problem.path}: ${summary}. Fix the syntax there and try again`,
+        {
+          problems: [problem],
+        },
+      );
     }
     throw e;
   }
@@ -535,8 +647,13 @@ function readCaFile(file: string): { ok: true; value: Buffer } | { ok: false; me
     const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
     try {
       const st = fs.fstatSync(fd);
-      if (!st.isFile()) return { ok: false, message: `${file} is not a regular file; name a PEM file of CA certificates` };
-      if (st.size > MAX_CA_BYTES) return { ok: false, message: `${file} is larger than ${MAX_CA_BYTES} bytes; name a PEM file of CA certificates` };
+      if (!st.isFile())
+        return { ok: false, message: `${file} is not a regular file; name a PEM file of CA certificates` };
+      if (st.size > MAX_CA_BYTES)
+        return {
+          ok: false,
+          message: `${file} is larger than ${MAX_CA_BYTES} bytes; name a PEM file of CA certificates`,
+        };
       bytes = fs.readFileSync(fd);
     } finally {
       fs.closeSync(fd);
@@ -546,13 +663,19 @@ function readCaFile(file: string): { ok: true; value: Buffer } | { ok: false; me
   }
   const blocks = pemBlocks(bytes);
   if (blocks.length === 0) {
-    return { ok: false, message: `${file} holds no PEM certificate ("-----BEGIN CERTIFICATE-----"); name a PEM file of CA certificates` };
+    return {
+      ok: false,
+      message: `${file} holds no PEM certificate ("-----BEGIN CERTIFICATE-----"); name a PEM file of CA certificates`,
+    };
   }
   for (const [i, block] of blocks.entries()) {
     try {
       new X509Certificate(block);
     } catch {
-      return { ok: false, message: `${file}: certificate ${i + 1} of ${blocks.length} cannot be parsed; replace the file with valid PEM certificates` };
+      return {
+        ok: false,
+        message: `${file}: certificate ${i + 1} of ${blocks.length} cannot be parsed; replace the file with valid PEM certificates`,
+      };
     }
   }
   return { ok: true, value: bytes };
@@ -572,13 +695,24 @@ function socketLength(p: ConfigPath): { needs: ConfigPath[]; problems(v: Values)
       const full = String(v.get(p));
       const n = Buffer.byteLength(full);
       return n > MAX_SOCKET_PATH_BYTES
-        ? [{ path: p, message: `${quoteValue(full)} is ${n} bytes; a Unix socket path may have at most ${MAX_SOCKET_PATH_BYTES}: choose a shorter home or an absolute socket path` }]
+        ? [
+            {
+              path: p,
+              message: `${quoteValue(full)} is ${n} bytes; a Unix socket path may have at most ${MAX_SOCKET_PATH_BYTES}: choose a shorter home or an absolute socket path`,
+            },
+          ]
         : [];
     },
   };
 }
 
-const OWN_FILES: ConfigPath[] = ['daemon.home', 'daemon.agent_socket', 'daemon.admin_socket', 'daemon.vault', 'daemon.audit_log'];
+const OWN_FILES: ConfigPath[] = [
+  'daemon.home',
+  'daemon.agent_socket',
+  'daemon.admin_socket',
+  'daemon.vault',
+  'daemon.audit_log',
+];
 
 const CROSS_CHECKS: readonly { needs: ConfigPath[]; problems(v: Values): Problem[] }[] = [
   {
@@ -599,7 +733,11 @@ const CROSS_CHECKS: readonly { needs: ConfigPath[]; problems(v: Values): Problem
       for (const p of OWN_FILES) {
         const full = String(v.get(p));
         const first = seen.get(full);
-        if (first) out.push({ path: p, message: `resolves to the same path as ${first} (${quoteValue(full)}); give each its own path` });
+        if (first)
+          out.push({
+            path: p,
+            message: `resolves to the same path as ${first} (${quoteValue(full)}); give each its own path`,
+          });
         else seen.set(full, p);
       }
       return out;
@@ -707,12 +845,17 @@ function evaluate(loc: Locations, raw: Record<string, unknown>, exists: boolean)
   };
 }
 
-export function loadConfig(opts: { configFlag?: string; env?: NodeJS.ProcessEnv; allowMissing?: boolean } = {}): LoadedConfig {
+export function loadConfig(
+  opts: { configFlag?: string; env?: NodeJS.ProcessEnv; allowMissing?: boolean } = {},
+): LoadedConfig {
   const loc = resolveLocations({ configFlag: opts.configFlag, env: opts.env ?? process.env });
   const text = readConfigFile(loc.configPath);
   if (text === null) {
     if (!opts.allowMissing) {
-      throw fileRefusal(loc.configPath, 'no config file here; run `postern init` to create one, or pass --config FILE (or set POSTERN_CONFIG)');
+      throw fileRefusal(
+        loc.configPath,
+        'no config file here; run `postern init` to create one, or pass --config FILE (or set POSTERN_CONFIG)',
+      );
     }
     return evaluate(loc, {}, false);
   }
@@ -721,7 +864,11 @@ export function loadConfig(opts: { configFlag?: string; env?: NodeJS.ProcessEnv;
 
 // The effective config when no file sets anything, for a given home.
 export function defaultConfig(home: string): Config {
-  return evaluate({ configPath: '(defaults)', homeFromEnvOrDefault: path.resolve(home), configExplicit: false }, {}, false).config;
+  return evaluate(
+    { configPath: '(defaults)', homeFromEnvOrDefault: path.resolve(home), configExplicit: false },
+    {},
+    false,
+  ).config;
 }
 
 // ---------------------------------------------------------------- canonical form and hash
@@ -733,11 +880,16 @@ export function defaultConfig(home: string): Config {
 export function canonicalConfig(config: Config, caFileContents: Buffer | null): string {
   const out: Record<string, Record<string, CanonicalValue>> = { daemon: {}, http: {}, ssh: {}, audit: {}, mcp: {} };
   for (const row of ROWS) {
-    (out[row.table] as Record<string, CanonicalValue>)[row.key] = row.kind.canonical((config[row.table] as Record<string, unknown>)[row.key]);
+    (out[row.table] as Record<string, CanonicalValue>)[row.key] = row.kind.canonical(
+      (config[row.table] as Record<string, unknown>)[row.key],
+    );
   }
-  (out.http as Record<string, CanonicalValue>).ca_file_sha256 = caFileContents ? createHash('sha256').update(caFileContents).digest('hex') : '';
+  (out.http as Record<string, CanonicalValue>).ca_file_sha256 = caFileContents
+    ? createHash('sha256').update(caFileContents).digest('hex')
+    : '';
   const certificates = caFileContents ? caCertificates(caFileContents) : [];
-  if (certificates.length > 0) (out.http as Record<string, CanonicalValue>).ca_certificates = certificates.map((c) => ({ ...c }));
+  if (certificates.length > 0)
+    (out.http as Record<string, CanonicalValue>).ca_certificates = certificates.map((c) => ({ ...c }));
   return canonicalJson(out);
 }
 
@@ -768,15 +920,24 @@ function parseCanonical(text: string, which: string): Map<string, unknown> {
   try {
     value = JSON.parse(text);
   } catch {
-    throw new Refusal('internal_error', `the ${which} config record is not valid JSON; review the config and run \`postern config approve\``);
+    throw new Refusal(
+      'internal_error',
+      `the ${which} config record is not valid JSON; review the config and run \`postern config approve\``,
+    );
   }
-  if (!isTable(value)) throw new Refusal('internal_error', `the ${which} config record is not an object; review the config and run \`postern config approve\``);
+  if (!isTable(value))
+    throw new Refusal(
+      'internal_error',
+      `the ${which} config record is not an object; review the config and run \`postern config approve\``,
+    );
   flatten(value, '', out);
   return out;
 }
 
 const ORDER = new Map<string, number>(
-  ROWS.flatMap((r) => (r.path === 'http.ca_file' ? [r.path, 'http.ca_file_sha256', 'http.ca_certificates'] : [r.path])).map((p, i) => [p, i]),
+  ROWS.flatMap((r) =>
+    r.path === 'http.ca_file' ? [r.path, 'http.ca_file_sha256', 'http.ca_certificates'] : [r.path],
+  ).map((p, i) => [p, i]),
 );
 
 const PATH_KEYS = new Set<string>(ROWS.filter((r) => r.kind.path !== undefined).map((r) => r.path));
@@ -795,7 +956,8 @@ export function diffCanonical(approved: string, current: string): ConfigChange[]
   // existed, is no change while it keeps its default: upgrading postern
   // does not lock anyone out (paths have no fixed default, and no new
   // setting is a path).
-  const added = approved === '' ? new Map<string, unknown>() : parseCanonical(canonicalConfig(defaultConfig('/'), null), 'default');
+  const added =
+    approved === '' ? new Map<string, unknown>() : parseCanonical(canonicalConfig(defaultConfig('/'), null), 'default');
   const changes: ConfigChange[] = [];
   for (const k of keys) {
     const from = a.get(k);
@@ -803,7 +965,14 @@ export function diffCanonical(approved: string, current: string): ConfigChange[]
     if (!a.has(k) && added.has(k) && !PATH_KEYS.has(k) && canonicalJson(added.get(k)) === canonicalJson(to)) continue;
     // The certificate list is read from the CA file: first listed for a file
     // whose contents are unchanged, it is the same approval.
-    if (k === 'http.ca_certificates' && !a.has(k) && approved !== '' && a.has('http.ca_file_sha256') && a.get('http.ca_file_sha256') === b.get('http.ca_file_sha256')) continue;
+    if (
+      k === 'http.ca_certificates' &&
+      !a.has(k) &&
+      approved !== '' &&
+      a.has('http.ca_file_sha256') &&
+      a.get('http.ca_file_sha256') === b.get('http.ca_file_sha256')
+    )
+      continue;
     const fromText = a.has(k) ? canonicalJson(from) : undefined;
     const toText = b.has(k) ? canonicalJson(to) : undefined;
     if (fromText !== toText) changes.push({ path: k, from, to });
@@ -835,7 +1004,7 @@ const HEADER = [
   '#   KB, MB, GB (powers of 1000), more than zero and at most 1GiB.',
   '# Fractions ("1.5s"), signs, spaces and bare numbers are refused, as are',
   '# unknown keys and tables. Relative paths are relative to home; "~/" is',
-  '# the user\'s home directory.',
+  "# the user's home directory.",
   '#',
   '# Request headers (User-Agent, an API version) are not set here: they',
   '# belong to a credential, in the [headers] table of its definition.',

@@ -1,7 +1,14 @@
 // Credential definitions and secrets (SPEC §4). The code lives in
 // shared/credential/, one job per file; this is the one import for users.
 export type {
-  Approve, HttpScheme, SshAuth, HttpInject, HttpAllowRule, HttpCredentialDef, SshCredentialDef, CredentialDef,
+  Approve,
+  HttpScheme,
+  SshAuth,
+  HttpInject,
+  HttpAllowRule,
+  HttpCredentialDef,
+  SshCredentialDef,
+  CredentialDef,
 } from './credential/types';
 export { stricterApprove, injectForm } from './credential/types';
 export { validateDefinition, checkDefinition, formatPath, LIMITS } from './credential/schema';
@@ -13,5 +20,11 @@ export type { TargetSummary, HttpTarget } from './credential/targets';
 export { parseRate, RATE_UNITS, SECRET_PLACEHOLDER } from './credential/fields';
 export type { Rate } from './credential/fields';
 export {
-  checkHttpSecret, stripOneTrailingNewline, prepareSshSecret, sshKeyPublic, sshKeyFingerprint, sshPrivateParts, MIN_RSA_BITS,
+  checkHttpSecret,
+  stripOneTrailingNewline,
+  prepareSshSecret,
+  sshKeyPublic,
+  sshKeyFingerprint,
+  sshPrivateParts,
+  MIN_RSA_BITS,
 } from './credential/secret';

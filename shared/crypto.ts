@@ -95,7 +95,12 @@ export function aeadEncrypt(key: Uint8Array, nonce: Uint8Array, plaintext: Uint8
 
 // null when the ciphertext, the nonce or the associated data was altered, or
 // the key is wrong: the caller decides what that means.
-export function aeadDecrypt(key: Uint8Array, nonce: Uint8Array, ciphertext: Uint8Array, ad: Uint8Array | null): Buffer | null {
+export function aeadDecrypt(
+  key: Uint8Array,
+  nonce: Uint8Array,
+  ciphertext: Uint8Array,
+  ad: Uint8Array | null,
+): Buffer | null {
   const s = lib();
   if (ciphertext.length < AEAD_TAG_BYTES) return null;
   try {

@@ -10,7 +10,10 @@ const TEMP_MARK = '.tmp-';
 // `.<base>.tmp-<pid>-<random>`: hidden, tied to its writer's pid so leftovers
 // of dead writers can be told apart from a write in progress.
 function tempName(target: string): string {
-  return path.join(path.dirname(target), `.${path.basename(target)}${TEMP_MARK}${process.pid}-${randomBytes(6).toString('hex')}`);
+  return path.join(
+    path.dirname(target),
+    `.${path.basename(target)}${TEMP_MARK}${process.pid}-${randomBytes(6).toString('hex')}`,
+  );
 }
 
 function writeAll(fd: number, data: Buffer): void {

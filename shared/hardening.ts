@@ -10,10 +10,12 @@ import { loadNative, setNonDumpable } from './native';
 export const FORBIDDEN_ENV_REASONS: Readonly<Record<string, string>> = {
   NODE_OPTIONS: 'it can inject code into Node through --require, --import or --inspect',
   LD_PRELOAD: 'it loads a library into the process before postern runs',
-  LD_AUDIT: 'it loads auditing libraries into the process, which run before postern and see every call between libraries',
+  LD_AUDIT:
+    'it loads auditing libraries into the process, which run before postern and see every call between libraries',
   LD_LIBRARY_PATH: 'it can substitute the shared libraries postern loads',
   HOSTALIASES: 'it rewrites host name resolution',
-  OPENSSL_CONF: "it makes Node's OpenSSL read a configuration that can load providers and engines (code) into the process",
+  OPENSSL_CONF:
+    "it makes Node's OpenSSL read a configuration that can load providers and engines (code) into the process",
   OPENSSL_MODULES: "it tells Node's OpenSSL where to load provider modules (code) from",
   OPENSSL_ENGINES: "it tells Node's OpenSSL where to load engine modules (code) from",
 };
@@ -76,7 +78,10 @@ export function tracerPid(pid: number | 'self' = 'self'): number {
     // fall through: unreadable is treated like unparseable
   }
   if (traced === null) {
-    throw new Refusal('bad_environment', `cannot read TracerPid from ${file}; postern needs /proc mounted to check for debuggers`);
+    throw new Refusal(
+      'bad_environment',
+      `cannot read TracerPid from ${file}; postern needs /proc mounted to check for debuggers`,
+    );
   }
   return traced;
 }
@@ -193,15 +198,22 @@ function envFindings(env: NodeJS.ProcessEnv): Finding[] {
   }));
   return [
     ...(forbidden.length ? forbidden : [{ level: 'ok' as const, what: `none of ${FORBIDDEN_ENV.join(', ')} is set` }]),
-    ...(neutralised.length ? neutralised : [{ level: 'ok' as const, what: 'no proxy or CA environment variables are set' }]),
+    ...(neutralised.length
+      ? neutralised
+      : [{ level: 'ok' as const, what: 'no proxy or CA environment variables are set' }]),
   ];
 }
 
 function tracerFinding(status: string | null): Finding {
   const tracer = status === null ? null : parseTracerPid(status);
-  if (tracer === null) return { level: 'warn', what: 'cannot read TracerPid from /proc/self/status', fix: 'mount /proc' };
+  if (tracer === null)
+    return { level: 'warn', what: 'cannot read TracerPid from /proc/self/status', fix: 'mount /proc' };
   if (tracer !== 0) {
-    return { level: 'fail', what: `this process is being traced by process ${tracer}`, fix: 'run postern without a debugger or strace' };
+    return {
+      level: 'fail',
+      what: `this process is being traced by process ${tracer}`,
+      fix: 'run postern without a debugger or strace',
+    };
   }
   return { level: 'ok', what: 'no debugger or tracer is attached' };
 }
@@ -210,7 +222,11 @@ function ptraceScopeFinding(scope: string | null): Finding {
   const nonDumpable = "postern's secret-handling processes still refuse attachment by being non-dumpable";
   const fix = 'set kernel.yama.ptrace_scope=1 (sysctl), or run the daemon as its own user (docs/operations.md)';
   if (scope === null) {
-    return { level: 'warn', what: `Yama ptrace_scope is not available: your processes can debug each other; ${nonDumpable}`, fix };
+    return {
+      level: 'warn',
+      what: `Yama ptrace_scope is not available: your processes can debug each other; ${nonDumpable}`,
+      fix,
+    };
   }
   if (scope.trim() === '0') {
     return { level: 'warn', what: `ptrace_scope is 0: your processes can debug each other; ${nonDumpable}`, fix };
@@ -245,7 +261,11 @@ function swapFinding(swaps: string | null): Finding {
 
 function nodeFinding(version: string): Finding {
   if (!nodeVersionOk(version)) {
-    return { level: 'fail', what: `Node.js ${version} is too old`, fix: `install Node.js ${MIN_NODE.join('.')} or newer` };
+    return {
+      level: 'fail',
+      what: `Node.js ${version} is too old`,
+      fix: `install Node.js ${MIN_NODE.join('.')} or newer`,
+    };
   }
   return { level: 'ok', what: `Node.js ${version}` };
 }

@@ -21,7 +21,8 @@ import { Check, ok, bad, hasInvisible, quote } from './credential/text';
 
 export const MAX_HOST_LENGTH = 253;
 
-const DOTTED_QUAD = /^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$/;
+const DOTTED_QUAD =
+  /^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$/;
 // WHATWG URL parses a host whose last label is a number as IPv4.
 const NUMERIC_LABEL = /^(?:[0-9]+|0x[0-9a-f]*)$/i;
 const LABEL = /^[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?$/;
@@ -51,7 +52,9 @@ function parseIpv6(inner: string, where: Where): Check<ParsedHost> {
 function parseIpv4(text: string, wildcard: boolean): Check<ParsedHost> {
   if (wildcard) return bad('a wildcard cannot be combined with an IP address');
   if (!DOTTED_QUAD.test(text)) {
-    return bad('looks like an IPv4 address but is not four decimal numbers without leading zeros (write e.g. "192.0.2.10"), or its last label is a number');
+    return bad(
+      'looks like an IPv4 address but is not four decimal numbers without leading zeros (write e.g. "192.0.2.10"), or its last label is a number',
+    );
   }
   return ok({ host: text, wildcard: false, ip: 4 });
 }
@@ -75,12 +78,16 @@ function parseName(name: string, wildcard: boolean): Check<ParsedHost> {
     if (label === '') return bad('has an empty label ("..", or a leading or second trailing dot)');
     if (label.length > 63) return bad(`has a label longer than 63 characters`);
     if (!LABEL.test(label)) {
-      return bad(`label ${quote(label)} may contain only letters, digits, "-" and "_", and may not start or end with "-"`);
+      return bad(
+        `label ${quote(label)} may contain only letters, digits, "-" and "_", and may not start or end with "-"`,
+      );
     }
   }
   if (ascii.length > MAX_HOST_LENGTH) return bad(`is longer than ${MAX_HOST_LENGTH} characters`);
   if (wildcard && labels.length < 2) {
-    return bad('"*." must be followed by at least two labels, e.g. "*.example.com"; a wildcard over a whole top-level domain is refused');
+    return bad(
+      '"*." must be followed by at least two labels, e.g. "*.example.com"; a wildcard over a whole top-level domain is refused',
+    );
   }
   return ok({ host: wildcard ? `*.${ascii}` : ascii, wildcard, ip: null });
 }
@@ -90,7 +97,9 @@ function parseHost(input: unknown, where: Where): Check<ParsedHost> {
   if (input === '') return bad('is empty; write a host name such as "api.example.com"');
   if (hasInvisible(input) || /\s/u.test(input)) return bad('contains whitespace or a control or invisible character');
   if (input.includes('://') || input.includes('/')) {
-    return bad('must be a host name only, without scheme or path: e.g. "api.example.com", not "https://api.example.com/"');
+    return bad(
+      'must be a host name only, without scheme or path: e.g. "api.example.com", not "https://api.example.com/"',
+    );
   }
   if (input.includes('@')) return bad('must not contain userinfo ("user@"); write the host only');
   if (input.startsWith('[')) {

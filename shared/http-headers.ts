@@ -18,7 +18,8 @@ export interface ForbiddenHeader {
 
 const FRAMING = 'postern frames the request itself (it could split or smuggle a request)';
 const HOP = 'it is a hop-by-hop header postern manages on its own connection';
-const ROUTING = 'it tells servers and proxies where the request came from or where to route it, which a policy cannot check';
+const ROUTING =
+  'it tells servers and proxies where the request came from or where to route it, which a policy cannot check';
 const OVERRIDE = 'it makes servers treat the request as another method or URL than the one the policy allowed';
 
 export const FORBIDDEN_HEADERS: readonly ForbiddenHeader[] = [
@@ -32,7 +33,11 @@ export const FORBIDDEN_HEADERS: readonly ForbiddenHeader[] = [
   { name: 'keep-alive', prefix: false, reason: HOP },
   { name: 'expect', prefix: false, reason: 'postern sends the body at once; 100-continue handling is its own' },
   { name: 'accept-encoding', prefix: false, reason: 'postern asks for identity so it can redact and cap the response' },
-  { name: 'proxy-', prefix: true, reason: 'proxy headers are for proxies, and Proxy-Authorization could carry credentials' },
+  {
+    name: 'proxy-',
+    prefix: true,
+    reason: 'proxy headers are for proxies, and Proxy-Authorization could carry credentials',
+  },
   { name: 'forwarded', prefix: false, reason: ROUTING },
   { name: 'x-forwarded-', prefix: true, reason: ROUTING },
   { name: 'x-real-ip', prefix: false, reason: ROUTING },
@@ -57,10 +62,18 @@ export function headerKey(name: string): string {
 export function credentialHeaderRows(def: Pick<HttpCredentialDef, 'name' | 'inject'>): ForbiddenHeader[] {
   const inject = def.inject;
   if ('header' in inject) {
-    return [{ name: headerKey(inject.header), prefix: false, reason: `credential ${def.name} injects its secret into it` }];
+    return [
+      { name: headerKey(inject.header), prefix: false, reason: `credential ${def.name} injects its secret into it` },
+    ];
   }
   if (injectForm(inject) === 'basic') {
-    return [{ name: 'authorization', prefix: false, reason: `credential ${def.name} sends its secret as HTTP Basic authorization` }];
+    return [
+      {
+        name: 'authorization',
+        prefix: false,
+        reason: `credential ${def.name} sends its secret as HTTP Basic authorization`,
+      },
+    ];
   }
   return [];
 }

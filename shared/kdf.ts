@@ -141,7 +141,14 @@ export function deriveInWorker(job: WorkerJob): Promise<Buffer> {
       worker = takeWorker(job.sodiumPath);
       worker.ref();
       worker.postMessage(
-        { passphrase: pass, salt, opslimit: job.opslimit, memlimit: job.memlimit, alg: KDF_ALG_ARGON2ID13, keyBytes: KDF_KEY_BYTES },
+        {
+          passphrase: pass,
+          salt,
+          opslimit: job.opslimit,
+          memlimit: job.memlimit,
+          alg: KDF_ALG_ARGON2ID13,
+          keyBytes: KDF_KEY_BYTES,
+        },
         [pass],
       );
     } catch (e) {
@@ -170,7 +177,8 @@ export function deriveInWorker(job: WorkerJob): Promise<Buffer> {
 export async function deriveKey(passphrase: Buffer, salt: Buffer, opslimit: number, memlimit: number): Promise<Buffer> {
   const problem = kdfLimitProblem({ opslimit, memlimit });
   if (problem) throw new Error(`refusing key derivation: ${problem}`);
-  if (salt.length !== KDF_SALT_BYTES) throw new Error(`refusing key derivation: salt is ${salt.length} bytes, expected ${KDF_SALT_BYTES}`);
+  if (salt.length !== KDF_SALT_BYTES)
+    throw new Error(`refusing key derivation: salt is ${salt.length} bytes, expected ${KDF_SALT_BYTES}`);
   // This thread needs libsodium right after a derivation (to decrypt), so
   // make sure it is initialised by then; it costs nothing once done.
   const [key] = await Promise.all([

@@ -34,7 +34,9 @@ let cached: NativeAddon | undefined;
 export function loadNative(): NativeAddon {
   if (cached) return cached;
   const root = projectRoot();
-  const where = root ? path.join(root, ...ADDON_PATH) : `native/build/Release/postern_native.node (no native/binding.gyp above ${__dirname})`;
+  const where = root
+    ? path.join(root, ...ADDON_PATH)
+    : `native/build/Release/postern_native.node (no native/binding.gyp above ${__dirname})`;
   let addon: Partial<NativeAddon>;
   try {
     if (!root) throw new Error('postern installation not found');
@@ -95,7 +97,10 @@ export function peerCredOfSocket(sock: net.Socket): PeerCred {
     cred = read(fd);
   } catch (e) {
     const reason = e instanceof Error ? e.message : String(e);
-    throw new Refusal('unidentified_peer', `the connecting process cannot be identified (${reason}); connect over the Unix socket`);
+    throw new Refusal(
+      'unidentified_peer',
+      `the connecting process cannot be identified (${reason}); connect over the Unix socket`,
+    );
   }
   if (cred.pid <= 0) {
     throw new Refusal(

@@ -91,24 +91,49 @@ type Reading = 'decoded' | 'nfkc';
 function readingProblem(text: string, reading: Reading, middle: boolean): Omit<PathFormProblem, 'segment'> | null {
   if (/[/\\]/.test(text)) {
     return reading === 'nfkc'
-      ? { problem: 'has a character that Unicode NFKC normalisation, which some servers apply, turns into "/" or "\\" (e.g. fullwidth "／" %EF%BC%8F, "℅" c/o)', fix: FIX_ASCII }
+      ? {
+          problem:
+            'has a character that Unicode NFKC normalisation, which some servers apply, turns into "/" or "\\" (e.g. fullwidth "／" %EF%BC%8F, "℅" c/o)',
+          fix: FIX_ASCII,
+        }
       : { problem: 'decodes to "/" or "\\"', fix: 'write the path plainly, encoded once' };
   }
   if (isDotName(servletName(text))) {
     return reading === 'nfkc'
-      ? { problem: 'becomes a "." or ".." segment under Unicode NFKC normalisation, which some servers apply (e.g. fullwidth "．" %EF%BC%8E, "‥" %E2%80%A5)', fix: FIX_ASCII }
-      : { problem: 'is read as a "." or ".." segment once percent-decoded (e.g. "..%3B" as "..;", "..%20" as ".. ")', fix: FIX_RESOLVED };
+      ? {
+          problem:
+            'becomes a "." or ".." segment under Unicode NFKC normalisation, which some servers apply (e.g. fullwidth "．" %EF%BC%8E, "‥" %E2%80%A5)',
+          fix: FIX_ASCII,
+        }
+      : {
+          problem: 'is read as a "." or ".." segment once percent-decoded (e.g. "..%3B" as "..;", "..%20" as ".. ")',
+          fix: FIX_RESOLVED,
+        };
   }
   if (middle && text.startsWith(';')) {
-    return { problem: `is read as an empty segment with a ";" parameter once ${reading === 'nfkc' ? 'NFKC-normalised' : 'percent-decoded'}, which servlet servers read as "//"`, fix: 'remove the segment' };
+    return {
+      problem: `is read as an empty segment with a ";" parameter once ${reading === 'nfkc' ? 'NFKC-normalised' : 'percent-decoded'}, which servlet servers read as "//"`,
+      fix: 'remove the segment',
+    };
   }
   if (ENCODED_SEPARATOR.test(text)) {
     return reading === 'nfkc'
-      ? { problem: 'becomes an encoded "/", ".", "\\" or NUL under Unicode NFKC normalisation, which some servers apply (e.g. fullwidth "％２ｅ")', fix: FIX_ASCII }
-      : { problem: 'is percent-encoded twice into an encoded "/", ".", "\\" or NUL (e.g. %252E, which a server decoding twice reads as ".")', fix: 'write the path plainly, encoded once' };
+      ? {
+          problem:
+            'becomes an encoded "/", ".", "\\" or NUL under Unicode NFKC normalisation, which some servers apply (e.g. fullwidth "％２ｅ")',
+          fix: FIX_ASCII,
+        }
+      : {
+          problem:
+            'is percent-encoded twice into an encoded "/", ".", "\\" or NUL (e.g. %252E, which a server decoding twice reads as ".")',
+          fix: 'write the path plainly, encoded once',
+        };
   }
   if (IIS_ESCAPE.test(text)) {
-    return { problem: `holds a "%u" escape once ${reading === 'nfkc' ? 'NFKC-normalised' : 'percent-decoded'} (e.g. %25u002e), which IIS decodes`, fix: 'write the path plainly, encoded once as UTF-8' };
+    return {
+      problem: `holds a "%u" escape once ${reading === 'nfkc' ? 'NFKC-normalised' : 'percent-decoded'} (e.g. %25u002e), which IIS decodes`,
+      fix: 'write the path plainly, encoded once as UTF-8',
+    };
   }
   return null;
 }
@@ -116,17 +141,28 @@ function readingProblem(text: string, reading: Reading, middle: boolean): Omit<P
 function segmentProblem(segment: string, middle: boolean): Omit<PathFormProblem, 'segment'> | null {
   if (isDotName(servletName(segment))) {
     return segment.includes(';')
-      ? { problem: 'is a "." or ".." segment with a ";" parameter, which servlet servers (Tomcat, Jetty, Spring) resolve as "." or ".."', fix: FIX_RESOLVED }
+      ? {
+          problem:
+            'is a "." or ".." segment with a ";" parameter, which servlet servers (Tomcat, Jetty, Spring) resolve as "." or ".."',
+          fix: FIX_RESOLVED,
+        }
       : { problem: 'is a "." or ".." segment', fix: FIX_RESOLVED };
   }
   if (middle && segment.startsWith(';')) {
-    return { problem: 'is empty before its ";" parameter, which servlet servers read as "//"', fix: 'remove the segment, or put the parameter on a named segment' };
+    return {
+      problem: 'is empty before its ";" parameter, which servlet servers read as "//"',
+      fix: 'remove the segment, or put the parameter on a named segment',
+    };
   }
   let reading = segment;
   for (let layer = 1; layer <= MAX_LAYERS; layer++) {
     const decoded = HAS_ESCAPE.test(reading) ? decodeOnce(reading) : reading;
     if (decoded === null) {
-      return { problem: 'has percent-encoded bytes that are not valid UTF-8 (overlong like %C0%AE, a stray or missing continuation byte, a surrogate, or above U+10FFFF)', fix: 'encode text as UTF-8 (e.g. "é" as %C3%A9)' };
+      return {
+        problem:
+          'has percent-encoded bytes that are not valid UTF-8 (overlong like %C0%AE, a stray or missing continuation byte, a surrogate, or above U+10FFFF)',
+        fix: 'encode text as UTF-8 (e.g. "é" as %C3%A9)',
+      };
     }
     if (decoded !== reading) {
       const p = readingProblem(decoded, 'decoded', middle);
@@ -140,7 +176,10 @@ function segmentProblem(segment: string, middle: boolean): Omit<PathFormProblem,
     if (normal === reading) return null;
     reading = normal;
   }
-  return { problem: `is still percent-encoded after ${MAX_LAYERS} rounds of decoding`, fix: 'write the path encoded once' };
+  return {
+    problem: `is still percent-encoded after ${MAX_LAYERS} rounds of decoding`,
+    fix: 'write the path encoded once',
+  };
 }
 
 // The first segment of `path` (which starts with "/") that some origin

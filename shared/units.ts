@@ -64,11 +64,18 @@ function parseWithUnits(
   }
   const m = /^([0-9]+)([A-Za-z]+)$/.exec(text);
   if (!m) {
-    if (/^\s*-/.test(text)) return { ok: false, message: `${quoteValue(text)}: a ${kind} cannot be negative; write e.g. ${example}` };
+    if (/^\s*-/.test(text))
+      return { ok: false, message: `${quoteValue(text)}: a ${kind} cannot be negative; write e.g. ${example}` };
     if (/^[0-9]*[.,][0-9]+[A-Za-z]+$/.test(text)) {
-      return { ok: false, message: `${quoteValue(text)}: fractions are not accepted; use a whole number of a smaller unit, e.g. ${example}` };
+      return {
+        ok: false,
+        message: `${quoteValue(text)}: fractions are not accepted; use a whole number of a smaller unit, e.g. ${example}`,
+      };
     }
-    return { ok: false, message: `${quoteValue(text)} is not a ${kind}; write a whole number directly followed by a unit, e.g. ${example}` };
+    return {
+      ok: false,
+      message: `${quoteValue(text)} is not a ${kind}; write a whole number directly followed by a unit, e.g. ${example}`,
+    };
   }
   const [, digits = '', unit = ''] = m;
   const factor = Object.prototype.hasOwnProperty.call(units, unit) ? units[unit] : undefined;
@@ -77,7 +84,8 @@ function parseWithUnits(
   }
   const value = Number(digits) * factor;
   if (value === 0) return { ok: false, message: `${quoteValue(text)}: must be more than zero` };
-  if (digits.length > 15 || value > max) return { ok: false, message: `${quoteValue(text)}: must be at most ${maxText}` };
+  if (digits.length > 15 || value > max)
+    return { ok: false, message: `${quoteValue(text)}: must be at most ${maxText}` };
   return { ok: true, value };
 }
 

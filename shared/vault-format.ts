@@ -5,7 +5,15 @@
 import * as fs from 'node:fs';
 import { Refusal } from './errors';
 import { AEAD_NONCE_BYTES, AEAD_TAG_BYTES, aeadDecrypt, aeadEncrypt, randomBytes, sodiumReady, wipe } from './crypto';
-import { KDF_ALG_ARGON2ID13, KDF_PRESETS, KDF_SALT_BYTES, KdfLimits, KdfPresetName, deriveKey, kdfLimitProblem } from './kdf';
+import {
+  KDF_ALG_ARGON2ID13,
+  KDF_PRESETS,
+  KDF_SALT_BYTES,
+  KdfLimits,
+  KdfPresetName,
+  deriveKey,
+  kdfLimitProblem,
+} from './kdf';
 import { writeFileDurable } from './durable-write';
 
 export const VAULT_MAGIC = Buffer.from('POSTERNV', 'latin1');
@@ -55,10 +63,13 @@ export function parseHeader(file: Buffer): { header: VaultHeader; headerBytes: B
   if (!file.subarray(0, 8).equals(VAULT_MAGIC)) throw corrupt('it does not start with the POSTERNV magic');
   const version = file.readUInt8(at('version'));
   if (version !== VAULT_VERSION) {
-    throw corrupt(`format version ${version} is not supported (this postern reads version ${VAULT_VERSION}; a newer postern may read it)`);
+    throw corrupt(
+      `format version ${version} is not supported (this postern reads version ${VAULT_VERSION}; a newer postern may read it)`,
+    );
   }
   const kdfAlg = file.readUInt8(at('kdfAlg'));
-  if (kdfAlg !== KDF_ALG_ARGON2ID13) throw corrupt(`kdf algorithm ${kdfAlg} is unknown (expected ${KDF_ALG_ARGON2ID13}, Argon2id v1.3)`);
+  if (kdfAlg !== KDF_ALG_ARGON2ID13)
+    throw corrupt(`kdf algorithm ${kdfAlg} is unknown (expected ${KDF_ALG_ARGON2ID13}, Argon2id v1.3)`);
   const opslimit = file.readUInt32LE(at('opslimit'));
   const memlimit = file.readUInt32LE(at('memlimit'));
   // Checked before anything derives a key, so a tampered header cannot make
@@ -79,10 +90,22 @@ export function parseHeader(file: Buffer): { header: VaultHeader; headerBytes: B
     throw corrupt('the approved config in the header is not valid UTF-8');
   }
   const body = file.subarray(headerLength);
-  if (body.length < AEAD_TAG_BYTES) throw corrupt(`the encrypted body is ${body.length} bytes, shorter than its ${AEAD_TAG_BYTES}-byte tag (truncated)`);
+  if (body.length < AEAD_TAG_BYTES)
+    throw corrupt(
+      `the encrypted body is ${body.length} bytes, shorter than its ${AEAD_TAG_BYTES}-byte tag (truncated)`,
+    );
   const slice = (f: 'salt' | 'nonce'): Buffer => Buffer.from(file.subarray(at(f), at(f) + FIELDS[f][1]));
   return {
-    header: { version, kdfAlg, opslimit, memlimit, salt: slice('salt'), nonce: slice('nonce'), generation: Number(generation), approvedConfig },
+    header: {
+      version,
+      kdfAlg,
+      opslimit,
+      memlimit,
+      salt: slice('salt'),
+      nonce: slice('nonce'),
+      generation: Number(generation),
+      approvedConfig,
+    },
     headerBytes: file.subarray(0, headerLength),
     body,
   };
@@ -91,8 +114,10 @@ export function parseHeader(file: Buffer): { header: VaultHeader; headerBytes: B
 function encodeHeader(h: VaultHeader): Buffer {
   const problem = kdfLimitProblem(h);
   if (problem) throw new Error(`vault header: ${problem}`);
-  if (h.salt.length !== KDF_SALT_BYTES || h.nonce.length !== AEAD_NONCE_BYTES) throw new Error('vault header: bad salt or nonce length');
-  if (!Number.isSafeInteger(h.generation) || h.generation < 0) throw new Error(`vault header: bad generation ${h.generation}`);
+  if (h.salt.length !== KDF_SALT_BYTES || h.nonce.length !== AEAD_NONCE_BYTES)
+    throw new Error('vault header: bad salt or nonce length');
+  if (!Number.isSafeInteger(h.generation) || h.generation < 0)
+    throw new Error(`vault header: bad generation ${h.generation}`);
   const config = Buffer.from(h.approvedConfig, 'utf8');
   const out = Buffer.alloc(HEADER_FIXED_BYTES + config.length);
   const at = (f: keyof typeof FIELDS): number => FIELDS[f][0];
@@ -134,7 +159,8 @@ function decodeContainer(p: Buffer): VaultContents {
     return part;
   };
   const u32 = (what: string): number => take(4, what).readUInt32LE(0);
-  if (!take(4, 'the container magic').equals(CONTAINER_MAGIC)) throw corrupt('the decrypted contents do not start with the PVB1 magic');
+  if (!take(4, 'the container magic').equals(CONTAINER_MAGIC))
+    throw corrupt('the decrypted contents do not start with the PVB1 magic');
   const metaBytes = take(u32('the meta length'), 'the meta JSON');
   let meta: unknown;
   try {
@@ -191,7 +217,11 @@ export function decryptVault(file: Buffer, key: Buffer): { header: VaultHeader; 
 export function newVaultHeader(preset: KdfPresetName | KdfLimits, approvedConfig: string): VaultHeader {
   const limits = typeof preset === 'string' ? KDF_PRESETS[preset] : preset;
   const problem = kdfLimitProblem(limits);
-  if (problem) throw new Refusal('bad_request', `the key-derivation limits are not accepted: ${problem}; choose --kdf interactive, moderate or sensitive`);
+  if (problem)
+    throw new Refusal(
+      'bad_request',
+      `the key-derivation limits are not accepted: ${problem}; choose --kdf interactive, moderate or sensitive`,
+    );
   return {
     version: VAULT_VERSION,
     kdfAlg: KDF_ALG_ARGON2ID13,
@@ -210,10 +240,23 @@ export function wipeContents(contents: VaultContents): void {
 
 const readErrors: Record<string, (p: string) => Refusal> = {
   ENOENT: (p) => new Refusal('not_found', `there is no vault at ${p}; run \`postern init\` to create one`),
-  ELOOP: (p) => new Refusal('vault_corrupt', `the vault path ${p} is a symbolic link, which postern does not follow; replace it with the vault file itself`),
-  EACCES: (p) => new Refusal('bad_environment', `cannot read the vault ${p} (permission denied); run postern as the user who owns it`),
-  EPERM: (p) => new Refusal('bad_environment', `cannot read the vault ${p} (operation not permitted); run postern as the user who owns it`),
-  ENOTDIR: (p) => new Refusal('not_found', `a parent of the vault path ${p} is not a directory; check the home and vault settings`),
+  ELOOP: (p) =>
+    new Refusal(
+      'vault_corrupt',
+      `the vault path ${p} is a symbolic link, which postern does not follow; replace it with the vault file itself`,
+    ),
+  EACCES: (p) =>
+    new Refusal(
+      'bad_environment',
+      `cannot read the vault ${p} (permission denied); run postern as the user who owns it`,
+    ),
+  EPERM: (p) =>
+    new Refusal(
+      'bad_environment',
+      `cannot read the vault ${p} (operation not permitted); run postern as the user who owns it`,
+    ),
+  ENOTDIR: (p) =>
+    new Refusal('not_found', `a parent of the vault path ${p} is not a directory; check the home and vault settings`),
 };
 
 export function readVaultFile(path: string): Buffer {
@@ -224,11 +267,16 @@ export function readVaultFile(path: string): Buffer {
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code ?? '';
     const known = readErrors[code];
-    throw known ? known(path) : new Refusal('vault_corrupt', `cannot open the vault ${path} (${code || (e as Error).message}); check the file`);
+    throw known
+      ? known(path)
+      : new Refusal('vault_corrupt', `cannot open the vault ${path} (${code || (e as Error).message}); check the file`);
   }
   try {
     if (!fs.fstatSync(fd).isFile()) {
-      throw new Refusal('vault_corrupt', `the vault path ${path} is not a regular file; move it aside and restore the vault from a backup`);
+      throw new Refusal(
+        'vault_corrupt',
+        `the vault path ${path} is not a regular file; move it aside and restore the vault from a backup`,
+      );
     }
     return fs.readFileSync(fd);
   } finally {
@@ -251,13 +299,21 @@ export async function createVaultFile(
       return false;
     }
   };
-  if (exists()) throw new Refusal('conflict', `a vault already exists at ${path}; postern will not overwrite it (move it aside first to start over)`);
+  if (exists())
+    throw new Refusal(
+      'conflict',
+      `a vault already exists at ${path}; postern will not overwrite it (move it aside first to start over)`,
+    );
   await sodiumReady();
   const header = newVaultHeader(preset, approvedConfig);
   const key = await deriveKey(passphrase, header.salt, header.opslimit, header.memlimit);
   try {
     // Checked again: the derivation took seconds, another init may have won.
-    if (exists()) throw new Refusal('conflict', `a vault already exists at ${path}; postern will not overwrite it (move it aside first to start over)`);
+    if (exists())
+      throw new Refusal(
+        'conflict',
+        `a vault already exists at ${path}; postern will not overwrite it (move it aside first to start over)`,
+      );
     const sealed = sealVault(header, key, contents);
     writeFileDurable(path, sealed.file);
     return { key, header: sealed.header };
@@ -267,7 +323,10 @@ export async function createVaultFile(
   }
 }
 
-export async function openVaultFile(path: string, passphrase: Buffer): Promise<{ key: Buffer; header: VaultHeader; contents: VaultContents }> {
+export async function openVaultFile(
+  path: string,
+  passphrase: Buffer,
+): Promise<{ key: Buffer; header: VaultHeader; contents: VaultContents }> {
   const file = readVaultFile(path);
   const { header } = parseHeader(file);
   await sodiumReady();

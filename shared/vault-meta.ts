@@ -7,35 +7,41 @@ import type { VaultContents } from './vault-format';
 
 const blobIndex = z.number().int().min(0);
 
-const credentialEntry = z.object({
-  name: z.string(),
-  kind: z.enum(['http', 'ssh']),
-  definition: z.record(z.string(), z.unknown()),
-  definition_hash: z.string(),
-  secret: blobIndex,
-  created_at: z.string(),
-  updated_at: z.string(),
-}).strict();
+const credentialEntry = z
+  .object({
+    name: z.string(),
+    kind: z.enum(['http', 'ssh']),
+    definition: z.record(z.string(), z.unknown()),
+    definition_hash: z.string(),
+    secret: blobIndex,
+    created_at: z.string(),
+    updated_at: z.string(),
+  })
+  .strict();
 
-export const vaultMetaSchema = z.object({
-  format: z.literal(1),
-  created_at: z.string(),
-  audit: z.object({
-    sign_public: z.string(),
-    box_public: z.string(),
-    sign_secret: blobIndex,
-    box_secret: blobIndex,
-    // A new signing key during its rotation (written before the journal
-    // names it, removed once the journal has taken it over).
-    sign_next: z.object({ public: z.string(), secret: blobIndex }).strict().optional(),
-  }).strict(),
-  credentials: z.array(credentialEntry),
-  // The journal this vault belongs to, and its head at the vault's last
-  // write (SEQ:HASH): checked at unlock to detect a rolled-back vault or a
-  // cut-back or swapped journal (SPEC §8).
-  journal_id: z.string().regex(/^[0-9a-f]{32}$/),
-  journal_head: z.string(),
-}).strict();
+export const vaultMetaSchema = z
+  .object({
+    format: z.literal(1),
+    created_at: z.string(),
+    audit: z
+      .object({
+        sign_public: z.string(),
+        box_public: z.string(),
+        sign_secret: blobIndex,
+        box_secret: blobIndex,
+        // A new signing key during its rotation (written before the journal
+        // names it, removed once the journal has taken it over).
+        sign_next: z.object({ public: z.string(), secret: blobIndex }).strict().optional(),
+      })
+      .strict(),
+    credentials: z.array(credentialEntry),
+    // The journal this vault belongs to, and its head at the vault's last
+    // write (SEQ:HASH): checked at unlock to detect a rolled-back vault or a
+    // cut-back or swapped journal (SPEC §8).
+    journal_id: z.string().regex(/^[0-9a-f]{32}$/),
+    journal_head: z.string(),
+  })
+  .strict();
 
 export type VaultMeta = z.infer<typeof vaultMetaSchema>;
 export type CredentialEntry = z.infer<typeof credentialEntry>;
@@ -43,12 +49,23 @@ export type CredentialEntry = z.infer<typeof credentialEntry>;
 export function readMeta(contents: VaultContents): VaultMeta {
   const parsed = vaultMetaSchema.safeParse(contents.meta);
   if (!parsed.success) {
-    throw new Refusal('vault_corrupt', 'the vault decrypted but its contents are not understood (written by another version?); restore it from a backup');
+    throw new Refusal(
+      'vault_corrupt',
+      'the vault decrypted but its contents are not understood (written by another version?); restore it from a backup',
+    );
   }
   const meta = parsed.data;
-  const indexes = [meta.audit.sign_secret, meta.audit.box_secret, ...(meta.audit.sign_next ? [meta.audit.sign_next.secret] : []), ...meta.credentials.map((c) => c.secret)];
+  const indexes = [
+    meta.audit.sign_secret,
+    meta.audit.box_secret,
+    ...(meta.audit.sign_next ? [meta.audit.sign_next.secret] : []),
+    ...meta.credentials.map((c) => c.secret),
+  ];
   if (indexes.some((i) => i >= contents.blobs.length) || new Set(indexes).size !== indexes.length) {
-    throw new Refusal('vault_corrupt', 'the vault decrypted but refers to secrets it does not contain; restore it from a backup');
+    throw new Refusal(
+      'vault_corrupt',
+      'the vault decrypted but refers to secrets it does not contain; restore it from a backup',
+    );
   }
   return meta;
 }

@@ -10,7 +10,7 @@ export function packageVersion(): string {
   if (cached !== null) return cached;
   for (const rel of ['../../package.json', '../package.json']) {
     try {
-      const v = (JSON.parse(readFileSync(join(__dirname, rel), 'utf8')) as { name?: string; version?: string });
+      const v = JSON.parse(readFileSync(join(__dirname, rel), 'utf8')) as { name?: string; version?: string };
       if (v.name === 'postern' && typeof v.version === 'string') return (cached = v.version);
     } catch {
       // try the next

@@ -16,7 +16,8 @@ import { domainToASCII, domainToUnicode } from 'node:url';
 // render as anything a font likes), and letters or marks that render as
 // nothing (Hangul fillers, braille blank, combining grapheme joiner,
 // variation selectors).
-const HIDING = '\\p{Cc}\\p{Cf}\\p{Zl}\\p{Zp}\\p{Zs}\\p{Cs}\\p{Co}\\p{Cn}\\u034f\\u115f\\u1160\\u3164\\uffa0\\u2800\\ufe00-\\ufe0f\\u{e0100}-\\u{e01ef}';
+const HIDING =
+  '\\p{Cc}\\p{Cf}\\p{Zl}\\p{Zp}\\p{Zs}\\p{Cs}\\p{Co}\\p{Cn}\\u034f\\u115f\\u1160\\u3164\\uffa0\\u2800\\ufe00-\\ufe0f\\u{e0100}-\\u{e01ef}';
 const SHOWN_ESCAPED = new RegExp(`[${HIDING}\\\\]`, 'gu');
 // The same characters except the plain space and the backslash: what a
 // string must not contain to be shown as it is.
@@ -80,7 +81,8 @@ export function showHost(host: string): string {
   }
   if (/(^|\.)xn--/i.test(host)) {
     const unicode = domainToUnicode(host);
-    if (unicode !== '' && unicode !== host.toLowerCase()) return `${shown}  (internationalised name; in Unicode: ${escapeText(unicode)})`;
+    if (unicode !== '' && unicode !== host.toLowerCase())
+      return `${shown}  (internationalised name; in Unicode: ${escapeText(unicode)})`;
   }
   return shown;
 }

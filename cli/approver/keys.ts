@@ -20,11 +20,19 @@ export function choicesFor(card: Card): Choice[] {
   ];
   if (card.approve !== 'session') return choices;
   if (card.process.key !== '') {
-    choices.push({ key: 's', label: `session rooted at the requester (pid ${card.process.pid})`, args: { id: card.id, decision: 'session', root_key: card.process.key } });
+    choices.push({
+      key: 's',
+      label: `session rooted at the requester (pid ${card.process.pid})`,
+      args: { id: card.id, decision: 'session', root_key: card.process.key },
+    });
   }
   card.ancestors.slice(0, MAX_ANCESTOR_KEYS).forEach((a, i) => {
     if (a.key === '') return;
-    choices.push({ key: String(i + 1), label: `session rooted at ancestor ${i + 1} (pid ${a.pid})`, args: { id: card.id, decision: 'session', root_key: a.key } });
+    choices.push({
+      key: String(i + 1),
+      label: `session rooted at ancestor ${i + 1} (pid ${a.pid})`,
+      args: { id: card.id, decision: 'session', root_key: a.key },
+    });
   });
   return choices;
 }
@@ -59,6 +67,9 @@ export function autoChoice(card: Card, mode: AutoMode, rootDepth = 0): Choice {
   const root = chain[Math.min(rootDepth, chain.length - 1)];
   if (card.approve !== 'session' || !root || root.key === '') return once;
   const depth = chain.indexOf(root);
-  const label = depth === 0 ? `session rooted at the requester (pid ${root.pid})` : `session rooted at ancestor ${depth} (pid ${root.pid})`;
+  const label =
+    depth === 0
+      ? `session rooted at the requester (pid ${root.pid})`
+      : `session rooted at ancestor ${depth} (pid ${root.pid})`;
   return { key: '', label, args: { id: card.id, decision: 'session', root_key: root.key } };
 }

@@ -37,7 +37,10 @@ const query: Show = (v) => (v === '' || v === undefined || v === null ? '(none)'
 const bytes: Show = (v) => (typeof v === 'number' ? `${v} byte${v === 1 ? '' : 's'}` : plain(v));
 // The agent's reason (SPEC §7): quoted and escaped like an argument, and
 // marked as the agent's own words, which nothing checked.
-const agentWords: Show = (v) => (typeof v === 'string' ? `${quoteArg(v)}  <- the agent's words, not checked by postern${hasHidden(v) ? '; holds escaped characters' : ''}` : plain(v));
+const agentWords: Show = (v) =>
+  typeof v === 'string'
+    ? `${quoteArg(v)}  <- the agent's words, not checked by postern${hasHidden(v) ? '; holds escaped characters' : ''}`
+    : plain(v);
 const REASON: Field = { label: 'reason', names: ['reason'], show: agentWords, missing: '(none given by the agent)' };
 
 const ACTION_FIELDS: Readonly<Record<string, { title: string; fields: Field[] }>> = {
@@ -85,7 +88,13 @@ function actionLines(action: Record<string, unknown>): string[] {
   for (const f of known?.fields ?? []) {
     const name = f.names.find((n) => action[n] !== undefined);
     for (const n of f.names) used.add(n);
-    lines.push(row('    ', f.label, name === undefined ? f.missing ?? '(not given by the daemon)' : (f.show ?? plain)(action[name])));
+    lines.push(
+      row(
+        '    ',
+        f.label,
+        name === undefined ? (f.missing ?? '(not given by the daemon)') : (f.show ?? plain)(action[name]),
+      ),
+    );
   }
   for (const [name, value] of Object.entries(action)) {
     if (!used.has(name)) lines.push(row('    ', escapeText(name, 40), plain(value)));
@@ -97,8 +106,14 @@ const FLAG_PROCESS = '  <- holds escaped characters: read carefully';
 
 function argvText(p: CardProcess): string {
   if (p.cmdline.length === 0) return '(empty)';
-  const more = p.cmdline.length > MAX_ARGS_SHOWN ? ` … [${p.cmdline.length - MAX_ARGS_SHOWN} more arguments not shown]` : '';
-  return p.cmdline.slice(0, MAX_ARGS_SHOWN).map((a) => quoteArg(a)).join(' ') + more;
+  const more =
+    p.cmdline.length > MAX_ARGS_SHOWN ? ` … [${p.cmdline.length - MAX_ARGS_SHOWN} more arguments not shown]` : '';
+  return (
+    p.cmdline
+      .slice(0, MAX_ARGS_SHOWN)
+      .map((a) => quoteArg(a))
+      .join(' ') + more
+  );
 }
 
 function processHead(p: CardProcess, title: string, key: string | undefined): string {
@@ -110,14 +125,21 @@ const flagged = (p: CardProcess): string => ([p.exe, p.cwd, ...p.cmdline].some(h
 // The requester gets three lines; each ancestor one (a chain can be long,
 // and the card must fit a terminal).
 function requesterLines(p: CardProcess, key: string | undefined): string[] {
-  return [processHead(p, 'requester', key) + flagged(p), row('        ', 'cwd', escapeText(p.cwd)), row('        ', 'argv', argvText(p)), ...noteLines(p)];
+  return [
+    processHead(p, 'requester', key) + flagged(p),
+    row('        ', 'cwd', escapeText(p.cwd)),
+    row('        ', 'argv', argvText(p)),
+    ...noteLines(p),
+  ];
 }
 
 // What the daemon could not vouch for, in words, under the requester.
 export function noteLines(p: CardProcess): string[] {
   const notes: string[] = [];
   if (p.exe === NOT_READABLE || p.cwd === NOT_READABLE) {
-    notes.push('the executable and directory are not readable by the daemon (a process of another user); it is identified by uid, pid, start time, parent chain and command line');
+    notes.push(
+      'the executable and directory are not readable by the daemon (a process of another user); it is identified by uid, pid, start time, parent chain and command line',
+    );
   }
   if (p.exe.includes(OTHER_MOUNT_NS_NOTE) || p.exe.includes(EXE_MISMATCH_NOTE)) {
     notes.push('WARNING: the exe path shown may not be the program that runs (see the note on the exe)');
@@ -147,7 +169,10 @@ function chainLines(card: Card, keyOf: (rootKey: string) => string | undefined, 
   if (rest.length === 0) return shown;
   const top = rest[rest.length - 1]!;
   const flag = rest.some((p) => flagged(p) !== '') ? FLAG_PROCESS : '';
-  return [...shown, `      … ${rest.length} more ancestor${rest.length === 1 ? '' : 's'} up to pid ${top.pid} (exe ${showExe(top.exe, top.exe_deleted, top.exe_memfd)}); no session can be rooted there from this card${flag}`];
+  return [
+    ...shown,
+    `      … ${rest.length} more ancestor${rest.length === 1 ? '' : 's'} up to pid ${top.pid} (exe ${showExe(top.exe, top.exe_deleted, top.exe_memfd)}); no session can be rooted there from this card${flag}`,
+  ];
 }
 
 // The keys, in two lines: the session keys are marked on the chain itself.
@@ -160,7 +185,8 @@ function keyLines(card: Card): string[] {
   if (s) parts.push(`s  ${s.label}`);
   const digits = choices.filter((c) => /^[1-9]$/.test(c.key));
   if (digits.length === 1) parts.push(`1  ${digits[0]!.label}`);
-  else if (digits.length > 1) parts.push(`1…${digits.length}  session rooted at that ancestor (marked [1]…[${digits.length}] above)`);
+  else if (digits.length > 1)
+    parts.push(`1…${digits.length}  session rooted at that ancestor (marked [1]…[${digits.length}] above)`);
   return parts.length ? [...lines, `  ${parts.join('      ')}`] : lines;
 }
 
@@ -179,12 +205,19 @@ export interface RenderOptions {
 
 export function renderCard(card: Card, opts: RenderOptions = {}): string[] {
   const choices = choicesFor(card);
-  const keyOf = (rootKey: string): string | undefined => choices.find((c) => c.args.root_key === rootKey && rootKey !== '')?.key;
+  const keyOf = (rootKey: string): string | undefined =>
+    choices.find((c) => c.args.root_key === rootKey && rootKey !== '')?.key;
   const waiting = opts.waiting ?? 0;
   const lines = [
     `Approval request ${escapeText(card.id, 40)}${waiting > 0 ? `   (${waiting} more waiting)` : ''}`,
     row('  ', 'credential', escapeText(card.credential)),
-    row('  ', 'approve', card.approve === 'session' ? 'session (a session may be approved)' : 'each-use (asks every time: allow once or deny)'),
+    row(
+      '  ',
+      'approve',
+      card.approve === 'session'
+        ? 'session (a session may be approved)'
+        : 'each-use (asks every time: allow once or deny)',
+    ),
     row('  ', 'expires', expiry(card)),
     '',
     `  ${actionLines(card.action).join('\n')}`,

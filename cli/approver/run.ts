@@ -71,7 +71,11 @@ class InteractiveApprover {
   private readonly grace: number;
   private readonly now: () => number;
 
-  constructor(private readonly source: CardSource, private readonly term: Terminal, opts: InteractiveOptions) {
+  constructor(
+    private readonly source: CardSource,
+    private readonly term: Terminal,
+    opts: InteractiveOptions,
+  ) {
     this.connection = `attached as approver ${escapeText(opts.approverId ?? '?', 40)}`;
     this.grace = opts.graceMs ?? KEY_GRACE_MS;
     this.now = opts.now ?? Date.now;
@@ -85,7 +89,10 @@ class InteractiveApprover {
       const card = this.queue.remove(id);
       // Our own decision is reported when its answer comes back.
       if (id === this.inFlight) this.inFlightWithdrawn = reason;
-      else if (card) this.note(`request ${escapeText(id, 40)} (${escapeText(card.credential, 80)}, pid ${card.process.pid}) withdrawn: ${withdrawalWords(reason)}`);
+      else if (card)
+        this.note(
+          `request ${escapeText(id, 40)} (${escapeText(card.credential, 80)}, pid ${card.process.pid}) withdrawn: ${withdrawalWords(reason)}`,
+        );
       this.render();
     },
     reset: () => {
@@ -117,11 +124,20 @@ class InteractiveApprover {
       ? renderCard(head, { waiting: this.queue.size - 1, columns: size?.columns })
       : ['No request is waiting for approval.', '', '  q  quit the approver'];
     const status = this.inFlight ? ['', `  sending the decision on ${escapeText(this.inFlight, 40)}…`] : [];
-    const lines = [`postern approver — ${this.connection}`, '', ...body, ...status, '', ...(this.notes.length ? ['Recent:', ...this.notes.map((n) => `  ${n}`)] : [])];
+    const lines = [
+      `postern approver — ${this.connection}`,
+      '',
+      ...body,
+      ...status,
+      '',
+      ...(this.notes.length ? ['Recent:', ...this.notes.map((n) => `  ${n}`)] : []),
+    ];
     // A card taller than the window scrolls its top (the action) out of
     // sight; the last line, always visible, says so.
     if (head && size && rowsTaken(lines, size.columns) + 1 > size.rows) {
-      lines.push(`!! this card is taller than the terminal (${size.rows} rows): scroll up or enlarge the window, and read all of it before deciding`);
+      lines.push(
+        `!! this card is taller than the terminal (${size.rows} rows): scroll up or enlarge the window, and read all of it before deciding`,
+      );
     }
     this.term.write(frame(lines));
   }
@@ -152,10 +168,19 @@ class InteractiveApprover {
       .decide(choice.args)
       .then(({ taken }) => {
         this.queue.remove(card.id);
-        const why = this.inFlightWithdrawn === null ? 'another approver decided first, or the request expired or was withdrawn' : withdrawalWords(this.inFlightWithdrawn);
-        this.note(taken ? `request ${id} (${escapeText(card.credential, 80)}, pid ${card.process.pid}): ${decisionWords(choice.args, card)}` : `request ${id}: your decision was not taken (${why})`);
+        const why =
+          this.inFlightWithdrawn === null
+            ? 'another approver decided first, or the request expired or was withdrawn'
+            : withdrawalWords(this.inFlightWithdrawn);
+        this.note(
+          taken
+            ? `request ${id} (${escapeText(card.credential, 80)}, pid ${card.process.pid}): ${decisionWords(choice.args, card)}`
+            : `request ${id}: your decision was not taken (${why})`,
+        );
       })
-      .catch((e: unknown) => this.note(`request ${id}: the decision was not sent: ${escapeText(describeError(e), 300)}`))
+      .catch((e: unknown) =>
+        this.note(`request ${id}: the decision was not sent: ${escapeText(describeError(e), 300)}`),
+      )
       .finally(() => {
         this.inFlight = null;
         this.inFlightWithdrawn = null;
@@ -166,7 +191,12 @@ class InteractiveApprover {
 
 // Runs until the human quits (q, Ctrl-C), the input ends, `stop` fires, or
 // the source fails (then it rejects with the source's error).
-export async function runInteractive(source: CardSource, term: Terminal, stop: AbortSignal, opts: InteractiveOptions = {}): Promise<void> {
+export async function runInteractive(
+  source: CardSource,
+  term: Terminal,
+  stop: AbortSignal,
+  opts: InteractiveOptions = {},
+): Promise<void> {
   const ui = new InteractiveApprover(source, term, opts);
   const onData = (chunk: Buffer | string): void => {
     if (ui.key(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk))) source.close();
@@ -203,11 +233,25 @@ export interface AutoOptions {
 
 // One line per decision: card id, credential, requester pid, decision, and
 // whether the daemon took it.
-function decisionLine(o: AutoOptions, card: Card, choice: Choice, outcome: { taken: boolean } | { error: string }): string {
+function decisionLine(
+  o: AutoOptions,
+  card: Card,
+  choice: Choice,
+  outcome: { taken: boolean } | { error: string },
+): string {
   const chain = [card.process, ...card.ancestors];
-  const rootPid = choice.args.decision === 'session' ? chain.find((p) => p.key === choice.args.root_key)?.pid ?? null : null;
+  const rootPid =
+    choice.args.decision === 'session' ? (chain.find((p) => p.key === choice.args.root_key)?.pid ?? null) : null;
   if (o.json) {
-    return JSON.stringify({ event: 'decided', id: card.id, credential: card.credential, pid: card.process.pid, decision: choice.args.decision, root_pid: rootPid, ...outcome });
+    return JSON.stringify({
+      event: 'decided',
+      id: card.id,
+      credential: card.credential,
+      pid: card.process.pid,
+      decision: choice.args.decision,
+      root_pid: rootPid,
+      ...outcome,
+    });
   }
   const result = 'taken' in outcome ? `taken=${outcome.taken}` : `error=${escapeText(outcome.error, 300)}`;
   return `decided ${escapeText(card.id, 40)} credential=${escapeText(card.credential, 80)} pid=${card.process.pid} decision=${choice.args.decision}${rootPid !== null ? ` root_pid=${rootPid}` : ''} ${result}`;
@@ -216,7 +260,8 @@ function decisionLine(o: AutoOptions, card: Card, choice: Choice, outcome: { tak
 // Runs until `stop` fires, or rejects when the source fails.
 export async function runAuto(source: CardSource, o: AutoOptions, stop: AbortSignal): Promise<void> {
   const mine = new Set<string>();
-  const say = (event: string, text: string, extra: Record<string, unknown> = {}): void => o.print(o.json ? JSON.stringify({ event, message: text, ...extra }) : text);
+  const say = (event: string, text: string, extra: Record<string, unknown> = {}): void =>
+    o.print(o.json ? JSON.stringify({ event, message: text, ...extra }) : text);
   const events: SourceEvents = {
     pending: (card) => {
       if (mine.has(card.id)) return;
@@ -229,7 +274,8 @@ export async function runAuto(source: CardSource, o: AutoOptions, stop: AbortSig
         .finally(() => mine.delete(card.id));
     },
     withdrawn: (id, reason) => {
-      if (!mine.has(id)) say('withdrawn', `withdrawn ${escapeText(id, 40)}: ${escapeText(reason, 200)}`, { id, reason });
+      if (!mine.has(id))
+        say('withdrawn', `withdrawn ${escapeText(id, 40)}: ${escapeText(reason, 200)}`, { id, reason });
     },
     reset: () => mine.clear(),
     attached: () => undefined,

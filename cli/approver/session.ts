@@ -48,7 +48,10 @@ export class DaemonSource implements CardSource {
   private failure: Error | null = null;
   private approverId = '';
 
-  private constructor(private readonly config: LoadedConfig, client: AdminClient) {
+  private constructor(
+    private readonly config: LoadedConfig,
+    client: AdminClient,
+  ) {
     this.client = client;
     this.wire(client);
   }
@@ -63,7 +66,8 @@ export class DaemonSource implements CardSource {
   async attach(passphrase: Buffer): Promise<Record<string, unknown>> {
     this.passphrase = passphrase;
     const client = this.client;
-    if (!client) throw new Unreachable('the connection to the daemon was lost before the approver attached; start it again');
+    if (!client)
+      throw new Unreachable('the connection to the daemon was lost before the approver attached; start it again');
     const r = await client.request('approver.attach', {}, [passphrase]);
     this.approverId = String(r['approver'] ?? '');
     return r;
@@ -80,7 +84,10 @@ export class DaemonSource implements CardSource {
   }
 
   async decide(args: DecideArgs): Promise<{ taken: boolean }> {
-    if (!this.client) throw new Unreachable('not connected to the daemon; the request is shown again once the approver has reconnected');
+    if (!this.client)
+      throw new Unreachable(
+        'not connected to the daemon; the request is shown again once the approver has reconnected',
+      );
     const r = await this.client.request('approval.decide', { ...args });
     return { taken: r['taken'] === true };
   }
@@ -105,7 +112,10 @@ export class DaemonSource implements CardSource {
       if (frame['push'] === 'pending') {
         const card = readCard(frame['card']);
         if (card) this.emit((e) => e.pending(card));
-        else this.emit((e) => e.notice('the daemon sent a card without an id; it cannot be decided here (it will time out)'));
+        else
+          this.emit((e) =>
+            e.notice('the daemon sent a card without an id; it cannot be decided here (it will time out)'),
+          );
       } else if (frame['push'] === 'withdrawn' && typeof frame['id'] === 'string') {
         const id = frame['id'];
         const reason = typeof frame['reason'] === 'string' ? frame['reason'] : 'withdrawn';

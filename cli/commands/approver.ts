@@ -34,22 +34,36 @@ function plan(o: ApproverFlags): Plan {
   const auto = (o.auto as AutoMode | undefined) ?? null;
   let rootDepth = 0;
   if (o.rootDepth !== undefined) {
-    if (auto !== 'approve') throw new UsageError('--root-depth only applies with --auto approve; in the terminal, pick the root with the keys 1…9');
+    if (auto !== 'approve')
+      throw new UsageError(
+        '--root-depth only applies with --auto approve; in the terminal, pick the root with the keys 1…9',
+      );
     if (!/^\d{1,2}$/.test(o.rootDepth) || Number(o.rootDepth) > MAX_ROOT_DEPTH) {
-      throw new UsageError(`--root-depth takes a number from 0 (the requesting process) to ${MAX_ROOT_DEPTH}, not ${JSON.stringify(o.rootDepth)}`);
+      throw new UsageError(
+        `--root-depth takes a number from 0 (the requesting process) to ${MAX_ROOT_DEPTH}, not ${JSON.stringify(o.rootDepth)}`,
+      );
     }
     rootDepth = Number(o.rootDepth);
   }
   if (auto === null) {
-    if (!process.stdin.isTTY) throw new UsageError('the interactive approver reads key presses from a terminal, and stdin is not one; run it in a terminal, or use --auto approve|deny');
-    if (o.passphraseFile === '-') throw new UsageError('the interactive approver reads key presses from stdin; give --passphrase-file a file, not -');
+    if (!process.stdin.isTTY)
+      throw new UsageError(
+        'the interactive approver reads key presses from a terminal, and stdin is not one; run it in a terminal, or use --auto approve|deny',
+      );
+    if (o.passphraseFile === '-')
+      throw new UsageError(
+        'the interactive approver reads key presses from stdin; give --passphrase-file a file, not -',
+      );
   }
   return { auto, rootDepth };
 }
 
 function describeAuto(p: Plan): string {
   if (p.auto === 'deny') return 'denying every request';
-  const root = p.rootDepth === 0 ? 'the requesting process' : `ancestor ${p.rootDepth} of the requester (or the highest one there is)`;
+  const root =
+    p.rootDepth === 0
+      ? 'the requesting process'
+      : `ancestor ${p.rootDepth} of the requester (or the highest one there is)`;
   return `approving every request: a session rooted at ${root}, or once for each-use credentials`;
 }
 
@@ -85,7 +99,11 @@ async function runApprover(c: Context, o: ApproverFlags): Promise<void> {
     }
     const print = (line: string): void => void process.stdout.write(`${line}\n`);
     const what = describeAuto(p);
-    print(c.json ? JSON.stringify({ event: 'attached', approver: id, pending: attached['pending'] ?? 0, policy: what }) : `attached as approver ${id}; ${what}`);
+    print(
+      c.json
+        ? JSON.stringify({ event: 'attached', approver: id, pending: attached['pending'] ?? 0, policy: what })
+        : `attached as approver ${id}; ${what}`,
+    );
     await runAuto(source, { mode: p.auto, rootDepth: p.rootDepth, json: c.json, print }, stop.signal);
     print(c.json ? JSON.stringify({ event: 'stopped' }) : 'approver stopped');
   } finally {
@@ -100,7 +118,10 @@ export function register(program: Command, ctx: Ctx): void {
     .command('approver')
     .description('terminal approver: authenticate once with the passphrase, then decide each pending request')
     .option('--auto <mode>', 'answer every request at once: approve or deny (scripted set-ups and tests)')
-    .option('--root-depth <n>', 'with --auto approve: root sessions at ancestor N of the requester (0, the default: the requester itself)')
+    .option(
+      '--root-depth <n>',
+      'with --auto approve: root sessions at ancestor N of the requester (0, the default: the requester itself)',
+    )
     .option('--passphrase-file <file>', 'read the passphrase from a file (- for stdin, --auto only)')
     .action(async (o: ApproverFlags) => {
       await runApprover(ctx(), o);

@@ -9,10 +9,13 @@ import { getPassphrase } from '../prompt';
 type Ctx = () => Context;
 
 export function register(program: Command, ctx: Ctx): void {
-  const audit = program.commands.find((c) => c.name() === 'audit') ?? program.command('audit').description('the audit journal');
+  const audit =
+    program.commands.find((c) => c.name() === 'audit') ?? program.command('audit').description('the audit journal');
   audit
     .command('rotate-key')
-    .description('replace the audit signing key (the daemon must be unlocked); prints the new public key to pin with `audit verify --pubkey`')
+    .description(
+      'replace the audit signing key (the daemon must be unlocked); prints the new public key to pin with `audit verify --pubkey`',
+    )
     .option('--passphrase-file <file>', 'read the passphrase from a file (- for stdin)')
     .action(async (o: { passphraseFile?: string }) => {
       const c = ctx();

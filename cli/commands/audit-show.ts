@@ -18,7 +18,10 @@ type Ctx = () => Context;
 function parseSince(text: string | undefined): number {
   if (text === undefined) return 1;
   const n = /^[1-9][0-9]{0,15}$/.test(text) ? Number(text) : NaN;
-  if (!Number.isSafeInteger(n)) throw new UsageError(`--since must be an entry number (1 or more, decimal digits), not ${JSON.stringify(text.slice(0, 40))}`);
+  if (!Number.isSafeInteger(n))
+    throw new UsageError(
+      `--since must be an entry number (1 or more, decimal digits), not ${JSON.stringify(text.slice(0, 40))}`,
+    );
   return n;
 }
 
@@ -59,7 +62,11 @@ class Output {
   private failed(e: NodeJS.ErrnoException): void {
     if (this.gone) return;
     this.gone = true;
-    if (e.code !== 'EPIPE') this.failure = new Refusal('bad_environment', `cannot write the listing to stdout (${e.code ?? e.message}); check where the output goes`);
+    if (e.code !== 'EPIPE')
+      this.failure = new Refusal(
+        'bad_environment',
+        `cannot write the listing to stdout (${e.code ?? e.message}); check where the output goes`,
+      );
   }
 
   private drained(): Promise<void> {
@@ -76,7 +83,8 @@ class Output {
 }
 
 export function register(program: Command, ctx: Ctx): void {
-  const audit = program.commands.find((c) => c.name() === 'audit') ?? program.command('audit').description('the audit journal');
+  const audit =
+    program.commands.find((c) => c.name() === 'audit') ?? program.command('audit').description('the audit journal');
   audit
     .command('show')
     .description('decrypt and print journal entries (needs the passphrase; no daemon)')
@@ -123,14 +131,20 @@ export function register(program: Command, ctx: Ctx): void {
       // A line that is not an entry is shown where it stands, with why.
       const notEntry = (l: JournalLine, why: string): string => {
         const file = basename(l.file);
-        return json ? JSON.stringify({ undecodable: true, file, line: l.line, why }) : `?      (${file} line ${l.line} is not an entry: ${why})`;
+        return json
+          ? JSON.stringify({ undecodable: true, file, line: l.line, why })
+          : `?      (${file} line ${l.line} is not an entry: ${why})`;
       };
 
       const show = (l: JournalLine): string | null => {
         const d = l.bytes !== null && l.terminated ? fmt.decodeEntry(l.bytes) : null;
         if (!d || !d.ok) {
           if (lastSeq + 1 < since) return null;
-          const why = d ? d.why : l.bytes === null ? `the line is longer than ${fmt.MAX_LINE_BYTES} bytes` : 'an incomplete last line (a write cut short)';
+          const why = d
+            ? d.why
+            : l.bytes === null
+              ? `the line is longer than ${fmt.MAX_LINE_BYTES} bytes`
+              : 'an incomplete last line (a write cut short)';
           return notEntry(l, why);
         }
         const e = d.entry;

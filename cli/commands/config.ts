@@ -9,7 +9,6 @@ import { changeLines } from '../../shared/config-changes';
 
 type Ctx = () => Context;
 
-
 export function register(program: Command, ctx: Ctx): void {
   const config = program.command('config').description('the daemon config and its approval');
   config
@@ -25,10 +24,15 @@ export function register(program: Command, ctx: Ctx): void {
         // In the daemon's words, which are those of the file (changeLines).
         const lines = Array.isArray(diff['lines']) ? (diff['lines'] as string[]) : changeLines(changes);
         if (diff['approved'] === true) {
-          c.out({ approved: true, changed: false, hash: diff['current_hash'] }, `the config ${String(diff['config_path'])} is already approved`);
+          c.out(
+            { approved: true, changed: false, hash: diff['current_hash'] },
+            `the config ${String(diff['config_path'])} is already approved`,
+          );
           return;
         }
-        c.info(`The config ${String(diff['config_path'])} differs from the approved one:\n${lines.map((l) => `  ${l}`).join('\n')}\n`);
+        c.info(
+          `The config ${String(diff['config_path'])} differs from the approved one:\n${lines.map((l) => `  ${l}`).join('\n')}\n`,
+        );
         const pass = await getPassphrase(o, 'Vault passphrase, to approve this config: ');
         try {
           const r = await a.request('config.approve', { hash: diff['current_hash'] }, [pass]);
@@ -44,6 +48,9 @@ export function register(program: Command, ctx: Ctx): void {
 function approvedText(r: Record<string, unknown>): string {
   const waiting = Array.isArray(r['restart_required']) ? (r['restart_required'] as string[]) : [];
   const when = r['locked'] ? '; it applies at unlock: now run `postern unlock`' : '; it is in effect now';
-  const later = waiting.length > 0 ? `, except ${waiting.join(', ')}, which take${waiting.length === 1 ? 's' : ''} effect at the next start of the daemon` : '';
+  const later =
+    waiting.length > 0
+      ? `, except ${waiting.join(', ')}, which take${waiting.length === 1 ? 's' : ''} effect at the next start of the daemon`
+      : '';
   return `config approved (${String(r['approved_hash'])})${when}${later}`;
 }

@@ -11,7 +11,8 @@ import type { CredentialDef, SshCredentialDef } from '../../shared/credential';
 
 // The credential module (zod schemas, ssh2 key parsing) is loaded on demand,
 // so commands that do not need it start faster.
-const credential = (): typeof import('../../shared/credential') => require('../../shared/credential') as typeof import('../../shared/credential');
+const credential = (): typeof import('../../shared/credential') =>
+  require('../../shared/credential') as typeof import('../../shared/credential');
 
 type Ctx = () => Context;
 
@@ -26,7 +27,10 @@ function readDefinition(file: string): CredentialDef {
   try {
     text = readFileSync(file, 'utf8');
   } catch (e) {
-    throw new Refusal('bad_request', `cannot read the definition file ${file} (${(e as NodeJS.ErrnoException).code}); check the path`);
+    throw new Refusal(
+      'bad_request',
+      `cannot read the definition file ${file} (${(e as NodeJS.ErrnoException).code}); check the path`,
+    );
   }
   return credential().parseDefinitionToml(text, file);
 }
@@ -57,7 +61,9 @@ async function readCheckedKey(def: SshCredentialDef, o: SecretOptions): Promise<
     } catch (e) {
       if (!(e instanceof Refusal) || e.detail?.['needs_key_passphrase'] !== true) throw e;
     }
-    const keyPass = o.keyPassphraseFile ? stripNewline(readInputFile(o.keyPassphraseFile, 'key passphrase')) : await askHidden('Passphrase of the private key: ');
+    const keyPass = o.keyPassphraseFile
+      ? stripNewline(readInputFile(o.keyPassphraseFile, 'key passphrase'))
+      : await askHidden('Passphrase of the private key: ');
     try {
       return credential().prepareSshSecret(def, secret, keyPass);
     } finally {
@@ -90,59 +96,92 @@ async function showCurrent(a: AdminClient, name: string): Promise<CredentialDef>
 }
 
 export function register(program: Command, ctx: Ctx): void {
-  const cred = program.command('cred').description('manage credentials (definitions and secrets live only in the vault)');
+  const cred = program
+    .command('cred')
+    .description('manage credentials (definitions and secrets live only in the vault)');
 
-  secretOptions(cred.command('add').description('add a credential').requiredOption('--file <def.toml>', 'the credential definition (TOML)'))
-    .action(async (o: SecretOptions & { file: string }) => {
-      const c = ctx();
-      c.harden('cred');
-      const def = readDefinition(o.file);
-      await withAdmin(c.config(), async (a) => {
-        await a.request('cred.list');
-        c.info(`Credential to add:\n\n${credential().definitionToToml(def)}`);
-        const secret = await readCheckedSecret(def, o);
-        try {
-          const r = await withPassphrase(o, (pass) => a.request('cred.add', { definition: def }, [pass, secret]));
-          c.out({ ...r, definition: def }, `added credential "${def.name}" (${String(r['definition_hash'])})`);
-        } finally {
-          secret.fill(0);
-        }
-      });
-    });
-
-  secretOptions(cred.command('update').description("replace a credential's definition; the secret is kept unless --secret-file is given").argument('<name>').requiredOption('--file <def.toml>', 'the new definition (TOML)'))
-    .action(async (name: string, o: SecretOptions & { file: string }) => {
-      const c = ctx();
-      c.harden('cred');
-      const def = readDefinition(o.file);
-      await withAdmin(c.config(), async (a) => {
-        const before = await showCurrent(a, name);
-        const changes = credential().diffDefinitions(before, def);
-        c.info(`New definition of "${name}":\n\n${credential().definitionToToml(def)}\nChanges:\n${changes.length ? changes.join('\n') : '  (none)'}\n`);
-        const secret = o.secretFile ? await readCheckedSecret(def, o) : undefined;
-        try {
-          const r = await withPassphrase(o, (pass) => a.request('cred.update', { name, definition: def }, secret ? [pass, secret] : [pass]));
-          c.out({ ...r, definition: def }, `updated credential "${name}"${r['secret_replaced'] ? ' and its secret' : ''}`);
-        } finally {
-          secret?.fill(0);
-        }
-      });
-    });
-
-  cred.command('list').description('list credentials (never secrets)').action(async () => {
+  secretOptions(
+    cred
+      .command('add')
+      .description('add a credential')
+      .requiredOption('--file <def.toml>', 'the credential definition (TOML)'),
+  ).action(async (o: SecretOptions & { file: string }) => {
     const c = ctx();
-    const r = await withAdmin(c.config(), (a) => a.request('cred.list'));
-    const list = r['credentials'] as Record<string, unknown>[];
-    c.out(r, list.length ? list.map((x) => `${String(x['name'])}\t${String(x['kind'])}\t${String(x['description'] ?? '')}`) : '(no credentials)');
+    c.harden('cred');
+    const def = readDefinition(o.file);
+    await withAdmin(c.config(), async (a) => {
+      await a.request('cred.list');
+      c.info(`Credential to add:\n\n${credential().definitionToToml(def)}`);
+      const secret = await readCheckedSecret(def, o);
+      try {
+        const r = await withPassphrase(o, (pass) => a.request('cred.add', { definition: def }, [pass, secret]));
+        c.out({ ...r, definition: def }, `added credential "${def.name}" (${String(r['definition_hash'])})`);
+      } finally {
+        secret.fill(0);
+      }
+    });
   });
 
-  cred.command('show').description('show one definition (never the secret)').argument('<name>').action(async (name: string) => {
+  secretOptions(
+    cred
+      .command('update')
+      .description("replace a credential's definition; the secret is kept unless --secret-file is given")
+      .argument('<name>')
+      .requiredOption('--file <def.toml>', 'the new definition (TOML)'),
+  ).action(async (name: string, o: SecretOptions & { file: string }) => {
     const c = ctx();
-    const r = await withAdmin(c.config(), (a) => a.request('cred.show', { name }));
-    c.out(r, credential().definitionToToml(r['definition'] as CredentialDef));
+    c.harden('cred');
+    const def = readDefinition(o.file);
+    await withAdmin(c.config(), async (a) => {
+      const before = await showCurrent(a, name);
+      const changes = credential().diffDefinitions(before, def);
+      c.info(
+        `New definition of "${name}":\n\n${credential().definitionToToml(def)}\nChanges:\n${changes.length ? changes.join('\n') : '  (none)'}\n`,
+      );
+      const secret = o.secretFile ? await readCheckedSecret(def, o) : undefined;
+      try {
+        const r = await withPassphrase(o, (pass) =>
+          a.request('cred.update', { name, definition: def }, secret ? [pass, secret] : [pass]),
+        );
+        c.out(
+          { ...r, definition: def },
+          `updated credential "${name}"${r['secret_replaced'] ? ' and its secret' : ''}`,
+        );
+      } finally {
+        secret?.fill(0);
+      }
+    });
   });
 
-  cred.command('rm').description('remove a credential and destroy its secret').argument('<name>')
+  cred
+    .command('list')
+    .description('list credentials (never secrets)')
+    .action(async () => {
+      const c = ctx();
+      const r = await withAdmin(c.config(), (a) => a.request('cred.list'));
+      const list = r['credentials'] as Record<string, unknown>[];
+      c.out(
+        r,
+        list.length
+          ? list.map((x) => `${String(x['name'])}\t${String(x['kind'])}\t${String(x['description'] ?? '')}`)
+          : '(no credentials)',
+      );
+    });
+
+  cred
+    .command('show')
+    .description('show one definition (never the secret)')
+    .argument('<name>')
+    .action(async (name: string) => {
+      const c = ctx();
+      const r = await withAdmin(c.config(), (a) => a.request('cred.show', { name }));
+      c.out(r, credential().definitionToToml(r['definition'] as CredentialDef));
+    });
+
+  cred
+    .command('rm')
+    .description('remove a credential and destroy its secret')
+    .argument('<name>')
     .option('--passphrase-file <file>', 'read the vault passphrase from a file (- for stdin)')
     .action(async (name: string, o: { passphraseFile?: string }) => {
       const c = ctx();

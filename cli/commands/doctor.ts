@@ -20,20 +20,36 @@ export interface Finding {
 
 // `running`: the daemon running for this home, if any; a socket missing
 // under a running daemon is a daemon nobody can reach.
-function fileFinding(label: string, path: string, mode: number, kind: 'dir' | 'file' | 'socket', running: RunningDaemon | null = null): Finding {
+function fileFinding(
+  label: string,
+  path: string,
+  mode: number,
+  kind: 'dir' | 'file' | 'socket',
+  running: RunningDaemon | null = null,
+): Finding {
   let st;
   try {
     st = lstatSync(path);
   } catch {
-    if (kind === 'socket' && running) return { level: 'fail', what: `${label} ${path} does not exist, but the daemon (${describeDaemon(running)}) is running`, fix: restartAdvice(running) };
+    if (kind === 'socket' && running)
+      return {
+        level: 'fail',
+        what: `${label} ${path} does not exist, but the daemon (${describeDaemon(running)}) is running`,
+        fix: restartAdvice(running),
+      };
     return kind === 'socket'
       ? { level: 'warn', what: `${label} ${path} does not exist`, fix: 'start the daemon: `postern daemon`' }
       : { level: 'fail', what: `${label} ${path} does not exist`, fix: 'run `postern init`' };
   }
-  if (st.isSymbolicLink()) return { level: 'fail', what: `${label} ${path} is a symlink`, fix: 'replace it with a real file or directory' };
+  if (st.isSymbolicLink())
+    return { level: 'fail', what: `${label} ${path} is a symlink`, fix: 'replace it with a real file or directory' };
   const actual = st.mode & 0o777;
   if (actual & ~mode & 0o777) {
-    return { level: 'fail', what: `${label} ${path} has mode ${actual.toString(8).padStart(4, '0')}`, fix: `chmod ${mode.toString(8).padStart(4, '0')} ${path}` };
+    return {
+      level: 'fail',
+      what: `${label} ${path} has mode ${actual.toString(8).padStart(4, '0')}`,
+      fix: `chmod ${mode.toString(8).padStart(4, '0')} ${path}`,
+    };
   }
   return { level: 'ok', what: `${label} ${path} (mode ${actual.toString(8).padStart(4, '0')})` };
 }
@@ -59,10 +75,13 @@ function journalSpaceFinding(path: string): Finding {
 export function register(program: Command, ctx: Ctx): void {
   program
     .command('doctor')
-    .description('check the environment: modes, symlinks, ptrace scope, core dumps, swap, forbidden variables, Node version, config approval, space for the journal, the daemon\'s pid when its sockets are missing')
+    .description(
+      "check the environment: modes, symlinks, ptrace scope, core dumps, swap, forbidden variables, Node version, config approval, space for the journal, the daemon's pid when its sockets are missing",
+    )
     .action(async () => {
       const c = ctx();
-      const { parseHeader, readVaultFile } = require('../../shared/vault-format') as typeof import('../../shared/vault-format');
+      const { parseHeader, readVaultFile } =
+        require('../../shared/vault-format') as typeof import('../../shared/vault-format');
       const findings: Finding[] = [...doctorEnvironmentFindings()];
       try {
         const config = c.config();
@@ -77,17 +96,30 @@ export function register(program: Command, ctx: Ctx): void {
         try {
           const { header } = parseHeader(readVaultFile(config.paths.vault));
           const changes = diffCanonical(header.approvedConfig, config.canonical);
-          findings.push(changes.length === 0
-            ? { level: 'ok', what: `config approved (${config.hash})` }
-            : { level: 'fail', what: `config changed since approval: ${describeChanges(changes)}`, fix: 'review it, then `postern config approve`' });
+          findings.push(
+            changes.length === 0
+              ? { level: 'ok', what: `config approved (${config.hash})` }
+              : {
+                  level: 'fail',
+                  what: `config changed since approval: ${describeChanges(changes)}`,
+                  fix: 'review it, then `postern config approve`',
+                },
+          );
         } catch (e) {
           findings.push({ level: 'fail', what: `vault: ${describeError(e)}` });
         }
       } catch (e) {
         findings.push({ level: 'fail', what: `config: ${describeError(e)}` });
       }
-      const worst = findings.some((f) => f.level === 'fail') ? 'fail' : findings.some((f) => f.level === 'warn') ? 'warn' : 'ok';
-      c.out({ result: worst, findings }, findings.map((f) => `[${f.level}] ${f.what}${f.fix ? ` — ${f.fix}` : ''}`));
+      const worst = findings.some((f) => f.level === 'fail')
+        ? 'fail'
+        : findings.some((f) => f.level === 'warn')
+          ? 'warn'
+          : 'ok';
+      c.out(
+        { result: worst, findings },
+        findings.map((f) => `[${f.level}] ${f.what}${f.fix ? ` — ${f.fix}` : ''}`),
+      );
       if (worst === 'fail') process.exitCode = 1;
     });
 }

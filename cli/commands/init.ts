@@ -23,11 +23,15 @@ function prepareHome(home: string): void {
     mkdirSync(home, { mode: 0o700 });
     return;
   }
-  if (lstatSync(home).isSymbolicLink()) throw new Refusal('bad_config', `the postern home ${home} is a symlink; use a real directory`);
+  if (lstatSync(home).isSymbolicLink())
+    throw new Refusal('bad_config', `the postern home ${home} is a symlink; use a real directory`);
   checkHome(home);
   const extra = readdirSync(home).filter((f) => !ALLOWED_IN_NEW_HOME.has(f));
   if (extra.length > 0) {
-    throw new Refusal('conflict', `the postern home ${home} is not empty (${extra.slice(0, 5).join(', ')}); use an empty directory or another home`);
+    throw new Refusal(
+      'conflict',
+      `the postern home ${home} is not empty (${extra.slice(0, 5).join(', ')}); use an empty directory or another home`,
+    );
   }
 }
 
@@ -35,15 +39,24 @@ export function register(program: Command, ctx: Ctx): void {
   program
     .command('init')
     .description('create the home, config, vault and audit keys; approve the config')
-    .option('--kdf <level>', 'Argon2id limits: moderate (default), interactive (weaker; for tests), sensitive', 'moderate')
+    .option(
+      '--kdf <level>',
+      'Argon2id limits: moderate (default), interactive (weaker; for tests), sensitive',
+      'moderate',
+    )
     .option('--passphrase-file <file>', 'read the new passphrase from a file (- for stdin)')
     .action(async (o: { kdf: string; passphraseFile?: string }) => {
       const c = ctx();
       c.harden('init');
       const preset = (KDF_PRESETS as Record<string, { opslimit: number; memlimit: number }>)[o.kdf];
-      if (!Object.prototype.hasOwnProperty.call(KDF_PRESETS, o.kdf) || !preset) throw new UsageError(`--kdf must be one of ${Object.keys(KDF_PRESETS).join(', ')}`);
+      if (!Object.prototype.hasOwnProperty.call(KDF_PRESETS, o.kdf) || !preset)
+        throw new UsageError(`--kdf must be one of ${Object.keys(KDF_PRESETS).join(', ')}`);
       const first = c.config(true);
-      if (existsSync(first.paths.vault)) throw new Refusal('conflict', `a vault already exists at ${first.paths.vault}; postern init never overwrites one (use \`postern passwd\` to change the passphrase)`);
+      if (existsSync(first.paths.vault))
+        throw new Refusal(
+          'conflict',
+          `a vault already exists at ${first.paths.vault}; postern init never overwrites one (use \`postern passwd\` to change the passphrase)`,
+        );
       process.umask(0o077);
       prepareHome(first.home);
       if (!first.exists) writeFileDurable(first.configPath, Buffer.from(initialConfigText(), 'utf8'), 0o600);
@@ -51,15 +64,24 @@ export function register(program: Command, ctx: Ctx): void {
       const pass = await getNewPassphrase(o.passphraseFile);
       // Crypto modules load on demand (libsodium's wasm takes a moment).
       const { createVaultFile } = require('../../shared/vault-format') as typeof import('../../shared/vault-format');
-      const { ed25519Keypair, sodiumReady, wipe, x25519Keypair } = require('../../shared/crypto') as typeof import('../../shared/crypto');
+      const { ed25519Keypair, sodiumReady, wipe, x25519Keypair } =
+        require('../../shared/crypto') as typeof import('../../shared/crypto');
       await sodiumReady();
       const sign = ed25519Keypair();
       const box = x25519Keypair();
-      const audit = { sign_public: sign.publicKey.toString('base64'), box_public: box.publicKey.toString('base64'), sign_secret: 0, box_secret: 1 };
+      const audit = {
+        sign_public: sign.publicKey.toString('base64'),
+        box_public: box.publicKey.toString('base64'),
+        sign_secret: 0,
+        box_secret: 1,
+      };
       // The journal first: the vault records which journal it belongs to and
       // the journal's head (its genesis entry).
       const { createJournal } = require('../../daemon/audit/journal') as typeof import('../../daemon/audit/journal');
-      const journal = await createJournal(config.paths.auditLog, { signPublic: audit.sign_public, boxPublic: audit.box_public });
+      const journal = await createJournal(config.paths.auditLog, {
+        signPublic: audit.sign_public,
+        boxPublic: audit.box_public,
+      });
       const meta: VaultMeta = {
         format: 1,
         created_at: new Date().toISOString(),
@@ -69,7 +91,10 @@ export function register(program: Command, ctx: Ctx): void {
         journal_head: formatHead(journal.head.seq, journal.head.hash),
       };
       try {
-        const { key } = await createVaultFile(config.paths.vault, pass, preset, config.canonical, { meta, blobs: [Buffer.from(sign.privateKey), Buffer.from(box.privateKey)] });
+        const { key } = await createVaultFile(config.paths.vault, pass, preset, config.canonical, {
+          meta,
+          blobs: [Buffer.from(sign.privateKey), Buffer.from(box.privateKey)],
+        });
         wipe(key);
       } catch (e) {
         // Leave no journal without its vault, so init can simply be re-run.
@@ -81,7 +106,15 @@ export function register(program: Command, ctx: Ctx): void {
         wipe(box.privateKey);
       }
       c.out(
-        { home: config.home, config: config.configPath, vault: config.paths.vault, audit_log: config.paths.auditLog, kdf: o.kdf, config_hash: config.hash, audit_public_key: meta.audit.sign_public },
+        {
+          home: config.home,
+          config: config.configPath,
+          vault: config.paths.vault,
+          audit_log: config.paths.auditLog,
+          kdf: o.kdf,
+          config_hash: config.hash,
+          audit_public_key: meta.audit.sign_public,
+        },
         [
           `created ${config.paths.vault} (kdf ${o.kdf})`,
           `config ${config.configPath} approved (${config.hash})`,

@@ -68,7 +68,8 @@ export function journalUsage(path: string, now = Date.now()): JournalUsage {
   let after = 0;
   for (let n = sizes.length - 1; n >= 0; n--) {
     const at = endOfLastOlderLine(segmentPath(path, n), sizes[n]!, cutoff);
-    if (at !== null) return { bytes, segments: sizes.length, last_hour_bytes: after + sizes[n]! - at, younger_than_an_hour: false };
+    if (at !== null)
+      return { bytes, segments: sizes.length, last_hour_bytes: after + sizes[n]! - at, younger_than_an_hour: false };
     after += sizes[n]!;
   }
   return { bytes, segments: sizes.length, last_hour_bytes: bytes, younger_than_an_hour: true };

@@ -66,7 +66,9 @@ export function register(program: Command, ctx: Ctx): void {
 
   program
     .command('status')
-    .description('locked or not (and why), daemon pid, start time, config hash, journal size and growth, connected approvers, when the daemon will lock by itself (auto_lock, unlock_max), sessions, counters')
+    .description(
+      'locked or not (and why), daemon pid, start time, config hash, journal size and growth, connected approvers, when the daemon will lock by itself (auto_lock, unlock_max), sessions, counters',
+    )
     .action(async () => {
       const c = ctx();
       const config = c.config();
@@ -91,12 +93,16 @@ export function register(program: Command, ctx: Ctx): void {
         `config hash:  ${String(s['config_hash'])}`,
         `audit head:   ${String(s['audit_head'])}`,
         `journal:      ${journalLine}`,
-        ...(s['locked'] ? [] : [`credentials:  ${String(s['credentials'])}`, `vault gen.:   ${String(s['vault_generation'])}`]),
+        ...(s['locked']
+          ? []
+          : [`credentials:  ${String(s['credentials'])}`, `vault gen.:   ${String(s['vault_generation'])}`]),
         ...lockDeadlines(s),
         `approvers:    ${String(s['approvers'])} connected`,
         `sessions:     ${(s['sessions'] as unknown[]).length}`,
         `pending:      ${(s['pending_approvals'] as unknown[]).length}`,
-        `counters:     ${Object.entries(counters).map(([k, v]) => `${k}=${v}`).join(' ')}`,
+        `counters:     ${Object.entries(counters)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(' ')}`,
       ]);
     });
 

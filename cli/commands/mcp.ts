@@ -22,7 +22,11 @@ export function register(program: Command, ctx: Ctx): void {
       // stdin closing means the client is gone: its calls still waiting are
       // withdrawn, as a cancelled call is (SPEC §10), not left to run.
       const clientGone = new AbortController();
-      const server = createBridge((method, path, body, signal, onWaiting) => agentCall(socket, method, path, body, { signal: AbortSignal.any([signal, clientGone.signal]), onWaiting }), { version: packageVersion(), maxResult });
+      const server = createBridge(
+        (method, path, body, signal, onWaiting) =>
+          agentCall(socket, method, path, body, { signal: AbortSignal.any([signal, clientGone.signal]), onWaiting }),
+        { version: packageVersion(), maxResult },
+      );
       const transport = new StdioServerTransport();
       const done = new Promise<void>((resolve) => {
         process.stdin.once('end', resolve);

@@ -34,16 +34,26 @@ function reasonOption(text: string | undefined): Record<string, string> {
 // (on stderr: stdout is the target's); a script is not.
 function sayWaiting(approval: { id: string; expiresAt: string }): void {
   const at = new Date(approval.expiresAt);
-  const shown = Number.isNaN(at.getTime()) ? approval.expiresAt : `${at.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+  const shown = Number.isNaN(at.getTime())
+    ? approval.expiresAt
+    : `${at.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
   const left = Math.max(0, Math.round((at.getTime() - Date.now()) / 1000));
-  process.stderr.write(`postern: waiting for approval of request ${approval.id} at \`postern approver\`; it expires at ${shown}${Number.isNaN(left) ? '' : ` (in ${left} s)`}\n`);
+  process.stderr.write(
+    `postern: waiting for approval of request ${approval.id} at \`postern approver\`; it expires at ${shown}${Number.isNaN(left) ? '' : ` (in ${left} s)`}\n`,
+  );
 }
 
 // Sends the request; a refusal becomes the CLI's refusal (exit 1), its
 // detail (audit_seq, maybe_executed...) kept for --json.
 async function call(c: Context, path: string, body: Reply): Promise<Reply> {
   const onWaiting = process.stderr.isTTY ? sayWaiting : undefined;
-  const r = await agentCall(agentSocketPath(c.env, () => c.config().paths.agentSocket), 'POST', path, body, { onWaiting });
+  const r = await agentCall(
+    agentSocketPath(c.env, () => c.config().paths.agentSocket),
+    'POST',
+    path,
+    body,
+    { onWaiting },
+  );
   if (r.status !== 200) {
     const err = (r.json['error'] ?? {}) as Reply;
     const { code, message, ...detail } = err;
@@ -60,8 +70,8 @@ const UNREADABLE: Record<string, string> = {
   ENOENT: 'no such file; check the path',
   ENOTDIR: 'a part of the path is not a directory; check the path',
   EISDIR: 'is a directory; name a file',
-  EACCES: 'permission denied; check the file\'s permissions',
-  EPERM: 'permission denied; check the file\'s permissions',
+  EACCES: "permission denied; check the file's permissions",
+  EPERM: "permission denied; check the file's permissions",
   ELOOP: 'too many symbolic links; check the path',
   ENAMETOOLONG: 'the path is too long; check it',
 };
@@ -105,12 +115,14 @@ function openOutput(file: string): Output {
   return {
     write(bytes) {
       try {
-        for (let at = 0; at < bytes.length; ) at += writeSync(fd, bytes, at);
+        for (let at = 0; at < bytes.length;) at += writeSync(fd, bytes, at);
         closeSync(fd);
       } catch (e) {
         // The request was performed: its answer is lost, not its effect.
         process.exitCode = 1;
-        process.stderr.write(`postern: ${fileProblem('-o', JSON.stringify(file), e, UNWRITABLE)}; the request was performed, its body not kept\n`);
+        process.stderr.write(
+          `postern: ${fileProblem('-o', JSON.stringify(file), e, UNWRITABLE)}; the request was performed, its body not kept\n`,
+        );
       }
     },
   };
@@ -145,8 +157,18 @@ function sshStatus(j: Reply): number {
 }
 
 interface HttpOptions {
-  credential: string; url: string; method: string; header: string[]; data?: string; dataFile?: string;
-  timeoutMs?: string; idempotencyKey?: string; reason?: string; output?: string; fail?: boolean; silent?: boolean;
+  credential: string;
+  url: string;
+  method: string;
+  header: string[];
+  data?: string;
+  dataFile?: string;
+  timeoutMs?: string;
+  idempotencyKey?: string;
+  reason?: string;
+  output?: string;
+  fail?: boolean;
+  silent?: boolean;
 }
 
 async function requestHttp(c: Context, o: HttpOptions): Promise<void> {
@@ -176,20 +198,33 @@ async function requestHttp(c: Context, o: HttpOptions): Promise<void> {
   }
   const redirect = j['redirect'] as { location: string } | null;
   if (!o.silent) {
-    process.stderr.write(`postern: status ${status} from ${where(j)}, audit #${String(j['audit_seq'])}${j['replayed'] ? ' [replayed]' : ''}${marks(j)}\n`);
+    process.stderr.write(
+      `postern: status ${status} from ${where(j)}, audit #${String(j['audit_seq'])}${j['replayed'] ? ' [replayed]' : ''}${marks(j)}\n`,
+    );
     if (redirect) process.stderr.write(`postern: redirect not followed: ${redirect.location}\n`);
   }
   // As curl --fail: an error status writes no body.
   if (failed) {
-    process.stderr.write(`postern: the upstream answered ${status}; with --fail its body is not written (see it with --json)\n`);
+    process.stderr.write(
+      `postern: the upstream answered ${status}; with --fail its body is not written (see it with --json)\n`,
+    );
     return;
   }
   (output ?? STDOUT).write(decoded(j['body'], j['body_encoding']));
 }
 
-async function requestSsh(c: Context, o: { credential: string; command: string; stdinFile?: string; timeoutMs?: string; reason?: string }): Promise<void> {
-  const body: Reply = { credential: o.credential, command: o.command, ...timeoutOption(o.timeoutMs), ...reasonOption(o.reason) };
-  if (o.stdinFile !== undefined) body['stdin_base64'] = readOptionFile('--stdin-file', o.stdinFile, true).toString('base64');
+async function requestSsh(
+  c: Context,
+  o: { credential: string; command: string; stdinFile?: string; timeoutMs?: string; reason?: string },
+): Promise<void> {
+  const body: Reply = {
+    credential: o.credential,
+    command: o.command,
+    ...timeoutOption(o.timeoutMs),
+    ...reasonOption(o.reason),
+  };
+  if (o.stdinFile !== undefined)
+    body['stdin_base64'] = readOptionFile('--stdin-file', o.stdinFile, true).toString('base64');
   let j: Reply;
   try {
     j = await call(c, '/v1/ssh', body);
@@ -206,15 +241,23 @@ async function requestSsh(c: Context, o: { credential: string; command: string; 
   }
   process.stdout.write(decoded(j['stdout'], j['encoding']));
   process.stderr.write(decoded(j['stderr'], j['encoding']));
-  if (marks(j) !== '') process.stderr.write(`postern: the remote output above is not exactly the command's:${marks(j)}, audit #${String(j['audit_seq'])}\n`);
-  if (status === SSH_OWN_FAILURE && j['exit_code'] === null) process.stderr.write(`postern: the remote command ended with signal ${String(j['signal'])}, which has no number here\n`);
+  if (marks(j) !== '')
+    process.stderr.write(
+      `postern: the remote output above is not exactly the command's:${marks(j)}, audit #${String(j['audit_seq'])}\n`,
+    );
+  if (status === SSH_OWN_FAILURE && j['exit_code'] === null)
+    process.stderr.write(
+      `postern: the remote command ended with signal ${String(j['signal'])}, which has no number here\n`,
+    );
 }
 
 export function register(program: Command, ctx: Ctx): void {
   const request = program.command('request').description('send a request through the agent socket, as an agent would');
   request
     .command('http')
-    .description('perform an HTTP request with a credential (POST /v1/http); the body goes to stdout, as curl writes it')
+    .description(
+      'perform an HTTP request with a credential (POST /v1/http); the body goes to stdout, as curl writes it',
+    )
     .requiredOption('--credential <name>', 'the credential to use')
     .requiredOption('--url <url>', 'the URL')
     .option('-X, --method <method>', 'the HTTP method', 'GET')
@@ -227,7 +270,9 @@ export function register(program: Command, ctx: Ctx): void {
     .option('--reason <text>', 'why the request is made, shown to the approver')
     .option('--timeout-ms <ms>', 'time limit after approval')
     .option('--idempotency-key <key>', 'idempotency key')
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 The response body alone goes to stdout (or -o FILE), byte for byte; the
 status line and refusals go to stderr. Exit 0 when postern performed the
 request, whatever the upstream status (1 with --fail for 400 or more);
@@ -237,17 +282,20 @@ Examples:
   postern request http --credential github --url https://api.github.com/repos/acme/app/issues > issues.json
   postern request http --credential github -X POST --data '{"title":"x"}' \\
     --reason "file the bug the user asked for" --url https://api.github.com/repos/acme/app/issues
-  postern request http --credential files --url https://files.example.com/v1/logo.png -o logo.png --fail`)
+  postern request http --credential files --url https://files.example.com/v1/logo.png -o logo.png --fail`,
+    )
     .action((o: HttpOptions) => requestHttp(ctx(), o));
   request
     .command('ssh')
     .description('run a command over SSH with a credential (POST /v1/ssh); ends as ssh does')
     .requiredOption('--credential <name>', 'the credential to use')
-    .requiredOption('--command <command>', 'the command line, as the credential\'s rules allow it')
-    .option('--stdin-file <file>', 'send this file as stdin (- for this process\'s stdin)')
+    .requiredOption('--command <command>', "the command line, as the credential's rules allow it")
+    .option('--stdin-file <file>', "send this file as stdin (- for this process's stdin)")
     .option('--reason <text>', 'why the command is run, shown to the approver')
     .option('--timeout-ms <ms>', 'time limit after approval')
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 The remote stdout and stderr go to stdout and stderr, byte for byte. The
 exit code is the remote command's (128 + n when signal n ended it), or 255
 when postern refused or failed (the code and message on stderr); 2 for a
@@ -255,6 +303,9 @@ usage error.
 
 Examples:
   postern request ssh --credential deploy-box --command "git -C /srv/app pull"
-  postern request ssh --credential deploy-box --command "tee /srv/app/x" --stdin-file ./x`)
-    .action((o: { credential: string; command: string; stdinFile?: string; timeoutMs?: string; reason?: string }) => requestSsh(ctx(), o));
+  postern request ssh --credential deploy-box --command "tee /srv/app/x" --stdin-file ./x`,
+    )
+    .action((o: { credential: string; command: string; stdinFile?: string; timeoutMs?: string; reason?: string }) =>
+      requestSsh(ctx(), o),
+    );
 }

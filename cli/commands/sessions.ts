@@ -42,9 +42,15 @@ export function register(program: Command, ctx: Ctx): void {
     .action(async (id: string | undefined, o: { all?: boolean }) => {
       const c = ctx();
       if (o.all && id !== undefined) throw new UsageError('give a session ID or --all, not both');
-      if (!o.all && id === undefined) throw new UsageError('say which session to end: `postern sessions revoke ID` (see `postern sessions`), or --all');
+      if (!o.all && id === undefined)
+        throw new UsageError(
+          'say which session to end: `postern sessions revoke ID` (see `postern sessions`), or --all',
+        );
       const r = await withAdmin(c.config(), (a) => a.request('sessions.revoke', o.all ? { all: true } : { id }));
       const n = typeof r['revoked'] === 'number' ? r['revoked'] : 0;
-      c.out({ revoked: n }, o.all ? `${n} session${n === 1 ? '' : 's'} ended` : `session ${escapeText(String(id), 80)} ended`);
+      c.out(
+        { revoked: n },
+        o.all ? `${n} session${n === 1 ? '' : 's'} ended` : `session ${escapeText(String(id), 80)} ended`,
+      );
     });
 }

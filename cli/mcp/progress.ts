@@ -19,7 +19,8 @@ export interface CallPhase {
 }
 
 export function waitingMessage(seconds: number, phase: CallPhase): string {
-  if (phase.approval) return `waiting for postern: a human is being asked to approve this request (${phase.approval.id}) at the postern approver; the request expires at ${phase.approval.expiresAt}; ${seconds} s so far`;
+  if (phase.approval)
+    return `waiting for postern: a human is being asked to approve this request (${phase.approval.id}) at the postern approver; the request expires at ${phase.approval.expiresAt}; ${seconds} s so far`;
   return `postern is working on this request; ${seconds} s so far`;
 }
 
@@ -34,7 +35,10 @@ export function reportWaiting(extra: ToolExtra, phase: CallPhase, everyMs = PROG
     beat += 1;
     const seconds = Math.round((Date.now() - started) / 1000);
     extra
-      .sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: beat, message: waitingMessage(seconds, phase) } })
+      .sendNotification({
+        method: 'notifications/progress',
+        params: { progressToken: token, progress: beat, message: waitingMessage(seconds, phase) },
+      })
       .catch(() => undefined); // the client is gone: nothing to tell
   }, everyMs);
   return () => clearInterval(timer);

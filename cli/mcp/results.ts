@@ -27,8 +27,16 @@ function cutNote(cuts: Cut[], max: number, advice: string): string {
 // agent is told its status and journal entry rather than that it failed.
 function tooLarge(reply: Record<string, unknown>, max: number): CallToolResult {
   const known: Record<string, unknown> = {};
-  for (const k of ['status', 'exit_code', 'signal', 'audit_seq'] as const) if (typeof reply[k] === 'number' || typeof reply[k] === 'string') known[k] = reply[k];
-  return toolError({ code: 'result_too_large', message: `the request ran (${JSON.stringify(known)}) but its result does not fit in ${formatSize(max)} (mcp.max_result) even without its body; a human may raise [mcp] max_result in the config (at most 8MiB)`, ...known }, max);
+  for (const k of ['status', 'exit_code', 'signal', 'audit_seq'] as const)
+    if (typeof reply[k] === 'number' || typeof reply[k] === 'string') known[k] = reply[k];
+  return toolError(
+    {
+      code: 'result_too_large',
+      message: `the request ran (${JSON.stringify(known)}) but its result does not fit in ${formatSize(max)} (mcp.max_result) even without its body; a human may raise [mcp] max_result in the config (at most 8MiB)`,
+      ...known,
+    },
+    max,
+  );
 }
 
 export function toolResult(reply: Record<string, unknown>, shape: Shape, max: number): CallToolResult {
@@ -38,7 +46,10 @@ export function toolResult(reply: Record<string, unknown>, shape: Shape, max: nu
   const fitted = fitWithin(reply, fields, max, (v, cuts): CallToolResult => {
     if (cuts.length === 0) return { content: [{ type: 'text', text: shape.summary(v) }], structuredContent: v };
     const note = cutNote(cuts, max, shape.advice);
-    return { content: [{ type: 'text', text: `${shape.summary(v)}; ${note}` }], structuredContent: { ...v, truncated: true, note } };
+    return {
+      content: [{ type: 'text', text: `${shape.summary(v)}; ${note}` }],
+      structuredContent: { ...v, truncated: true, note },
+    };
   });
   return fitted ?? tooLarge(reply, max);
 }
@@ -46,10 +57,20 @@ export function toolResult(reply: Record<string, unknown>, shape: Shape, max: nu
 // The daemon's refusal (or the bridge's own: daemon_unreachable,
 // result_too_large): `code: message` as text, the error as structured
 // content.
-export function toolError(error: Record<string, unknown> & { code: string; message: string }, max: number): CallToolResult {
+export function toolError(
+  error: Record<string, unknown> & { code: string; message: string },
+  max: number,
+): CallToolResult {
   const message = inReaderWords(error.message, 'mcp');
-  const render = (e: Record<string, unknown>): CallToolResult => ({ isError: true, content: [{ type: 'text', text: `${error.code}: ${String(e['message'])}` }], structuredContent: { error: e } });
+  const render = (e: Record<string, unknown>): CallToolResult => ({
+    isError: true,
+    content: [{ type: 'text', text: `${error.code}: ${String(e['message'])}` }],
+    structuredContent: { error: e },
+  });
   // A refusal quotes at most what the agent sent; cut it like a body if it
   // still would not fit.
-  return fitWithin({ ...error, message }, [{ name: 'message', base64: false }], max, render) ?? render({ code: error.code, message: 'the refusal does not fit in mcp.max_result' });
+  return (
+    fitWithin({ ...error, message }, [{ name: 'message', base64: false }], max, render) ??
+    render({ code: error.code, message: 'the refusal does not fit in mcp.max_result' })
+  );
 }

@@ -23,7 +23,16 @@ import {
 import { ed25519Sign, ed25519Verify, randomBytes, sealTo, sodiumReady, wipe } from '../../shared/crypto';
 import { Refusal } from '../../shared/errors';
 import * as refuse from './refusals';
-import { SYNC_WRITE_MAX, fsyncDirectory, openSegment, readFirstLine, readLastLine, walkLines, writeAllAt, writeAllAtSync } from './segment-io';
+import {
+  SYNC_WRITE_MAX,
+  fsyncDirectory,
+  openSegment,
+  readFirstLine,
+  readLastLine,
+  walkLines,
+  writeAllAt,
+  writeAllAtSync,
+} from './segment-io';
 import { ChainPoint, VaultState, scanSegment } from './segment-scan';
 
 export type { VaultState } from './segment-scan';
@@ -55,10 +64,12 @@ const CHECKPOINT_LINE_MAX = 512;
 // The public half of an Ed25519 secret key (libsodium keeps it in the last
 // 32 bytes), after checking that the two halves belong together.
 function signingPublic(secret: unknown, who: string): string {
-  if (!(secret instanceof Uint8Array) || secret.length !== SIGN_SECRET_BYTES) throw new TypeError(`${who}: expected a 64-byte Ed25519 secret key`);
+  if (!(secret instanceof Uint8Array) || secret.length !== SIGN_SECRET_BYTES)
+    throw new TypeError(`${who}: expected a 64-byte Ed25519 secret key`);
   const pub = secret.subarray(32);
   const probe = Buffer.from('postern-audit-key-probe');
-  if (!ed25519Verify(ed25519Sign(probe, secret), probe, pub)) throw new TypeError(`${who}: the two halves of the Ed25519 secret key do not belong together`);
+  if (!ed25519Verify(ed25519Sign(probe, secret), probe, pub))
+    throw new TypeError(`${who}: the two halves of the Ed25519 secret key do not belong together`);
   return Buffer.from(pub).toString('base64');
 }
 // After this many other entries a checkpoint follows, so one in every CHECKPOINT_EVERY.
@@ -82,7 +93,12 @@ interface Cursor {
   headerEnd: number; // a segment may rotate only once it holds more than its opening entries
 }
 
-type Job = { type: 'event'; payload: EventPayload } | { type: 'vault'; generation: number; vaultHash: string } | { type: 'checkpoint' } | { type: 'sync' } | { type: 'signer'; secret: Buffer; pub: string };
+type Job =
+  | { type: 'event'; payload: EventPayload }
+  | { type: 'vault'; generation: number; vaultHash: string }
+  | { type: 'checkpoint' }
+  | { type: 'sync' }
+  | { type: 'signer'; secret: Buffer; pub: string };
 
 interface Pending {
   job: Job;
@@ -113,7 +129,11 @@ class Draft {
 type Encoded = { line: Buffer; seq: number; body: EntryBody };
 
 function isPublicKey(b64: unknown): b64 is string {
-  return typeof b64 === 'string' && Buffer.from(b64, 'base64').length === PUBLIC_KEY_BYTES && Buffer.from(b64, 'base64').toString('base64') === b64;
+  return (
+    typeof b64 === 'string' &&
+    Buffer.from(b64, 'base64').length === PUBLIC_KEY_BYTES &&
+    Buffer.from(b64, 'base64').toString('base64') === b64
+  );
 }
 
 function errno(e: unknown): string | undefined {
@@ -121,11 +141,21 @@ function errno(e: unknown): string | undefined {
 }
 
 // `postern init`: segment 0 with its genesis entry, durably, never over an existing journal.
-export async function createJournal(file: string, keys: { signPublic: string; boxPublic: string }): Promise<{ journalId: string; head: Head }> {
-  if (!isPublicKey(keys.signPublic) || !isPublicKey(keys.boxPublic)) throw new TypeError('createJournal: keys must be 32-byte public keys in base64');
+export async function createJournal(
+  file: string,
+  keys: { signPublic: string; boxPublic: string },
+): Promise<{ journalId: string; head: Head }> {
+  if (!isPublicKey(keys.signPublic) || !isPublicKey(keys.boxPublic))
+    throw new TypeError('createJournal: keys must be 32-byte public keys in base64');
   await sodiumReady();
   const next = segmentPath(file, 1);
-  if (await fs.promises.lstat(next).then(() => true, () => false)) throw refuse.alreadyExists(next);
+  if (
+    await fs.promises.lstat(next).then(
+      () => true,
+      () => false,
+    )
+  )
+    throw refuse.alreadyExists(next);
   let fh: FileHandle;
   try {
     fh = await openSegment(file, 'create');
@@ -206,7 +236,11 @@ async function scanEarlier(file: string, n: number): ReturnType<typeof scanSegme
   return withSegment(file, async (fh) => {
     const scan = await scanSegment(fh, n, null);
     if (scan.damage || scan.torn || !scan.last) {
-      throw refuse.damaged(file, scan.damage?.offset ?? scan.goodEnd, scan.damage?.why ?? 'an earlier segment does not end with a complete entry');
+      throw refuse.damaged(
+        file,
+        scan.damage?.offset ?? scan.goodEnd,
+        scan.damage?.why ?? 'an earlier segment does not end with a complete entry',
+      );
     }
     return scan;
   });
@@ -239,7 +273,13 @@ export class Journal {
   private closing: Promise<void> | null = null;
   private readonly counters: JournalStats = { entries: 0, batches: 0, syncs: 0 };
 
-  private constructor(opts: JournalOptions, genesis: { journalId: string; signPublic: string; boxPublic: string }, fh: FileHandle, cur: Cursor, signer: string | null) {
+  private constructor(
+    opts: JournalOptions,
+    genesis: { journalId: string; signPublic: string; boxPublic: string },
+    fh: FileHandle,
+    cur: Cursor,
+    signer: string | null,
+  ) {
     this.file = opts.path;
     this.segmentSize = opts.segmentSize;
     this.now = opts.now ?? ((): Date => new Date());
@@ -254,7 +294,8 @@ export class Journal {
   // Opens the last segment, repairs a torn last write (recorded as a
   // `repair` entry), and starts a fresh event key.
   static async open(opts: JournalOptions): Promise<Journal> {
-    if (!Number.isSafeInteger(opts.segmentSize) || opts.segmentSize <= 0) throw new TypeError('Journal.open: segmentSize must be a positive number of bytes');
+    if (!Number.isSafeInteger(opts.segmentSize) || opts.segmentSize <= 0)
+      throw new TypeError('Journal.open: segmentSize must be a positive number of bytes');
     await sodiumReady();
     const last = await lastSegment(opts.path);
     const genesis = await readGenesis(opts.path);
@@ -311,11 +352,23 @@ export class Journal {
 
   // The opening entries, written before anything else: the segment entry of
   // an unstarted segment, the repair, a new event key, the restated vault.
-  private async start(unstarted: boolean, repair: { cut_bytes: number; at_offset: number } | null, restate: boolean): Promise<void> {
+  private async start(
+    unstarted: boolean,
+    repair: { cut_bytes: number; at_offset: number } | null,
+    restate: boolean,
+  ): Promise<void> {
     const d = new Draft(this.cur);
     try {
-      if (unstarted) this.accept(d, this.encode(d.work, () => ({ type: 'segment', segment: d.work.segment })));
-      if (repair) this.accept(d, this.encode(d.work, () => ({ type: 'repair', ...repair })));
+      if (unstarted)
+        this.accept(
+          d,
+          this.encode(d.work, () => ({ type: 'segment', segment: d.work.segment })),
+        );
+      if (repair)
+        this.accept(
+          d,
+          this.encode(d.work, () => ({ type: 'repair', ...repair })),
+        );
       this.acceptKey(d);
       if (restate) this.acceptVault(d);
       if (unstarted) d.work.headerEnd = d.work.offset;
@@ -340,7 +393,8 @@ export class Journal {
 
   // Resolves with the event's own seq and hash once it is durable.
   async append(payload: EventPayload): Promise<Head> {
-    if (typeof payload !== 'object' || payload === null || typeof payload.kind !== 'string') throw new TypeError('Journal.append: payload must be an object with a string `kind`');
+    if (typeof payload !== 'object' || payload === null || typeof payload.kind !== 'string')
+      throw new TypeError('Journal.append: payload must be an object with a string `kind`');
     return (await this.enqueue({ type: 'event', payload })) as Head;
   }
 
@@ -350,7 +404,8 @@ export class Journal {
   // that syncs, or within LAZY_SYNC_MS; `durable` resolves then. If writing
   // or syncing fails, both reject (the journal then refuses further appends).
   appendSoon(payload: EventPayload): { assigned: Promise<Head>; durable: Promise<Head> } {
-    if (typeof payload !== 'object' || payload === null || typeof payload.kind !== 'string') throw new TypeError('Journal.appendSoon: payload must be an object with a string `kind`');
+    if (typeof payload !== 'object' || payload === null || typeof payload.kind !== 'string')
+      throw new TypeError('Journal.appendSoon: payload must be an object with a string `kind`');
     let told: (h: Head) => void = () => undefined;
     let failed: (e: unknown) => void = () => undefined;
     const assigned = new Promise<Head>((resolve, reject) => {
@@ -371,7 +426,8 @@ export class Journal {
   }
 
   async appendVault(generation: number, vaultHash: string): Promise<Head> {
-    if (!Number.isSafeInteger(generation) || generation < 0 || !HEX64.test(vaultHash)) throw new TypeError('Journal.appendVault: generation must be a count and vaultHash 64 hex digits');
+    if (!Number.isSafeInteger(generation) || generation < 0 || !HEX64.test(vaultHash))
+      throw new TypeError('Journal.appendVault: generation must be a count and vaultHash 64 hex digits');
     return (await this.enqueue({ type: 'vault', generation, vaultHash })) as Head;
   }
 
@@ -433,16 +489,21 @@ export class Journal {
     try {
       named = fs.lstatSync(file);
     } catch (e) {
-      throw refuse.notSameFile(file, errno(e) === 'ENOENT' ? 'was removed or renamed' : `cannot be checked (${String(errno(e))})`);
+      throw refuse.notSameFile(
+        file,
+        errno(e) === 'ENOENT' ? 'was removed or renamed' : `cannot be checked (${String(errno(e))})`,
+      );
     }
     if (named.isSymbolicLink()) throw refuse.notSameFile(file, 'was replaced by a symbolic link');
     if (!named.isFile()) throw refuse.notSameFile(file, 'was replaced by something that is not a regular file');
-    if (named.dev !== open.dev || named.ino !== open.ino) throw refuse.notSameFile(file, 'was replaced by another file');
+    if (named.dev !== open.dev || named.ino !== open.ino)
+      throw refuse.notSameFile(file, 'was replaced by another file');
   }
 
   // Is entry `seq` in this journal with this hash? Reads the durable entries.
   async contains(seq: number, hash: string): Promise<boolean> {
-    if (!Number.isSafeInteger(seq) || seq < 1 || seq > this.cur.seq || typeof hash !== 'string' || !HEX64.test(hash)) return false;
+    if (!Number.isSafeInteger(seq) || seq < 1 || seq > this.cur.seq || typeof hash !== 'string' || !HEX64.test(hash))
+      return false;
     const segment = this.cur.segment;
     const limit = this.cur.offset;
     for (let n = segment; n >= 0; n--) {
@@ -586,8 +647,13 @@ export class Journal {
   }
 
   private encodeJob(w: Cursor, job: Extract<Job, { type: 'event' } | { type: 'vault' }>): Encoded {
-    if (job.type === 'vault') return this.encode(w, () => ({ type: 'vault', generation: job.generation, vault_hash: job.vaultHash }));
-    return this.encode(w, (seq, prev) => ({ type: 'event', key_id: w.keyId, ...encryptEvent(w.key, seq, prev, job.payload) }), job.payload.kind);
+    if (job.type === 'vault')
+      return this.encode(w, () => ({ type: 'vault', generation: job.generation, vault_hash: job.vaultHash }));
+    return this.encode(
+      w,
+      (seq, prev) => ({ type: 'event', key_id: w.keyId, ...encryptEvent(w.key, seq, prev, job.payload) }),
+      job.payload.kind,
+    );
   }
 
   private encode(w: Cursor, build: (seq: number, prev: string) => EntryBody, kind?: string): Encoded {
@@ -595,7 +661,8 @@ export class Journal {
     const body = build(seq, w.hash);
     const line = encodeEntry(seq, w.hash, this.now().toISOString(), body);
     // Readers stop at MAX_LINE_BYTES; the "\n" counts.
-    if (line.length + 1 > MAX_LINE_BYTES) throw itemError(refuse.tooLong(kind ?? body.type, line.length + 1, MAX_LINE_BYTES));
+    if (line.length + 1 > MAX_LINE_BYTES)
+      throw itemError(refuse.tooLong(kind ?? body.type, line.length + 1, MAX_LINE_BYTES));
     return { line, seq, body };
   }
 
@@ -608,7 +675,8 @@ export class Journal {
     w.hash = hash;
     w.offset += enc.line.length + 1;
     w.sinceCheckpoint = enc.body.type === 'checkpoint' ? 0 : w.sinceCheckpoint + 1;
-    if (enc.body.type === 'vault') w.vault = { generation: enc.body.generation, vault_hash: enc.body.vault_hash, seq: enc.seq };
+    if (enc.body.type === 'vault')
+      w.vault = { generation: enc.body.generation, vault_hash: enc.body.vault_hash, seq: enc.seq };
     return { seq: enc.seq, hash };
   }
 
@@ -646,7 +714,10 @@ export class Journal {
   // A fresh event key, sealed to the audit box key; events after it use it.
   private acceptKey(d: Draft): void {
     const key = randomBytes(EVENT_KEY_BYTES);
-    const head = this.accept(d, this.encode(d.work, (seq) => ({ type: 'key', key_id: seq, sealed: sealTo(key, this.boxKey).toString('base64') })));
+    const head = this.accept(
+      d,
+      this.encode(d.work, (seq) => ({ type: 'key', key_id: seq, sealed: sealTo(key, this.boxKey).toString('base64') })),
+    );
     if (d.work.key !== this.cur.key) wipe(d.work.key); // an earlier uncommitted key of this draft
     d.work.key = key;
     d.work.keyId = head.seq;
@@ -654,7 +725,10 @@ export class Journal {
 
   private acceptVault(d: Draft): void {
     const v = d.work.vault as VaultState;
-    this.accept(d, this.encode(d.work, () => ({ type: 'vault', generation: v.generation, vault_hash: v.vault_hash })));
+    this.accept(
+      d,
+      this.encode(d.work, () => ({ type: 'vault', generation: v.generation, vault_hash: v.vault_hash })),
+    );
   }
 
   private mustRotate(w: Cursor, bytes: number): boolean {
@@ -676,7 +750,10 @@ export class Journal {
     }
     d.work.segment = n;
     d.work.offset = 0;
-    this.accept(d, this.encode(d.work, () => ({ type: 'segment', segment: n })));
+    this.accept(
+      d,
+      this.encode(d.work, () => ({ type: 'segment', segment: n })),
+    );
     this.acceptKey(d);
     if (d.work.vault) this.acceptVault(d);
     d.work.headerEnd = d.work.offset;

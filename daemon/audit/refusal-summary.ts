@@ -35,7 +35,8 @@ interface Window {
   who: Refuser;
 }
 
-export type Admission = { full: true; done(seq: number | null): void } | { full: false; auditSeq: Promise<number | null> };
+export type Admission =
+  { full: true; done(seq: number | null): void } | { full: false; auditSeq: Promise<number | null> };
 
 export class RefusalSummaries {
   private windows = new Map<string, Window>();
@@ -69,7 +70,9 @@ export class RefusalSummaries {
       let done: (seq: number | null) => void = () => undefined;
       const previous = w.lastFull;
       // A full entry the journal refused leaves the previous one as the last.
-      w.lastFull = new Promise<number | null>((resolve) => (done = resolve)).then((seq) => (seq === null ? previous : seq));
+      w.lastFull = new Promise<number | null>((resolve) => (done = resolve)).then((seq) =>
+        seq === null ? previous : seq,
+      );
       return { full: true, done };
     }
     if (!w.summary) w.summary = { first: t, last: t, total: 0, counts: new Map() };
@@ -82,11 +85,14 @@ export class RefusalSummaries {
     else s.counts.set(k, { kind, code, credential, count: 1 });
     if (!w.timer) {
       const win = w;
-      w.timer = setTimeout(() => {
-        win.timer = null;
-        this.flush(win);
-        if (!win.summary) this.windows.delete(win.who.key);
-      }, (second + 1) * 1000 - t + 5);
+      w.timer = setTimeout(
+        () => {
+          win.timer = null;
+          this.flush(win);
+          if (!win.summary) this.windows.delete(win.who.key);
+        },
+        (second + 1) * 1000 - t + 5,
+      );
     }
     return { full: false, auditSeq: w.lastFull };
   }
@@ -144,7 +150,10 @@ const byController = new WeakMap<Controller, RefusalSummaries>();
 export function refusalSummaries(c: Controller): RefusalSummaries {
   let s = byController.get(c);
   if (!s) {
-    const made = new RefusalSummaries((p) => c.record(p), () => c.config.config.audit.refusal_burst);
+    const made = new RefusalSummaries(
+      (p) => c.record(p),
+      () => c.config.config.audit.refusal_burst,
+    );
     c.onLock(() => void made.flushAll());
     byController.set(c, made);
     s = made;
@@ -155,7 +164,14 @@ export function refusalSummaries(c: Controller): RefusalSummaries {
 // Journals a refusal in full, or counts it; returns the detail its reply
 // carries (audit_seq, and summarised: true when counted), or null when the
 // journal did not take it.
-export async function journalRefusal(c: Controller, who: Refuser, kind: string, code: string, credential: string | null, payload: { kind: string } & Record<string, unknown>): Promise<Record<string, unknown> | null> {
+export async function journalRefusal(
+  c: Controller,
+  who: Refuser,
+  kind: string,
+  code: string,
+  credential: string | null,
+  payload: { kind: string } & Record<string, unknown>,
+): Promise<Record<string, unknown> | null> {
   const a = refusalSummaries(c).admit(who, kind, code, credential);
   if (!a.full) {
     const seq = await a.auditSeq;

@@ -73,7 +73,10 @@ export function notSameFile(file: string, why: string): Refusal {
 }
 
 export function closed(file: string): Refusal {
-  return new Refusal('audit_unavailable', `the audit journal ${file} is closed (the daemon is stopping); the action was not performed; retry once the daemon is running again`);
+  return new Refusal(
+    'audit_unavailable',
+    `the audit journal ${file} is closed (the daemon is stopping); the action was not performed; retry once the daemon is running again`,
+  );
 }
 
 export function tooLong(kind: string, bytes: number, max: number): Refusal {
@@ -84,7 +87,10 @@ export function tooLong(kind: string, bytes: number, max: number): Refusal {
 }
 
 export function alreadyExists(file: string): Refusal {
-  return new Refusal('conflict', `the audit journal ${file} already exists and init never overwrites a journal; move it aside first if you mean to start a new one`);
+  return new Refusal(
+    'conflict',
+    `the audit journal ${file} already exists and init never overwrites a journal; move it aside first if you mean to start a new one`,
+  );
 }
 
 export function wrongSigningKey(file: string, inForce: string): Refusal {
@@ -95,9 +101,16 @@ export function wrongSigningKey(file: string, inForce: string): Refusal {
 }
 
 export function noSigningKey(file: string): Refusal {
-  return new Refusal('vault_locked', `the audit signing key of ${file} is not loaded yet: unlock the daemon once, then change the key`);
+  return new Refusal(
+    'vault_locked',
+    `the audit signing key of ${file} is not loaded yet: unlock the daemon once, then change the key`,
+  );
 }
 
 export function cannotCreate(file: string, e: unknown): Refusal {
-  return new Refusal('audit_unavailable', `the audit journal ${file} could not be created (${describe(e)}); ${remedy(e)} and run init again`, { errno: errnoCode(e) });
+  return new Refusal(
+    'audit_unavailable',
+    `the audit journal ${file} could not be created (${describe(e)}); ${remedy(e)} and run init again`,
+    { errno: errnoCode(e) },
+  );
 }

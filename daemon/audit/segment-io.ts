@@ -100,7 +100,8 @@ export async function walkLines(
     let i = 0;
     for (let j = data.indexOf(NL, i); j !== -1; j = data.indexOf(NL, i)) {
       if (j - i > LONGEST_LINE) return { end: carryAt + i, stopped: false, overlong: true };
-      if (onLine(data.subarray(i, j), carryAt + i) === false) return { end: carryAt + i, stopped: true, overlong: false };
+      if (onLine(data.subarray(i, j), carryAt + i) === false)
+        return { end: carryAt + i, stopped: true, overlong: false };
       i = j + 1;
     }
     carry = Buffer.from(data.subarray(i)); // a copy: `buf` is refilled next round

@@ -58,9 +58,13 @@ export async function scanSegment(fh: FileHandle, n: number, from: ChainPoint | 
   let beforeSigner: SignerStart | null = null;
 
   const firstProblem = (type: string, seq: number, prev: string, segment: unknown): string | null => {
-    if (n === 0) return type === 'genesis' && seq === 1 && prev === GENESIS_PREV ? null : 'segment 0 does not start with the genesis entry';
+    if (n === 0)
+      return type === 'genesis' && seq === 1 && prev === GENESIS_PREV
+        ? null
+        : 'segment 0 does not start with the genesis entry';
     if (type !== 'segment' || segment !== n) return `segment ${n} does not start with its segment entry`;
-    if (from && (seq !== from.seq + 1 || prev !== from.hash)) return `segment ${n} does not continue the chain of segment ${n - 1}`;
+    if (from && (seq !== from.seq + 1 || prev !== from.hash))
+      return `segment ${n} does not continue the chain of segment ${n - 1}`;
     return null;
   };
 
@@ -89,7 +93,16 @@ export async function scanSegment(fh: FileHandle, n: number, from: ChainPoint | 
     return true;
   });
 
-  const result: SegmentScan = { last, goodEnd: walk.end, size, vault, signer, sinceCheckpoint, torn: null, damage: null };
+  const result: SegmentScan = {
+    last,
+    goodEnd: walk.end,
+    size,
+    vault,
+    signer,
+    sinceCheckpoint,
+    torn: null,
+    damage: null,
+  };
   const failed = bad as { why: string; bytes: number; decoded: boolean } | null; // assigned in the callback
   if (walk.overlong) {
     result.damage = { offset: walk.end, why: 'a line longer than any entry' };
@@ -107,7 +120,13 @@ export async function scanSegment(fh: FileHandle, n: number, from: ChainPoint | 
   // happened: the signer line goes with the torn tail.
   const cutSigner = beforeSigner as SignerStart | null; // assigned in the callback
   if (cutSigner && !result.damage) {
-    Object.assign(result, { last: cutSigner.last, vault: cutSigner.vault, signer: cutSigner.signer, sinceCheckpoint: cutSigner.sinceCheckpoint, goodEnd: cutSigner.offset });
+    Object.assign(result, {
+      last: cutSigner.last,
+      vault: cutSigner.vault,
+      signer: cutSigner.signer,
+      sinceCheckpoint: cutSigner.sinceCheckpoint,
+      goodEnd: cutSigner.offset,
+    });
     result.torn = { cut: size - cutSigner.offset };
   }
   return result;

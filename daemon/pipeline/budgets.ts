@@ -16,7 +16,10 @@ export class InFlight {
   // A slot, or 429 busy. The caller releases it when the reply is sent.
   enter(): Slot {
     if (this.count >= this.limit()) {
-      throw new Refusal('busy', `postern already has ${this.count} requests in flight (http.max_concurrent); wait for some to finish and retry`);
+      throw new Refusal(
+        'busy',
+        `postern already has ${this.count} requests in flight (http.max_concurrent); wait for some to finish and retry`,
+      );
     }
     this.count += 1;
     let held = true;
@@ -95,7 +98,11 @@ export class RateBudgets {
 
   private refusal(credential: string, rate: string, tokens: number, count: number, perMs: number): Refusal {
     const waitMs = Math.ceil(((1 - tokens) * perMs) / count);
-    return new Refusal('rate_limited', `credential "${credential}" allows ${rate}; its budget is spent — retry in ${Math.max(1, Math.ceil(waitMs / 1000))} s`, { retry_after_ms: waitMs });
+    return new Refusal(
+      'rate_limited',
+      `credential "${credential}" allows ${rate}; its budget is spent — retry in ${Math.max(1, Math.ceil(waitMs / 1000))} s`,
+      { retry_after_ms: waitMs },
+    );
   }
 
   // Before asking a human: refuse early if the budget is already spent.

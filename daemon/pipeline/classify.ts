@@ -42,8 +42,18 @@ export interface AddressRow {
   note: string; // where the range comes from, shown in the refusal message
 }
 
-const row = (cidr: string, reason: BlockReason, note: string): AddressRow => ({ cidr, reason, overridable: true, note });
-const always = (cidr: string, reason: BlockReason, note: string): AddressRow => ({ cidr, reason, overridable: false, note });
+const row = (cidr: string, reason: BlockReason, note: string): AddressRow => ({
+  cidr,
+  reason,
+  overridable: true,
+  note,
+});
+const always = (cidr: string, reason: BlockReason, note: string): AddressRow => ({
+  cidr,
+  reason,
+  overridable: false,
+  note,
+});
 const metadata = (cidr: string, note: string): AddressRow => always(cidr, 'metadata', note);
 
 // The most specific row containing an address decides (longest prefix), so
@@ -108,10 +118,23 @@ export const ADDRESS_TABLE: readonly AddressRow[] = [
   // (IANA IPv6 address space); no public host lives there, so these rows
   // block it whole. Together with the rows above they cover every address
   // outside 2000::/3.
-  ...['::/8', '100::/8', '200::/7', '400::/6', '800::/5', '1000::/4', '4000::/3', '6000::/3', '8000::/3', 'a000::/3',
-    'c000::/3', 'e000::/4', 'f000::/5', 'f800::/6', 'fe00::/9'].map((cidr) =>
-    row(cidr, 'not_global_unicast', 'IANA allocates only 2000::/3 for global unicast'),
-  ),
+  ...[
+    '::/8',
+    '100::/8',
+    '200::/7',
+    '400::/6',
+    '800::/5',
+    '1000::/4',
+    '4000::/3',
+    '6000::/3',
+    '8000::/3',
+    'a000::/3',
+    'c000::/3',
+    'e000::/4',
+    'f000::/5',
+    'f800::/6',
+    'fe00::/9',
+  ].map((cidr) => row(cidr, 'not_global_unicast', 'IANA allocates only 2000::/3 for global unicast')),
 ];
 
 // How each reason reads in a message: "address X is <label> (...)".
@@ -199,7 +222,8 @@ function parseAddress(address: string): Parsed {
   // Node's isIP is inet_pton-strict (no "127.1", "0x7f.0.0.1" or leading
   // zeros, which ipaddr.js would accept); zone ids are not addresses.
   const family = isIP(address);
-  if (family === 0 || address.includes('%')) throw new TypeError(`classify: not an IP address: ${JSON.stringify(address)}`);
+  if (family === 0 || address.includes('%'))
+    throw new TypeError(`classify: not an IP address: ${JSON.stringify(address)}`);
   // ipaddr.js reads "::a.b.c.d" as IPv4-mapped; RFC 4291 says compatible.
   const compat = /^::(\d+\.\d+\.\d+\.\d+)$/.exec(address);
   return ipaddr.parse(compat ? `::0:${compat[1]}` : address);
@@ -210,7 +234,10 @@ function show(a: Parsed): string {
 }
 
 const TABLE = ADDRESS_TABLE.map((r) => ({ row: r, range: ipaddr.parseCIDR(r.cidr) as Range }));
-const EMBEDDINGS = IPV4_EMBEDDINGS.map((e) => ({ e, range: e.cidr === null ? null : (ipaddr.parseCIDR(e.cidr) as Range) }));
+const EMBEDDINGS = IPV4_EMBEDDINGS.map((e) => ({
+  e,
+  range: e.cidr === null ? null : (ipaddr.parseCIDR(e.cidr) as Range),
+}));
 
 function inRange(a: Parsed, range: Range): boolean {
   return a.kind() === range[0].kind() && a.match(range);
@@ -319,7 +346,11 @@ const SHOWN_ADDRESSES = 8;
 // The request step: refuses with denied_address when any address is
 // blocked, naming the first blocked address and its range. An empty list
 // is a bug in the caller (resolution never yields one): fail closed.
-export function assertAllAllowed(host: string, addresses: readonly string[], allowAddresses: readonly string[]): AllowedVerdict[] {
+export function assertAllAllowed(
+  host: string,
+  addresses: readonly string[],
+  allowAddresses: readonly string[],
+): AllowedVerdict[] {
   if (addresses.length === 0) throw new Error(`classify: no addresses to check for ${host}`);
   const result = classifyAll(addresses, allowAddresses);
   if (result.allowed) return result.verdicts;

@@ -13,5 +13,7 @@ export const UNREACHABLE: Readonly<Record<string, string>> = {
 // "<host> is unreachable (CODE: why)", or null when `code` is not one of them.
 export function unreachable(host: string, code: string | undefined, what: 'request' | 'command'): string | null {
   const why = code === undefined ? undefined : UNREACHABLE[code];
-  return why === undefined ? null : `${host} is unreachable (${code}: ${why}); the ${what} was not sent — check the network, then retry`;
+  return why === undefined
+    ? null
+    : `${host} is unreachable (${code}: ${why}); the ${what} was not sent — check the network, then retry`;
 }

@@ -33,7 +33,11 @@ export function parseContentEncoding(value: string | string[] | undefined, host:
     if (name === '') continue;
     if (!(name in CODINGS)) {
       // The name is not quoted: the upstream chose it, and it could be the secret.
-      throw new Refusal('upstream_error', `${host} answered with a content-encoding postern cannot decode (it decodes gzip, deflate and br), so the body cannot be checked for the secret; the request was executed — do not repeat it blindly`, { maybe_executed: true });
+      throw new Refusal(
+        'upstream_error',
+        `${host} answered with a content-encoding postern cannot decode (it decodes gzip, deflate and br), so the body cannot be checked for the secret; the request was executed — do not repeat it blindly`,
+        { maybe_executed: true },
+      );
     }
     const c = CODINGS[name];
     if (c) out.push(c);
@@ -47,13 +51,20 @@ export function parseContentEncoding(value: string | string[] | undefined, host:
 // the message is not chunked at all, and its framing cannot be trusted).
 export function parseTransferEncoding(value: string | string[] | undefined, host: string): Coding[] {
   if (value === undefined) return [];
-  const names = (Array.isArray(value) ? value.join(',') : value).split(',').map((p) => p.trim().toLowerCase()).filter((p) => p !== '');
+  const names = (Array.isArray(value) ? value.join(',') : value)
+    .split(',')
+    .map((p) => p.trim().toLowerCase())
+    .filter((p) => p !== '');
   const out: Coding[] = [];
   names.forEach((name, i) => {
     if (name === 'chunked' && i === names.length - 1) return;
     const c = CODINGS[name];
     if (name === 'chunked' || c === undefined) {
-      throw new Refusal('upstream_error', `${host} answered with a transfer-encoding postern cannot undo (it undoes gzip, deflate and br, then chunked last), so the body cannot be checked for the secret; the request was executed — do not repeat it blindly`, { maybe_executed: true });
+      throw new Refusal(
+        'upstream_error',
+        `${host} answered with a transfer-encoding postern cannot undo (it undoes gzip, deflate and br, then chunked last), so the body cannot be checked for the secret; the request was executed — do not repeat it blindly`,
+        { maybe_executed: true },
+      );
     }
     if (c) out.push(c);
   });
@@ -66,7 +77,11 @@ function isZlibWrapped(b: Buffer): boolean {
   return b.length >= 2 && ((b[0] as number) & 0x0f) === 8 && (((b[0] as number) << 8) | (b[1] as number)) % 31 === 0;
 }
 
-function decompressor(coding: Coding, input: Buffer, inputComplete: boolean): zlib.Gunzip | zlib.Inflate | zlib.InflateRaw | zlib.BrotliDecompress {
+function decompressor(
+  coding: Coding,
+  input: Buffer,
+  inputComplete: boolean,
+): zlib.Gunzip | zlib.Inflate | zlib.InflateRaw | zlib.BrotliDecompress {
   // Input cut by the read limit ends mid-stream: flush what it holds rather
   // than failing.
   const flush = inputComplete ? undefined : zlib.constants.Z_SYNC_FLUSH;
@@ -74,13 +89,21 @@ function decompressor(coding: Coding, input: Buffer, inputComplete: boolean): zl
     case 'gzip':
       return zlib.createGunzip(flush === undefined ? {} : { finishFlush: flush });
     case 'deflate':
-      return isZlibWrapped(input) ? zlib.createInflate(flush === undefined ? {} : { finishFlush: flush }) : zlib.createInflateRaw(flush === undefined ? {} : { finishFlush: flush });
+      return isZlibWrapped(input)
+        ? zlib.createInflate(flush === undefined ? {} : { finishFlush: flush })
+        : zlib.createInflateRaw(flush === undefined ? {} : { finishFlush: flush });
     case 'br':
       return zlib.createBrotliDecompress(inputComplete ? {} : { finishFlush: zlib.constants.BROTLI_OPERATION_FLUSH });
   }
 }
 
-function decodeOne(coding: Coding, input: Buffer, inputComplete: boolean, limit: number, host: string): Promise<{ data: Buffer; complete: boolean }> {
+function decodeOne(
+  coding: Coding,
+  input: Buffer,
+  inputComplete: boolean,
+  limit: number,
+  host: string,
+): Promise<{ data: Buffer; complete: boolean }> {
   return new Promise((resolve, reject) => {
     const z = decompressor(coding, input, inputComplete);
     const chunks: Buffer[] = [];
@@ -107,13 +130,25 @@ function decodeOne(coding: Coding, input: Buffer, inputComplete: boolean, limit:
     z.on('error', () => {
       if (done) return;
       done = true;
-      reject(new Refusal('upstream_error', `${host} sent a ${coding} body that does not decode; the request was executed — do not repeat it blindly`, { maybe_executed: true }));
+      reject(
+        new Refusal(
+          'upstream_error',
+          `${host} sent a ${coding} body that does not decode; the request was executed — do not repeat it blindly`,
+          { maybe_executed: true },
+        ),
+      );
     });
     z.end(input);
   });
 }
 
-export async function decodeBody(codings: Coding[], body: Buffer, complete: boolean, limit: number, host: string): Promise<Decoded> {
+export async function decodeBody(
+  codings: Coding[],
+  body: Buffer,
+  complete: boolean,
+  limit: number,
+  host: string,
+): Promise<Decoded> {
   let data = body;
   let whole = complete;
   for (const c of codings) {

@@ -35,7 +35,11 @@ const CLOSE_AFTER_MS = 1_000;
 // Listeners go on in the exec callback itself: ssh2 may emit 'exit' while
 // parsing the very packet that carried the exec reply, before an awaiting
 // caller would run.
-function openChannel(client: Client, command: string, attach: (channel: ClientChannel) => void): Promise<ClientChannel> {
+function openChannel(
+  client: Client,
+  command: string,
+  attach: (channel: ClientChannel) => void,
+): Promise<ClientChannel> {
   return new Promise((resolve, reject) => {
     try {
       client.exec(command, { pty: false }, (err, stream) => {
@@ -54,12 +58,24 @@ export class ChannelOpenFailed extends Error {}
 // The server had not confirmed the exec request in time. The request may
 // have reached it, so the command may run; the connection must go (closing
 // it is what stops a late channel), which the caller does by discarding it.
-function openWithin(client: Client, command: string, attach: (channel: ClientChannel) => void, ms: number, host: string): Promise<ClientChannel> {
+function openWithin(
+  client: Client,
+  command: string,
+  attach: (channel: ClientChannel) => void,
+  ms: number,
+  host: string,
+): Promise<ClientChannel> {
   return new Promise((resolve, reject) => {
     let late = false;
     const timer = setTimeout(() => {
       late = true;
-      reject(new Refusal('upstream_timeout', `${host} did not start the command in time (its exec channel was not confirmed); it may yet run — check before retrying`, { maybe_executed: true }));
+      reject(
+        new Refusal(
+          'upstream_timeout',
+          `${host} did not start the command in time (its exec channel was not confirmed); it may yet run — check before retrying`,
+          { maybe_executed: true },
+        ),
+      );
     }, ms);
     openChannel(client, command, (channel) => {
       if (late) {
@@ -68,13 +84,16 @@ function openWithin(client: Client, command: string, attach: (channel: ClientCha
         return;
       }
       attach(channel);
-    }).then((channel) => {
-      clearTimeout(timer);
-      if (!late) resolve(channel);
-    }, () => {
-      clearTimeout(timer);
-      if (!late) reject(new ChannelOpenFailed(`could not open an exec channel on ${host}`));
-    });
+    }).then(
+      (channel) => {
+        clearTimeout(timer);
+        if (!late) resolve(channel);
+      },
+      () => {
+        clearTimeout(timer);
+        if (!late) reject(new ChannelOpenFailed(`could not open an exec channel on ${host}`));
+      },
+    );
   });
 }
 
@@ -160,29 +179,57 @@ export async function execOn(client: Client, host: string, o: ExecOptions): Prom
       settled = true;
       for (const t of timers) clearTimeout(t);
       if ((failed && !closed) || (!timedOut && exitCode === null && signal === null)) {
-        reject(new Refusal('upstream_error', `the SSH channel to ${host} failed while the command ran; it may have had effects — check before retrying`, { maybe_executed: true }));
+        reject(
+          new Refusal(
+            'upstream_error',
+            `the SSH channel to ${host} failed while the command ran; it may have had effects — check before retrying`,
+            { maybe_executed: true },
+          ),
+        );
         return;
       }
       if (timedOut) {
-        reject(new Refusal('upstream_timeout', `the command on ${host} did not finish in time; it was signalled (TERM, then KILL) and its channel closed — it may have had effects, check before retrying`, { maybe_executed: true }));
+        reject(
+          new Refusal(
+            'upstream_timeout',
+            `the command on ${host} did not finish in time; it was signalled (TERM, then KILL) and its channel closed — it may have had effects, check before retrying`,
+            { maybe_executed: true },
+          ),
+        );
         return;
       }
-      resolve({ exitCode, signal, stdout: Buffer.concat(out), stderr: Buffer.concat(err), stdoutKeep, stderrKeep, complete, bytes: total });
+      resolve({
+        exitCode,
+        signal,
+        stdout: Buffer.concat(out),
+        stderr: Buffer.concat(err),
+        stdoutKeep,
+        stderrKeep,
+        complete,
+        bytes: total,
+      });
     };
     wake = finish;
     if (closed || failed) {
       finish();
       return;
     }
-    timers.push(setTimeout(() => {
-      timedOut = true;
-      signalChannel(channel, 'TERM');
-      timers.push(setTimeout(() => {
-        signalChannel(channel, 'KILL');
-        channel.close();
-        timers.push(setTimeout(finish, CLOSE_AFTER_MS));
-      }, KILL_AFTER_MS));
-    }, Math.max(0, o.timeoutMs - (Date.now() - started))));
+    timers.push(
+      setTimeout(
+        () => {
+          timedOut = true;
+          signalChannel(channel, 'TERM');
+          timers.push(
+            setTimeout(() => {
+              signalChannel(channel, 'KILL');
+              channel.close();
+              timers.push(setTimeout(finish, CLOSE_AFTER_MS));
+            }, KILL_AFTER_MS),
+          );
+        },
+        Math.max(0, o.timeoutMs - (Date.now() - started)),
+      ),
+    );
     if (o.stdin) channel.end(o.stdin);
     else channel.end();
   });

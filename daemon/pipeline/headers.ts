@@ -14,7 +14,14 @@
 import type { HttpCredentialDef } from '../../shared/credential';
 import { Refusal } from '../../shared/errors';
 import { quote } from '../../shared/credential/text';
-import { FORBIDDEN_HEADERS, HEADER_TOKEN, HEADER_VALUE, credentialHeaderRows, forbiddenHeader, headerKey } from '../../shared/http-headers';
+import {
+  FORBIDDEN_HEADERS,
+  HEADER_TOKEN,
+  HEADER_VALUE,
+  credentialHeaderRows,
+  forbiddenHeader,
+  headerKey,
+} from '../../shared/http-headers';
 
 export { FORBIDDEN_HEADERS, credentialHeaderRows, forbiddenHeader };
 export type { ForbiddenHeader } from '../../shared/http-headers';
@@ -32,19 +39,24 @@ function checkName(name: string): string {
     refuse(`header name ${quote(name)} is longer than ${HEADER_LIMITS.nameBytes} bytes; shorten or remove it`);
   }
   if (!HEADER_TOKEN.test(name)) {
-    refuse(`header name ${quote(name)} is not a valid HTTP header name (letters, digits and !#$%&'*+.^_\`|~-); fix or remove it`);
+    refuse(
+      `header name ${quote(name)} is not a valid HTTP header name (letters, digits and !#$%&'*+.^_\`|~-); fix or remove it`,
+    );
   }
   return name.toLowerCase();
 }
 
 function checkValue(lower: string, value: unknown): string {
-  if (typeof value !== 'string') refuse(`header "${lower}" must have a string value; send headers as {"name": "value"}`);
+  if (typeof value !== 'string')
+    refuse(`header "${lower}" must have a string value; send headers as {"name": "value"}`);
   if (/[\r\n\0]/.test(value)) refuse(`header "${lower}" has a value containing CR, LF or NUL; remove them`);
   if (Buffer.byteLength(value, 'utf8') > HEADER_LIMITS.valueBytes) {
     refuse(`header "${lower}" has a value longer than ${HEADER_LIMITS.valueBytes} bytes; shorten it`);
   }
   if (!HEADER_VALUE.test(value)) {
-    refuse(`header "${lower}" has a value with a control or non-ASCII character; send printable ASCII only (encode other text as the API documents)`);
+    refuse(
+      `header "${lower}" has a value with a control or non-ASCII character; send printable ASCII only (encode other text as the API documents)`,
+    );
   }
   return value;
 }
@@ -64,7 +76,10 @@ export function checkAgentHeaders(headers: Record<string, string>, def?: HttpCre
     const row = forbiddenHeader(lower, rows);
     if (row) refuse(`header "${lower}" may not be sent: ${row.reason}; remove it`);
     checkValue(lower, value);
-    if (seen.has(headerKey(lower))) refuse(`header "${lower}" is given twice (names are case-insensitive, and servers read "_" as "-"); send it once`);
+    if (seen.has(headerKey(lower)))
+      refuse(
+        `header "${lower}" is given twice (names are case-insensitive, and servers read "_" as "-"); send it once`,
+      );
     seen.add(headerKey(lower));
     out.push([lower, value]);
   }

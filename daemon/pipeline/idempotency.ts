@@ -11,7 +11,9 @@ export const IDEMPOTENCY_MAX_RECORDS = 10_000;
 
 // What a finished request left: a reply, or a refusal given after the
 // request may have reached the target.
-export type Outcome = { kind: 'reply'; reply: Record<string, unknown>; auditSeq: number } | { kind: 'refusal'; refusal: Refusal; auditSeq: number };
+export type Outcome =
+  | { kind: 'reply'; reply: Record<string, unknown>; auditSeq: number }
+  | { kind: 'refusal'; refusal: Refusal; auditSeq: number };
 
 interface Entry {
   scope: string;
@@ -35,7 +37,11 @@ export class IdempotencyStore {
   // Insertion order is age order: the first entry is the oldest.
   private entries = new Map<string, Entry>();
 
-  constructor(private readonly now: () => number = Date.now, private readonly max = IDEMPOTENCY_MAX_RECORDS, private readonly ttl = IDEMPOTENCY_TTL_MS) {}
+  constructor(
+    private readonly now: () => number = Date.now,
+    private readonly max = IDEMPOTENCY_MAX_RECORDS,
+    private readonly ttl = IDEMPOTENCY_TTL_MS,
+  ) {}
 
   lookup(scope: string, credential: string, key: string, requestHash: string): Lookup {
     this.expire();
@@ -43,10 +49,16 @@ export class IdempotencyStore {
     const e = this.entries.get(id);
     if (e) {
       if (e.requestHash !== requestHash) {
-        throw new Refusal('idempotency_conflict', `idempotency_key ${JSON.stringify(key)} was used for a different request; use a new key for a new request`);
+        throw new Refusal(
+          'idempotency_conflict',
+          `idempotency_key ${JSON.stringify(key)} was used for a different request; use a new key for a new request`,
+        );
       }
       if (e.outcome === null) {
-        throw new Refusal('in_progress', `the request with idempotency_key ${JSON.stringify(key)} is still in flight; wait for it and retry to get its outcome`);
+        throw new Refusal(
+          'in_progress',
+          `the request with idempotency_key ${JSON.stringify(key)} is still in flight; wait for it and retry to get its outcome`,
+        );
       }
       return { kind: 'replay', outcome: e.outcome };
     }

@@ -54,8 +54,6 @@ export interface ProcessInfo {
   exePathMismatch: boolean;
 }
 
-
-
 export interface Identity {
   process: ProcessInfo;
   // Ancestors from the parent upwards, stopping below the session leader (or
@@ -82,7 +80,14 @@ export function parseStat(text: string): Stat | null {
   const sid = Number(rest[3]);
   const startTime = rest[19];
   const argStart = rest[45] ?? '0';
-  if (!Number.isInteger(ppid) || !Number.isInteger(sid) || !startTime || !/^\d+$/.test(startTime) || !/^\d+$/.test(argStart)) return null;
+  if (
+    !Number.isInteger(ppid) ||
+    !Number.isInteger(sid) ||
+    !startTime ||
+    !/^\d+$/.test(startTime) ||
+    !/^\d+$/.test(argStart)
+  )
+    return null;
   return { ppid, sid, startTime, argStart };
 }
 
@@ -108,7 +113,9 @@ function exeIdentity(pid: number): { dev: number; ino: number } | 'denied' | nul
 // The size of the code segment, readable by anyone: "VmExe: 772 kB".
 function vmExe(pid: number): string | null {
   try {
-    const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('VmExe:'));
+    const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('VmExe:'));
     const m = line?.match(/^VmExe:\s+(\d+)/);
     return m ? m[1]! : '0';
   } catch {
@@ -215,7 +222,9 @@ function sameInstance(pid: number, uid: number, key: string): boolean {
 // The exe as shown: the kernel's path, with the daemon's notes appended
 // when the path may not be the program that runs.
 function shownExe(now: Changing): string {
-  return [now.exe, now.otherMountNs ? OTHER_MOUNT_NS_NOTE : '', now.exePathMismatch ? EXE_MISMATCH_NOTE : ''].filter(Boolean).join('  ');
+  return [now.exe, now.otherMountNs ? OTHER_MOUNT_NS_NOTE : '', now.exePathMismatch ? EXE_MISMATCH_NOTE : '']
+    .filter(Boolean)
+    .join('  ');
 }
 
 // Read one process; null when it is gone or unreadable.
@@ -228,7 +237,18 @@ export function readProcess(pid: number, uid: number): ProcessInfo | null {
   const cmdline = raw.length === 0 ? [] : raw.toString('utf8').replace(/\0$/, '').split('\0');
   const base = { pid, ppid: stat.ppid, sid: stat.sid, uid, startTime: stat.startTime, cmdline, key };
   if (!exeId || !now) {
-    return { ...base, exeDev: -1, exeIno: -1, exe: NOT_READABLE, exeDeleted: false, exeMemfd: false, cwd: NOT_READABLE, readable: false, otherMountNs: false, exePathMismatch: false };
+    return {
+      ...base,
+      exeDev: -1,
+      exeIno: -1,
+      exe: NOT_READABLE,
+      exeDeleted: false,
+      exeMemfd: false,
+      cwd: NOT_READABLE,
+      readable: false,
+      otherMountNs: false,
+      exePathMismatch: false,
+    };
   }
   return {
     ...base,
@@ -251,7 +271,9 @@ export function stillRunning(p: ProcessInfo): boolean {
 
 function uidOf(pid: number): number | null {
   try {
-    const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('Uid:'));
+    const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('Uid:'));
     const real = line ? Number(line.split(/\s+/)[1]) : NaN;
     return Number.isInteger(real) ? real : null;
   } catch {
@@ -265,7 +287,11 @@ const MAX_CHAIN = 64;
 // cache would have to re-read every fact that makes up an instance anyway.
 export function identify(pid: number, uid: number): Identity {
   const self = readProcess(pid, uid);
-  if (!self) throw new Refusal('unidentified_peer', `the connecting process (pid ${pid}) could not be identified from /proc; it may have exited — retry from a running process`);
+  if (!self)
+    throw new Refusal(
+      'unidentified_peer',
+      `the connecting process (pid ${pid}) could not be identified from /proc; it may have exited — retry from a running process`,
+    );
   const ancestors: ProcessInfo[] = [];
   let cur = self;
   while (ancestors.length < MAX_CHAIN && cur.ppid > 1 && cur.ppid !== cur.sid && cur.pid !== cur.sid) {

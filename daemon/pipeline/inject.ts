@@ -19,7 +19,10 @@ export interface Injected {
 // RFC 3986 unreserved characters stay; every other byte is %XX.
 function percentEncode(b: Buffer): string {
   let out = '';
-  for (const c of b) out += /[A-Za-z0-9\-._~]/.test(String.fromCharCode(c)) ? String.fromCharCode(c) : `%${c.toString(16).toUpperCase().padStart(2, '0')}`;
+  for (const c of b)
+    out += /[A-Za-z0-9\-._~]/.test(String.fromCharCode(c))
+      ? String.fromCharCode(c)
+      : `%${c.toString(16).toUpperCase().padStart(2, '0')}`;
   return out;
 }
 
@@ -43,7 +46,12 @@ export function requestHeaders(def: HttpCredentialDef, agentHeaders: [string, st
   return headers;
 }
 
-export function inject(def: HttpCredentialDef, secret: Buffer, agentHeaders: [string, string][], target: Target): Injected {
+export function inject(
+  def: HttpCredentialDef,
+  secret: Buffer,
+  agentHeaders: [string, string][],
+  target: Target,
+): Injected {
   const headers = requestHeaders(def, agentHeaders);
   // postern reads responses itself; compression is asked for never.
   headers['accept-encoding'] = 'identity';

@@ -56,11 +56,17 @@ export class PinnedPools {
   private context: { caFile: Buffer | null; ctx: SecureContext } | null = null;
 
   // `caFile` is asked for each new pool, so a CA file approved later applies.
-  constructor(private readonly caFile: () => Buffer | null, private readonly maxConnectionsPerPool = 64) {}
+  constructor(
+    private readonly caFile: () => Buffer | null,
+    private readonly maxConnectionsPerPool = 64,
+  ) {}
 
   private secureContext(): SecureContext {
     const file = this.caFile();
-    const same = this.context && (this.context.caFile === file || (this.context.caFile !== null && file !== null && this.context.caFile.equals(file)));
+    const same =
+      this.context &&
+      (this.context.caFile === file ||
+        (this.context.caFile !== null && file !== null && this.context.caFile.equals(file)));
     if (!same || !this.context) this.context = { caFile: file, ctx: createSecureContext({ ca: caList(file) }) };
     return this.context.ctx;
   }
@@ -115,7 +121,10 @@ export class PinnedPools {
     for (const e of all) {
       const force = setTimeout(() => void e.pool.destroy().catch(() => undefined), RETIRE_GRACE_MS);
       force.unref();
-      e.pool.close().then(() => clearTimeout(force), () => undefined);
+      e.pool.close().then(
+        () => clearTimeout(force),
+        () => undefined,
+      );
     }
   }
 

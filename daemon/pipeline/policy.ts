@@ -58,10 +58,30 @@ interface Part {
 
 // The order in which a refusal looks for the part that did not match.
 const PARTS: readonly Part[] = [
-  { what: 'host', requested: (r) => r.target.host, matches: (rule, r) => hostPatternMatches(rule.host, r.target.host), allowed: (rule) => [rule.host] },
-  { what: 'scheme', requested: (r) => r.target.scheme, matches: (rule, r) => rule.schemes.includes(r.target.scheme), allowed: (rule) => rule.schemes },
-  { what: 'port', requested: (r) => String(r.target.port), matches: (rule, r) => rule.ports.includes(r.target.port), allowed: (rule) => rule.ports },
-  { what: 'method', requested: (r) => r.method, matches: (rule, r) => rule.methods.includes(r.method), allowed: (rule) => rule.methods },
+  {
+    what: 'host',
+    requested: (r) => r.target.host,
+    matches: (rule, r) => hostPatternMatches(rule.host, r.target.host),
+    allowed: (rule) => [rule.host],
+  },
+  {
+    what: 'scheme',
+    requested: (r) => r.target.scheme,
+    matches: (rule, r) => rule.schemes.includes(r.target.scheme),
+    allowed: (rule) => rule.schemes,
+  },
+  {
+    what: 'port',
+    requested: (r) => String(r.target.port),
+    matches: (rule, r) => rule.ports.includes(r.target.port),
+    allowed: (rule) => rule.ports,
+  },
+  {
+    what: 'method',
+    requested: (r) => r.method,
+    matches: (rule, r) => rule.methods.includes(r.method),
+    allowed: (rule) => rule.methods,
+  },
   {
     what: 'path',
     requested: (r) => quote(r.target.path, 200),

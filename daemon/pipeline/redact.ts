@@ -118,7 +118,7 @@ function utf8At(b: Uint8Array, i: number): number {
 function utf16Forms(n: Uint8Array): Form[] {
   const units = new Uint16Array(n.length); // never more units than bytes
   let count = 0;
-  for (let i = 0; i < n.length; ) {
+  for (let i = 0; i < n.length;) {
     const ch = utf8At(n, i);
     const cp = ch < 0 ? 0xfffd : Math.floor(ch / 8);
     i += ch < 0 ? 1 : ch % 8;
@@ -222,7 +222,15 @@ function radixForms(rx: Radix, n: Uint8Array): Form[] {
     if (required - litStart >= MIN_FORM) {
       // The variants share their arrays: wiping one wipes them all.
       for (const s of new Set([0, litStart, stable ? coreStart : litStart])) {
-        out.push({ bytes: bytes.subarray(s), known: known.subarray(s), radix: rx, required: required - s, anyCase: rx.anyCase, wrap: rx.wrap, text: false });
+        out.push({
+          bytes: bytes.subarray(s),
+          known: known.subarray(s),
+          radix: rx,
+          required: required - s,
+          anyCase: rx.anyCase,
+          wrap: rx.wrap,
+          text: false,
+        });
       }
     } else {
       bytes.fill(0);
@@ -420,11 +428,21 @@ interface Compiled extends Form {
 
 function compile(f: Form): Compiled {
   const { bytes } = f;
-  const compiled: Compiled = { bytes, known: f.known, radix: f.radix, required: f.required, anyCase: f.anyCase, wrap: f.wrap, text: f.text, codePoints: null, charLengths: null };
+  const compiled: Compiled = {
+    bytes,
+    known: f.known,
+    radix: f.radix,
+    required: f.required,
+    anyCase: f.anyCase,
+    wrap: f.wrap,
+    text: f.text,
+    codePoints: null,
+    charLengths: null,
+  };
   if (!f.text || !bytes.some((b) => b >= 0x80)) return compiled;
   const codePoints = new Uint32Array(bytes.length);
   const charLengths = new Uint8Array(bytes.length);
-  for (let i = 0; i < bytes.length; ) {
+  for (let i = 0; i < bytes.length;) {
     const ch = utf8At(bytes, i);
     if (ch < 0) {
       i += 1;
@@ -633,7 +651,8 @@ function merged(a: Compiled[], b: Compiled[]): Compiled[] {
 function candidates(r: Redactor, data: Uint8Array, i: number): Compiled[] {
   const c = data[i] as number;
   const raw = r.byFirst[c] as Compiled[];
-  if (((r.pairs[(c << 8) | (data[i + 1] as number)] as number) & ESCAPE_START) === 0) return mayFollow(r, data, c, i + 1) ? raw : NONE;
+  if (((r.pairs[(c << 8) | (data[i + 1] as number)] as number) & ESCAPE_START) === 0)
+    return mayFollow(r, data, c, i + 1) ? raw : NONE;
   if (c === PLUS) return merged(raw, r.byFirst[SPACE] as Compiled[]);
   const v = readEscape(data, i);
   const escaped = v >= 0 && mayFollow(r, data, v, escapeEnd) ? (r.byFirst[v] as Compiled[]) : NONE;
@@ -665,11 +684,12 @@ function findAll(r: Redactor, data: Buffer): [number, number][] {
   // Every element takes at least a byte: no occurrence starts later (and
   // the next two bytes are always there).
   const n = data.length - MIN_FORM + 1;
-  for (let i = 0; i < n; ) {
+  for (let i = 0; i < n;) {
     for (; i < n; i++) {
       const b = data[i + 1] as number;
       const here = pairs[((data[i] as number) << 8) | b] as number;
-      if (here & ESCAPE_START || (here & RAW_START && (pairs[(b << 8) | (data[i + 2] as number)] as number) & NEXT)) break;
+      if (here & ESCAPE_START || (here & RAW_START && (pairs[(b << 8) | (data[i + 2] as number)] as number) & NEXT))
+        break;
     }
     if (i >= n) break;
     let end = -1;

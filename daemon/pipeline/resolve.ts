@@ -67,7 +67,7 @@ const URL_HOST = 'the host name in the URL';
 const EXPLAIN: Record<string, string> = {
   ENOTFOUND: 'the name does not exist (NXDOMAIN); check {name}',
   ENODATA: 'the name has no A or AAAA records; check {name}',
-  ESERVFAIL: 'the DNS server reported a failure (SERVFAIL); the name\'s DNS may be broken, retry later',
+  ESERVFAIL: "the DNS server reported a failure (SERVFAIL); the name's DNS may be broken, retry later",
   EREFUSED: 'the DNS server refused the query; check http.dns_servers in the config',
   ECONNREFUSED: 'the DNS server could not be reached (connection refused); check http.dns_servers in the config',
   EBADNAME: 'the name is not a valid DNS name; check {name}',
@@ -80,7 +80,10 @@ function explain(code: string, timeoutMs: number, servers: string, nameSource: s
   if (code === 'ETIMEOUT') {
     return `no answer within ${timeoutMs} ms from ${servers}; check the network and http.dns_servers in the config, then retry`;
   }
-  return EXPLAIN[code]?.replace('{name}', () => nameSource) ?? `the resolver failed (${code}); check the network and http.dns_servers in the config, then retry`;
+  return (
+    EXPLAIN[code]?.replace('{name}', () => nameSource) ??
+    `the resolver failed (${code}); check the network and http.dns_servers in the config, then retry`
+  );
 }
 
 function literal(host: string, hostKind: 'ipv4' | 'ipv6'): Resolution {
@@ -127,13 +130,15 @@ function resolverFor(opts: ResolveOptions): dns.Resolver {
 
 export async function resolveTarget(host: string, hostKind: HostKind, opts: ResolveOptions): Promise<Resolution> {
   if (hostKind !== 'name') return literal(host, hostKind);
-  if (isIP(host.replace(/^\[(.*)\]$/, '$1')) !== 0) throw new TypeError(`resolve: ${JSON.stringify(host)} is an IP literal, not a name`);
+  if (isIP(host.replace(/^\[(.*)\]$/, '$1')) !== 0)
+    throw new TypeError(`resolve: ${JSON.stringify(host)} is an IP literal, not a name`);
   if (isLocalhost(host)) return { addresses: LOCALHOST.map((a) => ({ ...a })), source: 'localhost' };
 
   const resolver = resolverFor(opts);
-  const servers = opts.dnsServers.length > 0
-    ? `DNS server ${opts.dnsServers.map(formatDnsServer).join(', ')}`
-    : "the system's DNS servers (/etc/resolv.conf)";
+  const servers =
+    opts.dnsServers.length > 0
+      ? `DNS server ${opts.dnsServers.map(formatDnsServer).join(', ')}`
+      : "the system's DNS servers (/etc/resolv.conf)";
 
   // c-ares gives each listed server the full timeout in turn and rounds
   // short timeouts up (to ~250 ms here); this bounds the whole resolution
@@ -158,14 +163,18 @@ export async function resolveTarget(host: string, hostKind: HostKind, opts: Reso
   // does not exist, it is refused even when the other has records (a
   // contradiction only a broken or hostile server produces).
   for (const o of [v4, v6]) {
-    if (!o.ok && o.code === NXDOMAIN) throw dnsError(host, NXDOMAIN, opts.timeoutMs, servers, opts.nameSource ?? URL_HOST);
+    if (!o.ok && o.code === NXDOMAIN)
+      throw dnsError(host, NXDOMAIN, opts.timeoutMs, servers, opts.nameSource ?? URL_HOST);
   }
 
   const seen = new Set<string>();
   const addresses: ResolvedAddress[] = [];
   let ttl: number | undefined;
   const unanswered: { family: 4 | 6; code: string }[] = [];
-  for (const [family, o] of [[4, v4], [6, v6]] as const) {
+  for (const [family, o] of [
+    [4, v4],
+    [6, v6],
+  ] as const) {
     if (!o.ok) {
       if (!EMPTY.has(o.code)) unanswered.push({ family, code: o.code });
       continue;
@@ -193,5 +202,8 @@ export async function resolveTarget(host: string, hostKind: HostKind, opts: Reso
 }
 
 function dnsError(host: string, code: string, timeoutMs: number, servers: string, nameSource: string): Refusal {
-  return new Refusal('dns_error', `could not resolve ${host}: ${explain(code, timeoutMs, servers, nameSource)}`, { host, dns_code: code });
+  return new Refusal('dns_error', `could not resolve ${host}: ${explain(code, timeoutMs, servers, nameSource)}`, {
+    host,
+    dns_code: code,
+  });
 }

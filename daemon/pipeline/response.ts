@@ -37,11 +37,21 @@ export function isText(contentType: string | undefined, body: Buffer): boolean {
 const WIRE_HEADERS_WHEN_CONTENT_DECODED = ['content-encoding', 'content-length'];
 const WIRE_HEADERS_WHEN_TRANSFER_DECODED = ['transfer-encoding', 'content-length'];
 
-export async function shapeResponse(raw: RawResponse, def: HttpCredentialDef, redactor: Redactor | null, cap: number, readLimit: number, host: string): Promise<AgentResponse> {
+export async function shapeResponse(
+  raw: RawResponse,
+  def: HttpCredentialDef,
+  redactor: Redactor | null,
+  cap: number,
+  readLimit: number,
+  host: string,
+): Promise<AgentResponse> {
   const transfer = parseTransferEncoding(raw.headers['transfer-encoding'], host);
   const content = parseContentEncoding(raw.headers['content-encoding'], host);
   const decoded = await decodeBody([...transfer, ...content], raw.body, raw.complete, readLimit, host);
-  const wire = new Set([...(transfer.length > 0 ? WIRE_HEADERS_WHEN_TRANSFER_DECODED : []), ...(content.length > 0 ? WIRE_HEADERS_WHEN_CONTENT_DECODED : [])]);
+  const wire = new Set([
+    ...(transfer.length > 0 ? WIRE_HEADERS_WHEN_TRANSFER_DECODED : []),
+    ...(content.length > 0 ? WIRE_HEADERS_WHEN_CONTENT_DECODED : []),
+  ]);
   let redactions = 0;
   const scrub = (v: string): string => {
     const r = redactText(redactor, v);

@@ -55,8 +55,20 @@ function requestFacts(req: HttpRequest, bodyHash: string | null): Record<string,
 // not part of the request.
 function requestHash(req: HttpRequest, bodyHash: string | null): string {
   const t = req.target;
-  const headers = [...req.headers].map(([k, v]) => [k.toLowerCase(), v]).sort((a, b) => (a[0]! < b[0]! ? -1 : a[0]! > b[0]! ? 1 : a[1]! < b[1]! ? -1 : 1));
-  return sha256(Buffer.from(canonicalJson({ credential: req.credential, method: req.method, url: `${formatOrigin(t)}${t.path}${t.query}`, headers, body: bodyHash })));
+  const headers = [...req.headers]
+    .map(([k, v]) => [k.toLowerCase(), v])
+    .sort((a, b) => (a[0]! < b[0]! ? -1 : a[0]! > b[0]! ? 1 : a[1]! < b[1]! ? -1 : 1));
+  return sha256(
+    Buffer.from(
+      canonicalJson({
+        credential: req.credential,
+        method: req.method,
+        url: `${formatOrigin(t)}${t.path}${t.query}`,
+        headers,
+        body: bodyHash,
+      }),
+    ),
+  );
 }
 
 // `body` is the raw request body: a body that is not JSON is refused inside
@@ -69,15 +81,27 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
   let ticket: Ticket | null = null;
   try {
     // 1. validate
-    const req = validateHttpRequest(parseJsonBody(body), { maxRequestBody: cfg.http.max_request_body, maxTimeout: cfg.http.max_timeout });
+    const req = validateHttpRequest(parseJsonBody(body), {
+      maxRequestBody: cfg.http.max_request_body,
+      maxTimeout: cfg.http.max_timeout,
+    });
     const bodyHash = req.body ? sha256(req.body) : null;
     facts = { ...facts, ...requestFacts(req, bodyHash) };
     // 2. the credential exists
     const stored = vault.credential(req.credential);
-    if (!stored) throw new Refusal('unknown_credential', `${vault.noSuchCredential(req.credential)}; see GET /v1/credentials`);
-    if (stored.entry.kind !== 'http') throw new Refusal('bad_request', `credential "${req.credential}" is an ${stored.entry.kind} credential; use POST /v1/ssh`);
+    if (!stored)
+      throw new Refusal('unknown_credential', `${vault.noSuchCredential(req.credential)}; see GET /v1/credentials`);
+    if (stored.entry.kind !== 'http')
+      throw new Refusal(
+        'bad_request',
+        `credential "${req.credential}" is an ${stored.entry.kind} credential; use POST /v1/ssh`,
+      );
     const def = usableDefinition(stored);
-    if (def.kind !== 'http') throw new Refusal('internal_error', `the stored definition of credential "${req.credential}" is not of its kind; a human must fix it with \`postern cred update ${req.credential}\``);
+    if (def.kind !== 'http')
+      throw new Refusal(
+        'internal_error',
+        `the stored definition of credential "${req.credential}" is not of its kind; a human must fix it with \`postern cred update ${req.credential}\``,
+      );
     // 3. policy, and the credential's budget (checked now so no human is
     // asked about a request that would be refused anyway; spent at step 7)
     const match = checkPolicy(def, req);
@@ -85,15 +109,30 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
     checkQueryForCredential(req, def);
     ctx.budgets.check(def.name, def.rate);
     // 4. one resolution; every address classified
-    const resolution = await resolveTarget(req.target.host.replace(/^\[|\]$/g, ''), req.target.hostKind, { dnsServers: dnsServers(cfg.http.dns_servers), timeoutMs: Math.min(cfg.http.timeout, 10_000) });
-    assertAllAllowed(req.target.host, resolution.addresses.map((a) => a.address), def.allow_addresses);
+    const resolution = await resolveTarget(req.target.host.replace(/^\[|\]$/g, ''), req.target.hostKind, {
+      dnsServers: dnsServers(cfg.http.dns_servers),
+      timeoutMs: Math.min(cfg.http.timeout, 10_000),
+    });
+    assertAllAllowed(
+      req.target.host,
+      resolution.addresses.map((a) => a.address),
+      def.allow_addresses,
+    );
     const pinned = resolution.addresses[0]!;
     facts = { ...facts, address: pinned.address, addresses: resolution.addresses.map((a) => a.address) };
     // 5. approval: a covering session, else a human's decision
     const t = req.target;
     const approval = await approve(ctx, def.name, match.approve, {
-      kind: 'http', method: req.method, scheme: t.scheme, host: t.host, address: pinned.address, port: t.port, path: t.path, query: t.query,
-      body_bytes: req.body?.length ?? 0, body_sha256: bodyHash,
+      kind: 'http',
+      method: req.method,
+      scheme: t.scheme,
+      host: t.host,
+      address: pinned.address,
+      port: t.port,
+      path: t.path,
+      query: t.query,
+      body_bytes: req.body?.length ?? 0,
+      body_sha256: bodyHash,
       ...(req.reason !== null ? { reason: req.reason } : {}),
     });
     facts = { ...facts, approval };
@@ -112,7 +151,12 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
     const started = Date.now();
     const timeoutMs = req.timeoutMs ?? cfg.http.timeout;
     const cap = cfg.http.max_response_body;
-    const pool = ctx.pools.get({ credential: def.name, origin: formatOrigin(req.target), address: pinned.address, family: pinned.family });
+    const pool = ctx.pools.get({
+      credential: def.name,
+      origin: formatOrigin(req.target),
+      address: pinned.address,
+      family: pinned.family,
+    });
     let raw: RawResponse;
     // Built while the secret is open; wiped once the response is shaped.
     const scan: { redactor: Redactor | null; readLimit: number } = { redactor: null, readLimit: cap };
@@ -122,7 +166,14 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
         try {
           scan.redactor = def.redact_response ? buildRedactor(injected.needles, def.name) : null;
           scan.readLimit = cap + (scan.redactor?.maxMatchLength ?? 0);
-          return await sendPinned(pool, req.target.host, { method: req.method, pathAndQuery: injected.pathAndQuery, headers: injected.headers, body: req.body, timeoutMs, readLimit: scan.readLimit });
+          return await sendPinned(pool, req.target.host, {
+            method: req.method,
+            pathAndQuery: injected.pathAndQuery,
+            headers: injected.headers,
+            body: req.body,
+            timeoutMs,
+            readLimit: scan.readLimit,
+          });
         } finally {
           for (const n of injected.needles) n.fill(0);
         }
@@ -130,15 +181,37 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
     } catch (e) {
       scan.redactor?.wipe();
       const r = e instanceof Refusal ? e : new Refusal('upstream_error', 'the request failed; see the daemon log');
-      const out = await c.record({ kind: 'http_outcome', intent_seq: intent.seq, error: r.code, maybe_executed: r.detail?.['maybe_executed'] ?? null, duration_ms: Date.now() - started }).catch(() => null);
+      const out = await c
+        .record({
+          kind: 'http_outcome',
+          intent_seq: intent.seq,
+          error: r.code,
+          maybe_executed: r.detail?.['maybe_executed'] ?? null,
+          duration_ms: Date.now() - started,
+        })
+        .catch(() => null);
       throw settle(ticket, new Refusal(r.code, r.message, { ...(r.detail ?? {}), audit_seq: out?.seq ?? intent.seq }));
     }
     let reply;
     try {
       reply = await shapeResponse(raw, def, scan.redactor, cap, scan.readLimit, req.target.host);
     } catch (e) {
-      const r = e instanceof Refusal ? e : new Refusal('upstream_error', 'the response could not be read; see the daemon log', { maybe_executed: true });
-      const out = await c.record({ kind: 'http_outcome', intent_seq: intent.seq, status: raw.status, error: r.code, maybe_executed: true, duration_ms: Date.now() - started }).catch(() => null);
+      const r =
+        e instanceof Refusal
+          ? e
+          : new Refusal('upstream_error', 'the response could not be read; see the daemon log', {
+              maybe_executed: true,
+            });
+      const out = await c
+        .record({
+          kind: 'http_outcome',
+          intent_seq: intent.seq,
+          status: raw.status,
+          error: r.code,
+          maybe_executed: true,
+          duration_ms: Date.now() - started,
+        })
+        .catch(() => null);
       throw settle(ticket, new Refusal(r.code, r.message, { ...(r.detail ?? {}), audit_seq: out?.seq ?? intent.seq }));
     } finally {
       scan.redactor?.wipe();
@@ -146,11 +219,21 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
     // 10. outcome; the hash is of what the agent gets, so the journal never
     // holds a hash of a secret the upstream echoed.
     const outcome = await c.recordOutcome({
-      kind: 'http_outcome', intent_seq: intent.seq, status: raw.status, bytes: raw.body.length, truncated: reply.truncated,
-      redactions: reply.redactions, body_sha256: sha256(Buffer.from(reply.body, reply.body_encoding)), duration_ms: Date.now() - started,
+      kind: 'http_outcome',
+      intent_seq: intent.seq,
+      status: raw.status,
+      bytes: raw.body.length,
+      truncated: reply.truncated,
+      redactions: reply.redactions,
+      body_sha256: sha256(Buffer.from(reply.body, reply.body_encoding)),
+      duration_ms: Date.now() - started,
     });
     // 11. reply
-    const result = { ...reply, target: { host: req.target.host, address: pinned.address, port: req.target.port }, audit_seq: outcome.seq };
+    const result = {
+      ...reply,
+      target: { host: req.target.host, address: pinned.address, port: req.target.port },
+      audit_seq: outcome.seq,
+    };
     ticket?.finish({ kind: 'reply', reply: result, auditSeq: outcome.seq });
     return result;
   } catch (e) {
@@ -165,15 +248,25 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
 // After the intent: a refusal that says the request may have executed is
 // what a retry with the same key gets; any other frees the key.
 function settle(ticket: Ticket | null, r: Refusal): Refusal {
-  if (ticket && r.detail?.['maybe_executed'] === true) ticket.finish({ kind: 'refusal', refusal: r, auditSeq: Number(r.detail['audit_seq']) });
+  if (ticket && r.detail?.['maybe_executed'] === true)
+    ticket.finish({ kind: 'refusal', refusal: r, auditSeq: Number(r.detail['audit_seq']) });
   return r;
 }
 
 // The recorded outcome, marked as a replay; the replay itself is journaled.
-async function replay(c: Controller, outcome: Outcome, facts: Record<string, unknown>): Promise<Record<string, unknown>> {
+async function replay(
+  c: Controller,
+  outcome: Outcome,
+  facts: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
   const head = await c.record({ kind: 'http_replayed', ...facts, replayed_seq: outcome.auditSeq });
-  if (outcome.kind === 'reply') return { ...outcome.reply, replayed: true, replayed_audit_seq: outcome.auditSeq, audit_seq: head.seq };
+  if (outcome.kind === 'reply')
+    return { ...outcome.reply, replayed: true, replayed_audit_seq: outcome.auditSeq, audit_seq: head.seq };
   const r = outcome.refusal;
-  throw new Refusal(r.code, r.message, { ...(r.detail ?? {}), replayed: true, replayed_audit_seq: outcome.auditSeq, audit_seq: head.seq });
+  throw new Refusal(r.code, r.message, {
+    ...(r.detail ?? {}),
+    replayed: true,
+    replayed_audit_seq: outcome.auditSeq,
+    audit_seq: head.seq,
+  });
 }
-

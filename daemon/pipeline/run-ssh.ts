@@ -34,7 +34,11 @@ export interface SshContext {
   onWaiting?: RequestContext['onWaiting'];
 }
 
-function requestFacts(req: SshRequest, stdinHash: string | null, def: SshCredentialDef | null): Record<string, unknown> {
+function requestFacts(
+  req: SshRequest,
+  stdinHash: string | null,
+  def: SshCredentialDef | null,
+): Record<string, unknown> {
   return {
     credential: req.credential,
     command: req.command,
@@ -48,7 +52,10 @@ function requestFacts(req: SshRequest, stdinHash: string | null, def: SshCredent
 // Step 3: the command and stdin against the credential.
 export function checkSshPolicy(def: SshCredentialDef, req: SshRequest): void {
   if (!commandAllowed(def.commands, req.command)) {
-    throw new Refusal('denied_policy', `credential "${def.name}" does not allow this command; the allowed commands are: ${def.commands.map((c) => JSON.stringify(c)).join(', ')} (a rule ending in * admits further plain words only: no ;, |, $, quotes, redirections or options)`);
+    throw new Refusal(
+      'denied_policy',
+      `credential "${def.name}" does not allow this command; the allowed commands are: ${def.commands.map((c) => JSON.stringify(c)).join(', ')} (a rule ending in * admits further plain words only: no ;, |, $, quotes, redirections or options)`,
+    );
   }
   if (req.stdin && !def.stdin) {
     throw new Refusal('denied_policy', `credential "${def.name}" allows no stdin; send the request without stdin`);
@@ -87,15 +94,29 @@ function allUtf8(...parts: Buffer[]): boolean {
 // Reuses a connection or opens one (the secret open only while connecting),
 // and runs the command. A kept connection that cannot open a channel is
 // dropped and one fresh connection made: the command had not started.
-async function run(ctx: SshContext, t: SshTarget, req: SshRequest, o: { timeoutMs: number; readLimit: number; keepLimit: number }): Promise<ExecResult> {
+async function run(
+  ctx: SshContext,
+  t: SshTarget,
+  req: SshRequest,
+  o: { timeoutMs: number; readLimit: number; keepLimit: number },
+): Promise<ExecResult> {
   const vault = ctx.controller.requireUnlocked();
   // Connecting has its own limit; timeout_ms counts from its end (or from
   // taking a kept connection), for opening the channel and the command.
-  const open = (preferred?: string) => vault.withCredentialSecret(t.def.name, (secret) => connectSsh(t, secret, Math.min(o.timeoutMs, CONNECT_LIMIT_MS), preferred));
+  const open = (preferred?: string) =>
+    vault.withCredentialSecret(t.def.name, (secret) =>
+      connectSsh(t, secret, Math.min(o.timeoutMs, CONNECT_LIMIT_MS), preferred),
+    );
   for (let attempt = 0; ; attempt++) {
     const lease = await ctx.ssh.lease(t, open);
     try {
-      const r = await execOn(lease.client, t.def.host, { command: req.command, stdin: req.stdin, timeoutMs: o.timeoutMs, readLimit: o.readLimit, keepLimit: o.keepLimit });
+      const r = await execOn(lease.client, t.def.host, {
+        command: req.command,
+        stdin: req.stdin,
+        timeoutMs: o.timeoutMs,
+        readLimit: o.readLimit,
+        keepLimit: o.keepLimit,
+      });
       lease.release();
       return r;
     } catch (e) {
@@ -123,30 +144,53 @@ export async function runSsh(ctx: SshContext, body: Buffer): Promise<Record<stri
   let facts: Record<string, unknown> = { ...who(ctx.identity) };
   try {
     // 1. validate
-    const req = validateSshRequest(parseJsonBody(body), { maxRequestBody: cfg.http.max_request_body, maxTimeout: cfg.http.max_timeout });
+    const req = validateSshRequest(parseJsonBody(body), {
+      maxRequestBody: cfg.http.max_request_body,
+      maxTimeout: cfg.http.max_timeout,
+    });
     const stdinHash = req.stdin ? sha256(req.stdin) : null;
     facts = { ...facts, ...requestFacts(req, stdinHash, null) };
     // 2. the credential exists
     const stored = vault.credential(req.credential);
-    if (!stored) throw new Refusal('unknown_credential', `${vault.noSuchCredential(req.credential)}; see GET /v1/credentials`);
-    if (stored.entry.kind !== 'ssh') throw new Refusal('bad_request', `credential "${req.credential}" is an ${stored.entry.kind} credential; use POST /v1/http`);
+    if (!stored)
+      throw new Refusal('unknown_credential', `${vault.noSuchCredential(req.credential)}; see GET /v1/credentials`);
+    if (stored.entry.kind !== 'ssh')
+      throw new Refusal(
+        'bad_request',
+        `credential "${req.credential}" is an ${stored.entry.kind} credential; use POST /v1/http`,
+      );
     const def = usableDefinition(stored);
-    if (def.kind !== 'ssh') throw new Refusal('internal_error', `the stored definition of credential "${req.credential}" is not of its kind; a human must fix it with \`postern cred update ${req.credential}\``);
+    if (def.kind !== 'ssh')
+      throw new Refusal(
+        'internal_error',
+        `the stored definition of credential "${req.credential}" is not of its kind; a human must fix it with \`postern cred update ${req.credential}\``,
+      );
     facts = { ...facts, ...requestFacts(req, stdinHash, def) };
     // 3. policy: the command rules and stdin, before anything is resolved
     checkSshPolicy(def, req);
     // 4. one resolution; every address classified
     const resolution = await resolveTarget(def.host, hostKind(def.host), {
-      dnsServers: dnsServers(cfg.http.dns_servers), timeoutMs: Math.min(cfg.ssh.timeout, 10_000),
+      dnsServers: dnsServers(cfg.http.dns_servers),
+      timeoutMs: Math.min(cfg.ssh.timeout, 10_000),
       nameSource: `the host of credential "${def.name}" (a human can change it with \`postern cred update\`)`,
     });
-    assertAllAllowed(def.host, resolution.addresses.map((a) => a.address), def.allow_addresses);
+    assertAllAllowed(
+      def.host,
+      resolution.addresses.map((a) => a.address),
+      def.allow_addresses,
+    );
     const pinned = resolution.addresses[0]!;
     facts = { ...facts, address: pinned.address, addresses: resolution.addresses.map((a) => a.address) };
     // 5. approval
     const approval = await approve(ctx, def.name, def.approve, {
-      kind: 'ssh', host: def.host, address: pinned.address, port: def.port, user: def.user, command: req.command,
-      stdin_size: req.stdin?.length ?? 0, stdin_sha256: stdinHash,
+      kind: 'ssh',
+      host: def.host,
+      address: pinned.address,
+      port: def.port,
+      user: def.user,
+      command: req.command,
+      stdin_size: req.stdin?.length ?? 0,
+      stdin_sha256: stdinHash,
       ...(req.reason !== null ? { reason: req.reason } : {}),
     });
     facts = { ...facts, approval };
@@ -166,13 +210,27 @@ export async function runSsh(ctx: SshContext, body: Buffer): Promise<Record<stri
     const readLimit = cap + (redactor?.maxMatchLength ?? 0);
     let result: ExecResult;
     try {
-      result = await run(ctx, { def, address: pinned.address }, req, { timeoutMs: req.timeoutMs ?? cfg.ssh.timeout, readLimit, keepLimit: cap });
+      result = await run(ctx, { def, address: pinned.address }, req, {
+        timeoutMs: req.timeoutMs ?? cfg.ssh.timeout,
+        readLimit,
+        keepLimit: cap,
+      });
     } catch (e) {
       redactor?.wipe();
       const r = e instanceof Refusal ? e : new Refusal('upstream_error', 'the SSH command failed; see the daemon log');
       // The host keys shown are public: they tell a human what changed.
-      const offered = r.code === 'host_key_mismatch' ? { offered_host_keys: r.detail?.['offered_host_keys'] ?? [] } : {};
-      const out = await c.record({ kind: 'ssh_outcome', intent_seq: intent.seq, error: r.code, maybe_executed: r.detail?.['maybe_executed'] ?? null, ...offered, duration_ms: Date.now() - started }).catch(() => null);
+      const offered =
+        r.code === 'host_key_mismatch' ? { offered_host_keys: r.detail?.['offered_host_keys'] ?? [] } : {};
+      const out = await c
+        .record({
+          kind: 'ssh_outcome',
+          intent_seq: intent.seq,
+          error: r.code,
+          maybe_executed: r.detail?.['maybe_executed'] ?? null,
+          ...offered,
+          duration_ms: Date.now() - started,
+        })
+        .catch(() => null);
       throw new Refusal(r.code, r.message, { ...(r.detail ?? {}), audit_seq: out?.seq ?? intent.seq });
     }
     // Redact each stream; keep, in arrival order, at most max_output bytes.
@@ -186,8 +244,15 @@ export async function runSsh(ctx: SshContext, body: Buffer): Promise<Record<stri
     const outputHash = sha256(Buffer.concat([stdout.data, stderr.data]));
     // 10. outcome
     const outcome = await c.recordOutcome({
-      kind: 'ssh_outcome', intent_seq: intent.seq, exit_code: result.exitCode, signal: result.signal, bytes: result.bytes,
-      truncated, redactions: stdout.count + stderr.count, output_sha256: outputHash, duration_ms: Date.now() - started,
+      kind: 'ssh_outcome',
+      intent_seq: intent.seq,
+      exit_code: result.exitCode,
+      signal: result.signal,
+      bytes: result.bytes,
+      truncated,
+      redactions: stdout.count + stderr.count,
+      output_sha256: outputHash,
+      duration_ms: Date.now() - started,
     });
     // 11. reply
     return {

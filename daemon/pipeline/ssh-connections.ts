@@ -78,26 +78,45 @@ function describeOffered(offered: readonly OfferedHostKey[]): string {
 }
 
 function mismatch(def: SshCredentialDef, offered: readonly OfferedHostKey[]): Refusal {
-  const seen = offered.length > 0
-    ? `it offered ${describeOffered(offered)} (every host key type postern can use was asked for), and the pin is ${def.host_key}`
-    : `it offered no host key of a type postern can use (${HOST_KEY_TYPES.map((g) => g.type).join(', ')})`;
-  return new Refusal('host_key_mismatch', `the host key of ${def.host} is not the pinned one; nothing was sent: ${seen}. If the server's key really changed, a human must check it (e.g. \`ssh-keyscan -p ${def.port} ${def.host} | ssh-keygen -lf -\` on a trusted network) and update host_key with \`postern cred update\``, { host_key: def.host_key, offered_host_keys: offered.map((k) => ({ ...k })) });
+  const seen =
+    offered.length > 0
+      ? `it offered ${describeOffered(offered)} (every host key type postern can use was asked for), and the pin is ${def.host_key}`
+      : `it offered no host key of a type postern can use (${HOST_KEY_TYPES.map((g) => g.type).join(', ')})`;
+  return new Refusal(
+    'host_key_mismatch',
+    `the host key of ${def.host} is not the pinned one; nothing was sent: ${seen}. If the server's key really changed, a human must check it (e.g. \`ssh-keyscan -p ${def.port} ${def.host} | ssh-keygen -lf -\` on a trusted network) and update host_key with \`postern cred update\``,
+    { host_key: def.host_key, offered_host_keys: offered.map((k) => ({ ...k })) },
+  );
 }
 
 function connectFailure(e: unknown, host: string, timedOut: boolean): Refusal {
   const err = e as { code?: string; level?: string };
   if (timedOut || err?.level === 'client-timeout') return connectTimeout(host);
   if (err?.level === 'client-authentication') {
-    return new Refusal('upstream_error', `${host} refused the credential's login; the command was not sent — a human should check the user and secret of the credential`);
+    return new Refusal(
+      'upstream_error',
+      `${host} refused the credential's login; the command was not sent — a human should check the user and secret of the credential`,
+    );
   }
-  if (err?.code === 'ECONNREFUSED') return new Refusal('upstream_error', `${host} refused the SSH connection; the command was not sent — check the host and port`);
+  if (err?.code === 'ECONNREFUSED')
+    return new Refusal(
+      'upstream_error',
+      `${host} refused the SSH connection; the command was not sent — check the host and port`,
+    );
   const far = unreachable(host, err?.code, 'command');
   if (far !== null) return new Refusal('upstream_error', far);
-  return new Refusal('upstream_error', `the SSH connection to ${host} failed (${err?.code ?? err?.level ?? 'unknown'}); the command was not sent — check the host and port, or retry later`);
+  return new Refusal(
+    'upstream_error',
+    `the SSH connection to ${host} failed (${err?.code ?? err?.level ?? 'unknown'}); the command was not sent — check the host and port, or retry later`,
+  );
 }
 
 function connectTimeout(host: string): Refusal {
-  return new Refusal('upstream_timeout', `connecting to ${host} over SSH timed out; the command was not sent — retry later`, { maybe_executed: false });
+  return new Refusal(
+    'upstream_timeout',
+    `connecting to ${host} over SSH timed out; the command was not sent — retry later`,
+    { maybe_executed: false },
+  );
 }
 
 // One handshake's end: logged in, or the host key shown was not the pinned
@@ -134,7 +153,12 @@ function handshake(t: SshTarget, login: Login, algorithms: string[], timeoutMs: 
       if (!settle()) return;
       client.end();
       if (offered) resolve({ kind: 'other-key', offered });
-      else if (!timedOut && (e as { level?: string })?.level === 'handshake' && /no matching host key format/.test((e as Error).message)) resolve({ kind: 'no-such-type' });
+      else if (
+        !timedOut &&
+        (e as { level?: string })?.level === 'handshake' &&
+        /no matching host key format/.test((e as Error).message)
+      )
+        resolve({ kind: 'no-such-type' });
       else reject(connectFailure(e, def.host, timedOut));
     };
     client.on('ready', () => {
@@ -184,7 +208,12 @@ function handshake(t: SshTarget, login: Login, algorithms: string[], timeoutMs: 
 // checked address, nothing sent) asking only for the types not seen yet,
 // until the pinned key is shown or every type was seen. `preferred`: the
 // type that matched before, asked for first.
-export async function connectSsh(t: SshTarget, secret: Buffer, timeoutMs: number, preferred?: string): Promise<Connected> {
+export async function connectSsh(
+  t: SshTarget,
+  secret: Buffer,
+  timeoutMs: number,
+  preferred?: string,
+): Promise<Connected> {
   const deadline = Date.now() + timeoutMs;
   const order = [...HOST_KEY_TYPES].sort((a, b) => Number(b.type === preferred) - Number(a.type === preferred));
   const offered: OfferedHostKey[] = [];
@@ -194,7 +223,12 @@ export async function connectSsh(t: SshTarget, secret: Buffer, timeoutMs: number
     if (left.length === 0) throw mismatch(t.def, offered);
     const ms = deadline - Date.now();
     if (ms <= 0) throw connectTimeout(t.def.host);
-    const h = await handshake(t, login, left.flatMap((g) => g.algorithms), ms);
+    const h = await handshake(
+      t,
+      login,
+      left.flatMap((g) => g.algorithms),
+      ms,
+    );
     if (h.kind === 'ready') return { client: h.client, hostKeyType: h.hostKeyType };
     if (h.kind === 'no-such-type') throw mismatch(t.def, offered);
     // A key of a type not asked for, or seen already, ends the search.
@@ -227,7 +261,8 @@ export class SshConnections {
     const typeId = `${id}\n${t.def.host_key}`;
     const { client, hostKeyType } = await open(this.hostKeyTypes.get(typeId));
     this.hostKeyTypes.delete(typeId);
-    if (this.hostKeyTypes.size >= MAX_REMEMBERED_TYPES) this.hostKeyTypes.delete(this.hostKeyTypes.keys().next().value!);
+    if (this.hostKeyTypes.size >= MAX_REMEMBERED_TYPES)
+      this.hostKeyTypes.delete(this.hostKeyTypes.keys().next().value!);
     this.hostKeyTypes.set(typeId, hostKeyType);
     const conn: Conn = { client, channels: 0, idle: null, closed: false };
     client.on('close', () => this.drop(id, conn));

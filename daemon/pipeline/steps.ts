@@ -39,15 +39,30 @@ export function sha256(b: Buffer): string {
 // it is counted in a summary instead (SPEC §9) and the reply says
 // summarised, with the seq of the process's last refusal journaled in
 // full. If the journal cannot take it, the refusal stands without one.
-export async function refuse(c: Controller, endpoint: 'http' | 'ssh', e: unknown, facts: Record<string, unknown>): Promise<never> {
+export async function refuse(
+  c: Controller,
+  endpoint: 'http' | 'ssh',
+  e: unknown,
+  facts: Record<string, unknown>,
+): Promise<never> {
   const r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
   const kind = `${endpoint}_refused`;
   const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
   const num = (v: unknown): number | null => (typeof v === 'number' ? v : null);
-  const refuser = { key: str(facts['instance']) ?? `pid:${String(facts['pid'])}`, pid: num(facts['pid']), uid: num(facts['uid']), exe: str(facts['exe']) };
+  const refuser = {
+    key: str(facts['instance']) ?? `pid:${String(facts['pid'])}`,
+    pid: num(facts['pid']),
+    uid: num(facts['uid']),
+    exe: str(facts['exe']),
+  };
   // A request withdrawn while it waited says so (SPEC §6.1).
   const withdrawn = r.detail?.['withdrawn'] !== undefined ? { withdrawn: r.detail['withdrawn'] } : {};
-  const detail = await journalRefusal(c, refuser, kind, r.code, str(facts['credential']), { kind, code: r.code, ...withdrawn, ...facts });
+  const detail = await journalRefusal(c, refuser, kind, r.code, str(facts['credential']), {
+    kind,
+    code: r.code,
+    ...withdrawn,
+    ...facts,
+  });
   if (!detail) throw r;
   throw new Refusal(r.code, r.message, { ...(r.detail ?? {}), ...detail });
 }
@@ -63,7 +78,12 @@ export function dnsServers(list: readonly string[]): DnsServer[] {
 
 // "session:<id>" when a session covers (or was just granted), "once" for an
 // allow-once decision. The card shows `action`.
-export async function approve(ctx: RequestContext, credential: string, mode: Approve, action: CardAction): Promise<string> {
+export async function approve(
+  ctx: RequestContext,
+  credential: string,
+  mode: Approve,
+  action: CardAction,
+): Promise<string> {
   const c = ctx.controller;
   if (mode === 'session') {
     const s = c.sessions.covering(ctx.identity, credential);
@@ -74,13 +94,26 @@ export async function approve(ctx: RequestContext, credential: string, mode: App
   ctx.slot?.suspend();
   let decision: Decision;
   try {
-    decision = await c.approvals.ask(ctx.identity, credential, mode, action, c.config.config.daemon.approval_timeout, ctx.signal, ctx.onWaiting);
+    decision = await c.approvals.ask(
+      ctx.identity,
+      credential,
+      mode,
+      action,
+      c.config.config.daemon.approval_timeout,
+      ctx.signal,
+      ctx.onWaiting,
+    );
   } finally {
     ctx.slot?.resume();
   }
   // The requester must still be the same process instance now.
-  if (!stillRunning(ctx.identity.process)) throw new Refusal('unidentified_peer', 'the requesting process changed while it waited for approval; retry from a running process');
-  if (decision.kind === 'deny') throw new Refusal('denied_by_user', 'a human denied this request; do not retry it unchanged');
+  if (!stillRunning(ctx.identity.process))
+    throw new Refusal(
+      'unidentified_peer',
+      'the requesting process changed while it waited for approval; retry from a running process',
+    );
+  if (decision.kind === 'deny')
+    throw new Refusal('denied_by_user', 'a human denied this request; do not retry it unchanged');
   if (decision.kind === 'once') return 'once';
   const root = [ctx.identity.process, ...ctx.identity.ancestors].find((p) => p.key === decision.rootKey)!;
   // Journaled before it is stored, so the journal knows every session that
@@ -88,8 +121,20 @@ export async function approve(ctx: RequestContext, credential: string, mode: App
   // it was made under.
   const unlocked = c.requireUnlocked();
   const s = c.sessions.make(credential, root, c.config.config.daemon.session_ttl);
-  await c.record({ kind: 'session_start', session: s.id, credential, root_pid: root.pid, root_exe: root.exe, root_instance: root.key, expires_at: new Date(s.expiresAt).toISOString() });
-  if (c.requireUnlocked() !== unlocked) throw new Refusal('vault_locked', 'the vault was locked while this session was being granted; a human must run `postern unlock`');
+  await c.record({
+    kind: 'session_start',
+    session: s.id,
+    credential,
+    root_pid: root.pid,
+    root_exe: root.exe,
+    root_instance: root.key,
+    expires_at: new Date(s.expiresAt).toISOString(),
+  });
+  if (c.requireUnlocked() !== unlocked)
+    throw new Refusal(
+      'vault_locked',
+      'the vault was locked while this session was being granted; a human must run `postern unlock`',
+    );
   c.sessions.add(s);
   return `session:${s.id}`;
 }

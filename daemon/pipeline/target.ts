@@ -90,7 +90,9 @@ function checkWholeText(url: string): void {
     refuse(`is longer than ${MAX_URL_BYTES} bytes; shorten it (send large data in the body)`);
   }
   if (INVISIBLE.test(url)) {
-    refuse('contains a control or invisible character (CR, LF, NUL, TAB, zero-width, bidi...); remove it, or percent-encode it in the path or query');
+    refuse(
+      'contains a control or invisible character (CR, LF, NUL, TAB, zero-width, bidi...); remove it, or percent-encode it in the path or query',
+    );
   }
   if (/\s/u.test(url)) refuse('contains whitespace; percent-encode spaces in the path or query as %20');
   if (url.includes('\\')) refuse('contains "\\"; use "/" in paths, or percent-encode it in the query as %5C');
@@ -121,7 +123,9 @@ function splitUrl(url: string): Parts {
   const authority = end === -1 ? rest : rest.slice(0, end);
   const pathAndQuery = end === -1 ? '' : rest.slice(end);
   if (authority.includes('@')) {
-    refuse('must not contain userinfo ("user@" or "user:password@" before the host); remove it: the credential supplies authentication');
+    refuse(
+      'must not contain userinfo ("user@" or "user:password@" before the host); remove it: the credential supplies authentication',
+    );
   }
   let hostText: string;
   let portText: string | null = null;
@@ -173,7 +177,9 @@ function parseHost(hostText: string, scheme: Scheme): { host: string; hostKind: 
     refuse(`host ${quote(hostText)} has an empty label ("..", or a leading or second trailing dot); fix the host`);
   }
   if (!host.startsWith('[') && !HOST_NAME_CHARS.test(host)) {
-    refuse(`host ${quote(hostText)} contains a character a host name cannot have; use letters, digits, "-", "_" and "."`);
+    refuse(
+      `host ${quote(hostText)} contains a character a host name cannot have; use letters, digits, "-", "_" and "."`,
+    );
   }
   const parsed = parseHostPattern(host);
   if (!parsed.ok) refuse(`host ${quote(hostText)} ${parsed.problem}; fix the host`);
@@ -188,12 +194,16 @@ function checkPath(rawPath: string): string {
   const path = rawPath === '' ? '/' : rawPath;
   for (const ch of path) {
     if (!PATH_CHAR.test(ch)) {
-      refuse(`path contains ${shown(ch)}, which is not sent as written; percent-encode it (e.g. space as %20, "é" as %C3%A9)`);
+      refuse(
+        `path contains ${shown(ch)}, which is not sent as written; percent-encode it (e.g. space as %20, "é" as %C3%A9)`,
+      );
     }
   }
   if (BAD_PERCENT.test(path)) refuse('path has a "%" not followed by two hex digits; write a literal "%" as %25');
   if (ENCODED_SEPARATOR.test(path)) {
-    refuse('path contains an encoded "/", ".", "\\" or NUL (%2F, %2E, %5C, %00, any case); write the path plainly, without them');
+    refuse(
+      'path contains an encoded "/", ".", "\\" or NUL (%2F, %2E, %5C, %00, any case); write the path plainly, without them',
+    );
   }
   if (path.includes('//')) refuse('path contains "//" (an empty segment); remove the extra "/"');
   if (path.split('/').some((s) => s === '.' || s === '..')) {
@@ -225,7 +235,12 @@ function crossCheck(url: string, t: Target): void {
     refuse('could not be parsed; check it is a plain absolute http or https URL');
   }
   const port = u.port === '' ? DEFAULT_PORTS[t.scheme] : Number(u.port);
-  if (normaliseUrlHost(u.hostname) !== t.host || port !== t.port || u.pathname !== t.path || `${u.protocol}` !== `${t.scheme}:`) {
+  if (
+    normaliseUrlHost(u.hostname) !== t.host ||
+    port !== t.port ||
+    u.pathname !== t.path ||
+    `${u.protocol}` !== `${t.scheme}:`
+  ) {
     refuse('is ambiguous (URL parsers read it differently); write it plainly, percent-encoding unusual characters');
   }
 }

@@ -46,7 +46,15 @@ export interface RequestLimits {
 }
 
 export const HTTP_REQUEST_FIELDS = [
-  'credential', 'method', 'url', 'headers', 'body', 'body_base64', 'timeout_ms', 'idempotency_key', 'reason',
+  'credential',
+  'method',
+  'url',
+  'headers',
+  'body',
+  'body_base64',
+  'timeout_ms',
+  'idempotency_key',
+  'reason',
 ] as const;
 
 export const MAX_REASON_LENGTH = 200;
@@ -77,7 +85,9 @@ function checkCredential(v: unknown): Check<string> {
   if (v === undefined) return bad('is required; name the credential to use (GET /v1/credentials lists them)');
   if (typeof v !== 'string') return bad('must be a string naming a credential, e.g. "github"');
   if (!NAME_PATTERN.test(v)) {
-    return bad(`${quote(v)} is not a credential name (1 to 64 of a-z, 0-9, ".", "_", "-"); GET /v1/credentials lists them`);
+    return bad(
+      `${quote(v)} is not a credential name (1 to 64 of a-z, 0-9, ".", "_", "-"); GET /v1/credentials lists them`,
+    );
   }
   return ok(v);
 }
@@ -90,7 +100,9 @@ function checkMethod(v: unknown): Check<string> {
   }
   const upper = v.toUpperCase();
   if (REFUSED_METHODS.includes(upper)) {
-    return bad(`${upper} is not allowed (it can expose the injected secret or open a tunnel no rule describes); use another method`);
+    return bad(
+      `${upper} is not allowed (it can expose the injected secret or open a tunnel no rule describes); use another method`,
+    );
   }
   return ok(upper);
 }
@@ -112,9 +124,11 @@ interface Headers {
 }
 
 function checkHeaders(v: unknown): Check<Headers> {
-  if (!isObject(v)) return bad('must be an object of header names and string values, e.g. {"accept": "application/json"}');
+  if (!isObject(v))
+    return bad('must be an object of header names and string values, e.g. {"accept": "application/json"}');
   for (const [name, value] of Object.entries(v)) {
-    if (typeof value !== 'string') return bad(`header ${quote(name)} must have a string value; send headers as {"name": "value"}`);
+    if (typeof value !== 'string')
+      return bad(`header ${quote(name)} must have a string value; send headers as {"name": "value"}`);
   }
   const raw = Object.fromEntries(Object.entries(v)) as Record<string, string>;
   try {
@@ -126,15 +140,21 @@ function checkHeaders(v: unknown): Check<Headers> {
 }
 
 function checkBody(v: unknown): Check<string> {
-  if (typeof v !== 'string') return bad('must be a string of UTF-8 text; send bytes or JSON as a string, or use body_base64');
-  if (!v.isWellFormed()) return bad('is not well-formed Unicode (an unpaired surrogate); send bytes in body_base64 instead');
+  if (typeof v !== 'string')
+    return bad('must be a string of UTF-8 text; send bytes or JSON as a string, or use body_base64');
+  if (!v.isWellFormed())
+    return bad('is not well-formed Unicode (an unpaired surrogate); send bytes in body_base64 instead');
   return ok(v);
 }
 
 function checkBodyBase64(v: unknown): Check<string> {
   if (typeof v !== 'string') return bad('must be a string of standard base64');
   if (!BASE64.test(v)) {
-    const hint = /[-_]/.test(v) ? ' (it looks like base64url: use "+" and "/")' : /\s/.test(v) ? ' (remove whitespace and line breaks)' : '';
+    const hint = /[-_]/.test(v)
+      ? ' (it looks like base64url: use "+" and "/")'
+      : /\s/.test(v)
+        ? ' (remove whitespace and line breaks)'
+        : '';
     return bad(`is not valid base64${hint}; send standard base64 with "=" padding and no line breaks`);
   }
   // Non-zero bits after the last character would be dropped silently: two
@@ -148,7 +168,9 @@ function checkBodyBase64(v: unknown): Check<string> {
 function checkTimeout(max: number): (v: unknown) => Check<number> {
   return (v) => {
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1 || v > max) {
-      return bad(`must be a whole number of milliseconds from 1 to ${max} (max_timeout); lower it, or omit it for the default`);
+      return bad(
+        `must be a whole number of milliseconds from 1 to ${max} (max_timeout); lower it, or omit it for the default`,
+      );
     }
     return ok(v);
   };
@@ -223,7 +245,12 @@ function base64Size(text: string): number {
   return (text.length / 4) * 3 - pad;
 }
 
-function decodeBody(text: string | null, base64: string | null, max: number, names: [string, string] = ['body', 'body_base64']): Buffer | null {
+function decodeBody(
+  text: string | null,
+  base64: string | null,
+  max: number,
+  names: [string, string] = ['body', 'body_base64'],
+): Buffer | null {
   if (text !== null) {
     const size = Buffer.byteLength(text, 'utf8');
     if (size > max) throw tooLarge(names[0], size, max);
@@ -246,11 +273,17 @@ function tooLarge(fieldName: string, size: number, max: number): Refusal {
 }
 
 export function validateHttpRequest(json: unknown, limits: RequestLimits): HttpRequest {
-  if (!isObject(json)) throw badRequest([{ path: '', message: 'the request must be a JSON object with fields credential, method, url, ...' }]);
+  if (!isObject(json))
+    throw badRequest([
+      { path: '', message: 'the request must be a JSON object with fields credential, method, url, ...' },
+    ]);
   const parsed = schemaFor(limits).safeParse(json);
   const problems: Problem[] = parsed.success ? [] : parsed.error.issues.flatMap((i) => issueProblems(i));
   if ('body' in json && 'body_base64' in json && json.body !== undefined && json.body_base64 !== undefined) {
-    problems.push({ path: 'body, body_base64', message: 'both are given; send one: "body" for UTF-8 text or "body_base64" for bytes' });
+    problems.push({
+      path: 'body, body_base64',
+      message: 'both are given; send one: "body" for UTF-8 text or "body_base64" for bytes',
+    });
   }
   if (problems.length > 0 || !parsed.success) throw badRequest(problems);
   const v = parsed.data;
@@ -291,7 +324,10 @@ function checkCommand(v: unknown): Check<string> {
   if (v === undefined) return bad('is required; give the command line to run, e.g. "git -C /srv/app pull"');
   if (typeof v !== 'string') return bad('must be a string, e.g. "git -C /srv/app pull"');
   if (v.length === 0 || v.length > MAX_COMMAND_LENGTH) return bad(`must be 1 to ${MAX_COMMAND_LENGTH} characters`);
-  if (!v.isWellFormed() || hasInvisible(v)) return bad('contains a control or invisible character (newline, tab, NUL, bidi, zero-width); send one command line of visible characters');
+  if (!v.isWellFormed() || hasInvisible(v))
+    return bad(
+      'contains a control or invisible character (newline, tab, NUL, bidi, zero-width); send one command line of visible characters',
+    );
   return ok(v);
 }
 
@@ -309,16 +345,28 @@ function buildSshSchema(limits: RequestLimits) {
 }
 
 export function validateSshRequest(json: unknown, limits: RequestLimits): SshRequest {
-  if (!isObject(json)) throw badRequest([{ path: '', message: 'the request must be a JSON object with fields credential, command, ...' }]);
+  if (!isObject(json))
+    throw badRequest([{ path: '', message: 'the request must be a JSON object with fields credential, command, ...' }]);
   const parsed = sshSchemaFor(limits).safeParse(json);
-  const problems: Problem[] = parsed.success ? [] : parsed.error.issues.flatMap((i) => issueProblems(i, SSH_REQUEST_FIELDS));
+  const problems: Problem[] = parsed.success
+    ? []
+    : parsed.error.issues.flatMap((i) => issueProblems(i, SSH_REQUEST_FIELDS));
   if (json['stdin'] !== undefined && json['stdin_base64'] !== undefined) {
-    problems.push({ path: 'stdin, stdin_base64', message: 'both are given; send one: "stdin" for UTF-8 text or "stdin_base64" for bytes' });
+    problems.push({
+      path: 'stdin, stdin_base64',
+      message: 'both are given; send one: "stdin" for UTF-8 text or "stdin_base64" for bytes',
+    });
   }
   if (problems.length > 0 || !parsed.success) throw badRequest(problems);
   const v = parsed.data;
   const stdin = decodeBody(v.stdin ?? null, v.stdin_base64 ?? null, limits.maxRequestBody, ['stdin', 'stdin_base64']);
-  return { credential: v.credential, command: v.command, stdin: stdin && stdin.length > 0 ? stdin : null, timeoutMs: v.timeout_ms ?? null, reason: v.reason ?? null };
+  return {
+    credential: v.credential,
+    command: v.command,
+    stdin: stdin && stdin.length > 0 ? stdin : null,
+    timeoutMs: v.timeout_ms ?? null,
+    reason: v.reason ?? null,
+  };
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -337,8 +385,12 @@ export function parseJsonBody(raw: Buffer): unknown {
   try {
     value = JSON.parse(text);
   } catch {
-    throw new Refusal('bad_request', 'the request body is not valid JSON; send one JSON object, e.g. {"credential": "...", "method": "GET", "url": "https://..."}');
+    throw new Refusal(
+      'bad_request',
+      'the request body is not valid JSON; send one JSON object, e.g. {"credential": "...", "method": "GET", "url": "https://..."}',
+    );
   }
-  if (!isObject(value)) throw new Refusal('bad_request', 'the request body must be a JSON object, not an array, string, number or null');
+  if (!isObject(value))
+    throw new Refusal('bad_request', 'the request body must be a JSON object, not an array, string, number or null');
   return value;
 }

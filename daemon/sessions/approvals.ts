@@ -18,10 +18,7 @@ export const MAX_PENDING_PER_PROCESS = 16;
 // decided reports its own decision; the others say another one did).
 export const DECIDED = 'decided';
 
-export type Decision =
-  | { kind: 'deny' }
-  | { kind: 'once' }
-  | { kind: 'session'; rootKey: string };
+export type Decision = { kind: 'deny' } | { kind: 'once' } | { kind: 'session'; rootKey: string };
 
 export interface ApproverLink {
   id: string;
@@ -36,7 +33,16 @@ interface Pending {
 }
 
 function cardProcess(p: Identity['process']): CardProcess {
-  return { key: p.key, pid: p.pid, uid: p.uid, exe: p.exe, exe_deleted: p.exeDeleted, exe_memfd: p.exeMemfd, cwd: p.cwd, cmdline: p.cmdline };
+  return {
+    key: p.key,
+    pid: p.pid,
+    uid: p.uid,
+    exe: p.exe,
+    exe_deleted: p.exeDeleted,
+    exe_memfd: p.exeMemfd,
+    cwd: p.cwd,
+    cmdline: p.cmdline,
+  };
 }
 
 // The requester went away while it waited (SPEC §6.1); `withdrawn` goes
@@ -72,19 +78,44 @@ export class ApprovalBroker {
   // Ask the humans. Resolves with their decision or rejects with a Refusal
   // (no_approver, busy, approval_timeout, or the abort reason). `onWaiting`
   // is told the card once it is shown, so the requester can say it waits.
-  ask(identity: Identity, credential: string, approve: 'session' | 'each-use', action: CardAction, timeoutMs: number, signal?: AbortSignal, onWaiting?: (card: Card) => void): Promise<Decision> {
+  ask(
+    identity: Identity,
+    credential: string,
+    approve: 'session' | 'each-use',
+    action: CardAction,
+    timeoutMs: number,
+    signal?: AbortSignal,
+    onWaiting?: (card: Card) => void,
+  ): Promise<Decision> {
     if (this.approvers.size === 0) {
-      return Promise.reject(new Refusal('no_approver', 'no approver is connected to decide on this request; a human must run `postern approver` in a terminal, then retry'));
+      return Promise.reject(
+        new Refusal(
+          'no_approver',
+          'no approver is connected to decide on this request; a human must run `postern approver` in a terminal, then retry',
+        ),
+      );
     }
     const key = identity.process.key;
     let mine = 0;
     for (const p of this.pending.values()) if (p.processKey === key) mine += 1;
     if (mine >= MAX_PENDING_PER_PROCESS) {
-      return Promise.reject(new Refusal('busy', `this process already has ${MAX_PENDING_PER_PROCESS} requests waiting for approval (the limit per process); wait for them to be decided, then retry`, { limit: 'per_process', pending: mine }));
+      return Promise.reject(
+        new Refusal(
+          'busy',
+          `this process already has ${MAX_PENDING_PER_PROCESS} requests waiting for approval (the limit per process); wait for them to be decided, then retry`,
+          { limit: 'per_process', pending: mine },
+        ),
+      );
     }
     const all = this.maxPending();
     if (this.pending.size >= all) {
-      return Promise.reject(new Refusal('busy', `${this.pending.size} requests are already waiting for approval (daemon.max_pending = ${all}, all processes together); wait for the human to decide some, then retry`, { limit: 'max_pending', pending: this.pending.size }));
+      return Promise.reject(
+        new Refusal(
+          'busy',
+          `${this.pending.size} requests are already waiting for approval (daemon.max_pending = ${all}, all processes together); wait for the human to decide some, then retry`,
+          { limit: 'max_pending', pending: this.pending.size },
+        ),
+      );
     }
     const now = Date.now();
     const card: Card = {
@@ -106,7 +137,17 @@ export class ApprovalBroker {
         if (d instanceof Refusal) reject(d);
         else resolve(d);
       };
-      const timer = setTimeout(() => finish(new Refusal('approval_timeout', `no decision within ${Math.round(timeoutMs / 1000)} s; ask the human at the approver, then retry`), `it expired: no decision within ${formatDuration(timeoutMs)} (daemon.approval_timeout)`), timeoutMs);
+      const timer = setTimeout(
+        () =>
+          finish(
+            new Refusal(
+              'approval_timeout',
+              `no decision within ${Math.round(timeoutMs / 1000)} s; ask the human at the approver, then retry`,
+            ),
+            `it expired: no decision within ${formatDuration(timeoutMs)} (daemon.approval_timeout)`,
+          ),
+        timeoutMs,
+      );
       const onAbort = (): void => finish(withdrawn(), 'withdrawn by the requester');
       if (signal?.aborted) {
         clearTimeout(timer);
@@ -128,10 +169,16 @@ export class ApprovalBroker {
     if (decision.kind === 'session') {
       const roots = [p.card.process.key, ...p.card.ancestors.map((a) => a.key)];
       if (!roots.includes(decision.rootKey)) {
-        throw new Refusal('bad_request', 'a session may be rooted only at the requesting process or one of the ancestors shown on its card');
+        throw new Refusal(
+          'bad_request',
+          'a session may be rooted only at the requesting process or one of the ancestors shown on its card',
+        );
       }
       if (p.card.approve === 'each-use') {
-        throw new Refusal('bad_request', `credential ${p.card.credential} asks every time (each-use): allow once or deny`);
+        throw new Refusal(
+          'bad_request',
+          `credential ${p.card.credential} asks every time (each-use): allow once or deny`,
+        );
       }
     }
     p.settle(decision, DECIDED);

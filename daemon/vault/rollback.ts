@@ -16,17 +16,21 @@ export interface JournalSide {
   contains(seq: number, hash: string): Promise<boolean>;
 }
 
-export type RollbackVerdict =
-  | { ok: true; missingVaultEntry: boolean }
-  | { ok: false; problem: string };
+export type RollbackVerdict = { ok: true; missingVaultEntry: boolean } | { ok: false; problem: string };
 
 export async function checkRollback(vault: VaultSide, journal: JournalSide): Promise<RollbackVerdict> {
   if (vault.journalId !== journal.journalId) {
-    return { ok: false, problem: `the audit journal belongs to another vault (journal ${journal.journalId}, the vault expects ${vault.journalId}): it was replaced` };
+    return {
+      ok: false,
+      problem: `the audit journal belongs to another vault (journal ${journal.journalId}, the vault expects ${vault.journalId}): it was replaced`,
+    };
   }
   const head = parseHead(vault.journalHead);
   if (!head || !(await journal.contains(head.seq, head.hash))) {
-    return { ok: false, problem: `the vault was last written when the journal's head was entry ${head?.seq ?? '?'}, which the journal does not contain: the journal was cut back or replaced` };
+    return {
+      ok: false,
+      problem: `the vault was last written when the journal's head was entry ${head?.seq ?? '?'}, which the journal does not contain: the journal was cut back or replaced`,
+    };
   }
   const latest = journal.latestVault();
   const recorded = latest ? latest.generation : 1; // init writes generation 1 before any vault entry
@@ -36,7 +40,13 @@ export async function checkRollback(vault: VaultSide, journal: JournalSide): Pro
   // last vault entry: the write happened and only its record is missing.
   if (vault.generation === recorded + 1 && head.seq > (latest?.seq ?? 0)) return { ok: true, missingVaultEntry: true };
   if (recorded > vault.generation) {
-    return { ok: false, problem: `the vault is at generation ${vault.generation} but the journal records generation ${recorded}: this is an older copy of the vault` };
+    return {
+      ok: false,
+      problem: `the vault is at generation ${vault.generation} but the journal records generation ${recorded}: this is an older copy of the vault`,
+    };
   }
-  return { ok: false, problem: `the journal records vault generation ${recorded} but the vault is at generation ${vault.generation}: the journal was cut back` };
+  return {
+    ok: false,
+    problem: `the journal records vault generation ${recorded} but the vault is at generation ${vault.generation}: the journal was cut back`,
+  };
 }

@@ -12,7 +12,10 @@ export interface SealedSecret {
 
 // What a secret needed after the lock gets.
 export function lockedWhileNeeded(): Refusal {
-  return new Refusal('vault_locked', 'the vault was locked while this secret was needed; run `postern unlock` and retry');
+  return new Refusal(
+    'vault_locked',
+    'the vault was locked while this secret was needed; run `postern unlock` and retry',
+  );
 }
 
 export class SealedSecrets {
@@ -32,7 +35,8 @@ export class SealedSecrets {
   // The caller must wipe the result after use; prefer withOpen.
   open(s: SealedSecret): Buffer {
     const plain = aeadDecrypt(this.liveKey(), s.nonce, s.ciphertext, null);
-    if (!plain) throw new Error('a sealed secret failed authentication (sealed by another instance, or altered in memory)');
+    if (!plain)
+      throw new Error('a sealed secret failed authentication (sealed by another instance, or altered in memory)');
     return plain;
   }
 

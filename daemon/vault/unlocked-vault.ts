@@ -4,7 +4,15 @@
 import { timingSafeEqual } from 'node:crypto';
 import { deriveKey } from '../../shared/kdf';
 import { wipe } from '../../shared/crypto';
-import { VaultContents, VaultHeader, decryptVault, parseHeader, readVaultFile, rewriteVaultFile, wipeContents } from '../../shared/vault-format';
+import {
+  VaultContents,
+  VaultHeader,
+  decryptVault,
+  parseHeader,
+  readVaultFile,
+  rewriteVaultFile,
+  wipeContents,
+} from '../../shared/vault-format';
 import { CredentialEntry, VaultMeta, readMeta } from '../../shared/vault-meta';
 import { SealedSecret, SealedSecrets, lockedWhileNeeded } from './sealed-secrets';
 import { isErrnoError, vaultWriteFailed } from './write-failure';
@@ -27,7 +35,10 @@ export interface StoredCredential {
 // The definition a request may use, or the refusal that names what is wrong.
 export function usableDefinition(stored: StoredCredential): CredentialDef {
   if (stored.definition) return stored.definition;
-  throw new Refusal('internal_error', `the stored definition of credential "${stored.entry.name}" no longer validates (${stored.problem ?? 'unknown problem'}); a human must fix it with \`postern cred update ${stored.entry.name}\``);
+  throw new Refusal(
+    'internal_error',
+    `the stored definition of credential "${stored.entry.name}" no longer validates (${stored.problem ?? 'unknown problem'}); a human must fix it with \`postern cred update ${stored.entry.name}\``,
+  );
 }
 
 function checkStored(definition: unknown): { definition: CredentialDef | null; problem: string | null } {
@@ -35,7 +46,8 @@ function checkStored(definition: unknown): { definition: CredentialDef | null; p
   return r.ok ? { definition: r.def, problem: null } : { definition: null, problem: formatProblems(r.problems) };
 }
 
-export type SigningChange = { kind: 'prepare'; secret: Buffer; public: string } | { kind: 'promote' } | { kind: 'abandon' };
+export type SigningChange =
+  { kind: 'prepare'; secret: Buffer; public: string } | { kind: 'promote' } | { kind: 'abandon' };
 
 export class UnlockedVault {
   private key: Buffer;
@@ -48,7 +60,12 @@ export class UnlockedVault {
   header: VaultHeader;
 
   // Takes ownership of `key` and wipes `contents` once sealed.
-  constructor(private readonly path: string, key: Buffer, header: VaultHeader, contents: VaultContents) {
+  constructor(
+    private readonly path: string,
+    key: Buffer,
+    header: VaultHeader,
+    contents: VaultContents,
+  ) {
     try {
       const meta = readMeta(contents);
       const blob = (i: number): Buffer => contents.blobs[i] as Buffer;
@@ -148,12 +165,21 @@ export class UnlockedVault {
   // `signing` changes the audit signing keys: `prepare` stores a new key
   // beside the current one, `promote` makes it the current one, `abandon`
   // forgets it.
-  commit(journalHead: string, change: (next: Map<string, StoredCredential>) => void, opts: { approvedConfig?: string; newKey?: { key: Buffer; header: VaultHeader }; signing?: SigningChange } = {}): void {
+  commit(
+    journalHead: string,
+    change: (next: Map<string, StoredCredential>) => void,
+    opts: { approvedConfig?: string; newKey?: { key: Buffer; header: VaultHeader }; signing?: SigningChange } = {},
+  ): void {
     const next = new Map(this.creds);
     change(next);
     const signing = this.nextSigning(opts.signing);
     const blobs: Buffer[] = [this.sealer.open(signing.sign), this.sealer.open(this.auditBox)];
-    const audit: VaultMeta['audit'] = { sign_public: signing.signPublic, box_public: this.meta.audit.box_public, sign_secret: 0, box_secret: 1 };
+    const audit: VaultMeta['audit'] = {
+      sign_public: signing.signPublic,
+      box_public: this.meta.audit.box_public,
+      sign_secret: 0,
+      box_secret: 1,
+    };
     if (signing.next) {
       blobs.push(this.sealer.open(signing.next.sealed));
       audit.sign_next = { public: signing.next.public, secret: blobs.length - 1 };
@@ -166,7 +192,11 @@ export class UnlockedVault {
     const meta: VaultMeta = { ...this.meta, journal_head: journalHead, audit, credentials };
     const contents: VaultContents = { meta, blobs };
     const baseHeader = opts.newKey ? opts.newKey.header : this.header;
-    const header: VaultHeader = { ...baseHeader, generation: this.header.generation, approvedConfig: opts.approvedConfig ?? this.header.approvedConfig };
+    const header: VaultHeader = {
+      ...baseHeader,
+      generation: this.header.generation,
+      approvedConfig: opts.approvedConfig ?? this.header.approvedConfig,
+    };
     const key = opts.newKey ? opts.newKey.key : this.key;
     try {
       this.header = rewriteVaultFile(this.path, key, header, contents);
@@ -198,11 +228,19 @@ export class UnlockedVault {
     return vaultWriteFailed(this.path, e);
   }
 
-  private nextSigning(change: SigningChange | undefined): { sign: SealedSecret; signPublic: string; next: { sealed: SealedSecret; public: string } | null } {
-    const pending = this.auditNext && this.meta.audit.sign_next ? { sealed: this.auditNext, public: this.meta.audit.sign_next.public } : null;
+  private nextSigning(change: SigningChange | undefined): {
+    sign: SealedSecret;
+    signPublic: string;
+    next: { sealed: SealedSecret; public: string } | null;
+  } {
+    const pending =
+      this.auditNext && this.meta.audit.sign_next
+        ? { sealed: this.auditNext, public: this.meta.audit.sign_next.public }
+        : null;
     const current = { sign: this.auditSign, signPublic: this.meta.audit.sign_public };
     if (!change) return { ...current, next: pending };
-    if (change.kind === 'prepare') return { ...current, next: { sealed: this.sealer.seal(change.secret), public: change.public } };
+    if (change.kind === 'prepare')
+      return { ...current, next: { sealed: this.sealer.seal(change.secret), public: change.public } };
     if (change.kind === 'abandon') return { ...current, next: null };
     if (!pending) throw new Error('no signing key is being rotated in');
     return { sign: pending.sealed, signPublic: pending.public, next: null };
@@ -217,7 +255,12 @@ export class UnlockedVault {
 
 // Derive the key from the passphrase with the header's own limits, then
 // decrypt. A wrong passphrase surfaces as Refusal('wrong_passphrase').
-export async function unlockVaultFile(path: string, file: Buffer, header: VaultHeader, passphrase: Buffer): Promise<UnlockedVault> {
+export async function unlockVaultFile(
+  path: string,
+  file: Buffer,
+  header: VaultHeader,
+  passphrase: Buffer,
+): Promise<UnlockedVault> {
   const key = await deriveKey(passphrase, header.salt, header.opslimit, header.memlimit);
   let opened: { header: VaultHeader; contents: VaultContents };
   try {

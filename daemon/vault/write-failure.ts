@@ -7,7 +7,11 @@ import { dirname } from 'node:path';
 import { Refusal } from '../../shared/errors';
 
 export function isErrnoError(e: unknown): e is NodeJS.ErrnoException {
-  return e instanceof Error && typeof (e as NodeJS.ErrnoException).code === 'string' && typeof (e as NodeJS.ErrnoException).syscall === 'string';
+  return (
+    e instanceof Error &&
+    typeof (e as NodeJS.ErrnoException).code === 'string' &&
+    typeof (e as NodeJS.ErrnoException).syscall === 'string'
+  );
 }
 
 function remedy(code: string, dir: string): string {

@@ -14,7 +14,9 @@ export function definitionHash(def: CredentialDef): string {
 // version) in sorted order, so nothing is silently left out of a diff.
 function orderedKeys(obj: Record<string, unknown>, order: readonly string[]): string[] {
   const known = order.filter((k) => Object.prototype.hasOwnProperty.call(obj, k));
-  const rest = Object.keys(obj).filter((k) => !order.includes(k)).sort();
+  const rest = Object.keys(obj)
+    .filter((k) => !order.includes(k))
+    .sort();
   return [...known, ...rest];
 }
 

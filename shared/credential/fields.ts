@@ -68,7 +68,8 @@ export function checkRate(text: string): Check<string> {
   return ok(`${rate.count}/${(RATE_UNITS[unit] as { unit: string }).unit}`);
 }
 
-const DOTTED_QUAD = /^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$/;
+const DOTTED_QUAD =
+  /^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$/;
 
 // A CIDR, normalised to its network address ("10.1.2.3/8" → "10.0.0.0/8",
 // IPv6 compressed in lower case). An IPv4-mapped IPv6 range
@@ -110,7 +111,8 @@ const TOKEN = HEADER_TOKEN;
 export function checkHeaderName(name: string): Check<string> {
   if (name === '') return bad('is empty; name the header, e.g. "Authorization"');
   if (name.length > 128) return bad('is longer than 128 characters');
-  if (!TOKEN.test(name)) return bad(`${quote(name)} is not a valid HTTP header name (letters, digits and !#$%&'*+.^_\`|~-)`);
+  if (!TOKEN.test(name))
+    return bad(`${quote(name)} is not a valid HTTP header name (letters, digits and !#$%&'*+.^_\`|~-)`);
   const lower = name.toLowerCase();
   if (forbiddenHeader(lower, FORBIDDEN_HEADERS)) {
     return bad(`${quote(lower)} cannot carry a secret; use the header the API documents, e.g. "Authorization"`);
@@ -127,7 +129,8 @@ const HEADER_VALUE_MAX = 4096;
 export function checkDefaultHeaderName(name: string): Check<string> {
   if (name === '') return bad('is empty; name the header, e.g. User-Agent = "acme-agent"');
   if (name.length > 128) return bad('is longer than 128 characters');
-  if (!TOKEN.test(name)) return bad(`${quote(name)} is not a valid HTTP header name (letters, digits and !#$%&'*+.^_\`|~-)`);
+  if (!TOKEN.test(name))
+    return bad(`${quote(name)} is not a valid HTTP header name (letters, digits and !#$%&'*+.^_\`|~-)`);
   const row = forbiddenHeader(name, FORBIDDEN_HEADERS);
   if (row) return bad(`cannot be set: ${row.reason}; remove it`);
   return ok(name.toLowerCase());
@@ -135,9 +138,12 @@ export function checkDefaultHeaderName(name: string): Check<string> {
 
 export function checkDefaultHeaderValue(value: string): Check<string> {
   if (value.length > HEADER_VALUE_MAX) return bad(`is longer than ${HEADER_VALUE_MAX} characters`);
-  if (!HEADER_VALUE.test(value)) return bad('must be printable ASCII (space and tab allowed); encode other text as the API documents');
+  if (!HEADER_VALUE.test(value))
+    return bad('must be printable ASCII (space and tab allowed); encode other text as the API documents');
   if (value.includes(SECRET_PLACEHOLDER)) {
-    return bad(`contains ${SECRET_PLACEHOLDER}, but [headers] values are sent as written; the secret goes only where [inject] puts it`);
+    return bad(
+      `contains ${SECRET_PLACEHOLDER}, but [headers] values are sent as written; the secret goes only where [inject] puts it`,
+    );
   }
   return ok(value);
 }
@@ -184,7 +190,8 @@ export function checkMethod(method: string): Check<string> {
     return bad(`${quote(method)} is not an HTTP method (one word of letters, e.g. "GET")`);
   }
   const upper = method.toUpperCase();
-  if (REFUSED_METHODS.includes(upper)) return bad(`${upper} is not allowed: it can expose the injected secret or bypass the rules`);
+  if (REFUSED_METHODS.includes(upper))
+    return bad(`${upper} is not allowed: it can expose the injected secret or bypass the rules`);
   return ok(upper);
 }
 
@@ -198,7 +205,9 @@ export function checkPathRule(path: string): Check<string> {
   if (path.length > 2048) return bad('is longer than 2048 characters');
   if (/[?#]/.test(path)) return bad(`${quote(path)}: rules match the path only; remove "?" or "#" and what follows`);
   if (/%(?:2f|2e|5c)/i.test(path)) {
-    return bad(`${quote(path)} contains an encoded "/", "." or "\\" (%2F, %2E, %5C); requests with them are refused, so the rule could never match`);
+    return bad(
+      `${quote(path)} contains an encoded "/", "." or "\\" (%2F, %2E, %5C); requests with them are refused, so the rule could never match`,
+    );
   }
   if (path.includes('\\')) return bad(`${quote(path)} contains "\\"; use "/"`);
   if (path.includes('//')) return bad(`${quote(path)} contains "//"`);
@@ -206,32 +215,40 @@ export function checkPathRule(path: string): Check<string> {
     return bad(`${quote(path)} contains a "." or ".." segment`);
   }
   if (!PATH_CHARS.test(path)) {
-    return bad(`${quote(path)} contains a character that is sent percent-encoded (space, quote, non-ASCII...); write it encoded, e.g. "%20"`);
+    return bad(
+      `${quote(path)} contains a character that is sent percent-encoded (space, quote, non-ASCII...); write it encoded, e.g. "%20"`,
+    );
   }
   if (/%(?![0-9A-Fa-f]{2})/.test(path)) return bad(`${quote(path)} has a "%" not followed by two hex digits`);
   // The forms some origin reads as another path ("..;", "%252E", "%C0%AE",
   // "%EF%BC%8E"): requests with them are refused, as above.
   const form = pathFormProblem(path);
   if (form) {
-    return bad(`${quote(path)}: segment ${quote(form.segment)} ${form.problem}; requests with it are refused, so the rule could never match`);
+    return bad(
+      `${quote(path)}: segment ${quote(form.segment)} ${form.problem}; requests with it are refused, so the rule could never match`,
+    );
   }
   return ok(path);
 }
 
 // `ssh-keygen -lf` prints "SHA256:" and the unpadded base64 of 32 bytes.
 export function checkHostKey(text: string): Check<string> {
-  const hint = 'write the fingerprint as `ssh-keygen -lf <host key>.pub` prints it, e.g. "SHA256:" followed by 43 base64 characters (ssh-keyscan HOST | ssh-keygen -lf -)';
+  const hint =
+    'write the fingerprint as `ssh-keygen -lf <host key>.pub` prints it, e.g. "SHA256:" followed by 43 base64 characters (ssh-keyscan HOST | ssh-keygen -lf -)';
   const m = /^SHA256:([A-Za-z0-9+/]{43})$/.exec(text);
   if (!m) {
     if (/^SHA256:.*=$/.test(text)) return bad(`${quote(text)} has base64 padding; remove the trailing "="`);
-    if (/^MD5:/i.test(text) || /^([0-9a-f]{2}:){15}[0-9a-f]{2}$/i.test(text)) return bad(`MD5 fingerprints are not accepted; ${hint}`);
+    if (/^MD5:/i.test(text) || /^([0-9a-f]{2}:){15}[0-9a-f]{2}$/i.test(text))
+      return bad(`MD5 fingerprints are not accepted; ${hint}`);
     return bad(`${quote(text)} is not a SHA256 fingerprint; ${hint}`);
   }
   const b64 = m[1] as string;
   // The last character carries 2 unused bits, which must be zero in the
   // canonical encoding; otherwise two spellings would name one key.
   if (Buffer.from(b64, 'base64').toString('base64').replace(/=+$/, '') !== b64) {
-    return bad(`${quote(text)} is not a canonical base64 encoding of a 32-byte hash; copy it again from ssh-keygen -lf`);
+    return bad(
+      `${quote(text)} is not a canonical base64 encoding of a 32-byte hash; copy it again from ssh-keygen -lf`,
+    );
   }
   return ok(text);
 }
@@ -241,7 +258,9 @@ const SSH_USER = /^[A-Za-z0-9._@\\$][A-Za-z0-9._@\\$-]{0,63}$/;
 export function checkSshUser(user: string): Check<string> {
   if (user === '') return bad('is empty; name the remote user, e.g. user = "deploy"');
   if (!SSH_USER.test(user)) {
-    return bad(`${quote(user)}: use 1 to 64 characters of letters, digits, ".", "_", "-", "@", "\\", "$", not starting with "-"`);
+    return bad(
+      `${quote(user)}: use 1 to 64 characters of letters, digits, ".", "_", "-", "@", "\\", "$", not starting with "-"`,
+    );
   }
   return ok(user);
 }

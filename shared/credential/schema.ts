@@ -11,14 +11,36 @@ import { parseHostPattern, parseSshHost } from '../host-pattern';
 import { Check, ok, bad, quote } from './text';
 import { closest } from '../suggest';
 import {
-  checkName, checkDescription, checkRate, checkCidr, checkHeaderName, checkTemplate, checkBasicUser,
-  checkQueryName, checkMethod, checkPathRule, checkHostKey, checkSshUser,
-  checkDefaultHeaderName, checkDefaultHeaderValue, HEADERS_MAX,
+  checkName,
+  checkDescription,
+  checkRate,
+  checkCidr,
+  checkHeaderName,
+  checkTemplate,
+  checkBasicUser,
+  checkQueryName,
+  checkMethod,
+  checkPathRule,
+  checkHostKey,
+  checkSshUser,
+  checkDefaultHeaderName,
+  checkDefaultHeaderValue,
+  HEADERS_MAX,
 } from './fields';
 import { credentialHeaderRows, forbiddenHeader, headerKey } from '../http-headers';
 import {
-  Approve, CredentialDef, HttpCredentialDef, HttpInject, HttpAllowRule, HttpScheme, SshCredentialDef,
-  HTTP_KEYS, SSH_KEYS, INJECT_KEYS, ALLOW_RULE_KEYS, stricterApprove,
+  Approve,
+  CredentialDef,
+  HttpCredentialDef,
+  HttpInject,
+  HttpAllowRule,
+  HttpScheme,
+  SshCredentialDef,
+  HTTP_KEYS,
+  SSH_KEYS,
+  INJECT_KEYS,
+  ALLOW_RULE_KEYS,
+  stricterApprove,
 } from './types';
 
 // Limits on list sizes: a definition is read by a person before approval,
@@ -63,7 +85,8 @@ const errorMap: z.core.$ZodErrorMap = (iss) => {
     case 'invalid_value':
       return `must be ${iss.values.map((v) => JSON.stringify(v)).join(' or ')}, not ${describeValue(iss.input)}`;
     case 'too_small':
-      if (iss.origin === 'array') return Number(iss.minimum) <= 1 ? 'must list at least one entry' : `must list at least ${iss.minimum} entries`;
+      if (iss.origin === 'array')
+        return Number(iss.minimum) <= 1 ? 'must list at least one entry' : `must list at least ${iss.minimum} entries`;
       return `must be at least ${iss.minimum}, not ${describeValue(iss.input)}`;
     case 'too_big':
       if (iss.origin === 'array') return `must list at most ${iss.maximum} entries`;
@@ -96,7 +119,10 @@ const commonShape = {
   name: checked(checkName),
   description: checked(checkDescription).default(''),
   approve: approveSchema.default('session'),
-  allow_addresses: z.array(checked(checkCidr)).max(LIMITS.allow_addresses).default(() => []),
+  allow_addresses: z
+    .array(checked(checkCidr))
+    .max(LIMITS.allow_addresses)
+    .default(() => []),
 };
 
 const injectSchema = z.strictObject({
@@ -111,10 +137,22 @@ const ruleSchema = z.strictObject({
     const r = parseHostPattern(v);
     return r.ok ? ok(r.value.host) : r;
   }),
-  schemes: z.array(z.enum(['http', 'https'])).min(1).max(2).default(() => ['https' as const]),
+  schemes: z
+    .array(z.enum(['http', 'https']))
+    .min(1)
+    .max(2)
+    .default(() => ['https' as const]),
   ports: z.array(portSchema).min(1).max(LIMITS.ports).optional(),
-  methods: z.array(checked(checkMethod)).min(1).max(LIMITS.methods).default(() => ['GET']),
-  paths: z.array(checked(checkPathRule)).min(1).max(LIMITS.paths).default(() => ['/*']),
+  methods: z
+    .array(checked(checkMethod))
+    .min(1)
+    .max(LIMITS.methods)
+    .default(() => ['GET']),
+  paths: z
+    .array(checked(checkPathRule))
+    .min(1)
+    .max(LIMITS.paths)
+    .default(() => ['/*']),
   approve: approveSchema.optional(),
 });
 
@@ -141,10 +179,15 @@ const sshSchema = z.strictObject({
   user: checked(checkSshUser),
   auth: z.enum(['key', 'password']),
   host_key: checked(checkHostKey),
-  commands: z.array(checked((v) => {
-    const problem = validateCommandRule(v);
-    return problem === null ? ok(v) : bad(problem);
-  })).min(1).max(LIMITS.commands),
+  commands: z
+    .array(
+      checked((v) => {
+        const problem = validateCommandRule(v);
+        return problem === null ? ok(v) : bad(problem);
+      }),
+    )
+    .min(1)
+    .max(LIMITS.commands),
   stdin: z.boolean().default(false),
 });
 
@@ -254,7 +297,10 @@ function httpCrossChecks(raw: Record<string, unknown>): Found[] {
     }
     const hasTemplate = own(inject, 'template') !== undefined;
     if (forms.includes('header') && !hasTemplate) {
-      problems.push({ at: ['inject', 'template'], message: 'is required with header: e.g. template = "Bearer {secret}"' });
+      problems.push({
+        at: ['inject', 'template'],
+        message: 'is required with header: e.g. template = "Bearer {secret}"',
+      });
     }
     if (hasTemplate && !forms.includes('header')) {
       problems.push({ at: ['inject', 'template'], message: 'is only used with header; remove it, or add header' });
@@ -268,7 +314,8 @@ function httpCrossChecks(raw: Record<string, unknown>): Found[] {
       if (isTable(rule) && own(rule, 'approve') === 'session') {
         problems.push({
           at: ['allow', i, 'approve'],
-          message: '"session" is weaker than the credential\'s approve = "each-use"; a rule may only be stricter: remove it or write "each-use"',
+          message:
+            '"session" is weaker than the credential\'s approve = "each-use"; a rule may only be stricter: remove it or write "each-use"',
         });
       }
     });
@@ -283,10 +330,15 @@ function headerProblems(raw: Record<string, unknown>): Found[] {
   if (!isTable(headers)) return [];
   const problems: Found[] = [];
   const names = Object.keys(headers);
-  if (names.length > HEADERS_MAX) problems.push({ at: ['headers'], message: `must list at most ${HEADERS_MAX} headers` });
+  if (names.length > HEADERS_MAX)
+    problems.push({ at: ['headers'], message: `must list at most ${HEADERS_MAX} headers` });
   const inject = own(raw, 'inject');
-  const injectInto = isTable(inject) && typeof own(inject, 'header') === 'string' ? { header: own(inject, 'header') as string, template: '' }
-    : isTable(inject) && own(inject, 'basic_user') !== undefined ? { basic_user: '' } : { query: '' };
+  const injectInto =
+    isTable(inject) && typeof own(inject, 'header') === 'string'
+      ? { header: own(inject, 'header') as string, template: '' }
+      : isTable(inject) && own(inject, 'basic_user') !== undefined
+        ? { basic_user: '' }
+        : { query: '' };
   const rows = credentialHeaderRows({ name: String(own(raw, 'name') ?? 'this'), inject: injectInto });
   const seen = new Map<string, string>();
   for (const name of names) {
@@ -299,7 +351,11 @@ function headerProblems(raw: Record<string, unknown>): Found[] {
     if (row) problems.push({ at: ['headers', name], message: `cannot be set: ${row.reason}; remove it` });
     const key = headerKey(name);
     const before = seen.get(key);
-    if (before !== undefined) problems.push({ at: ['headers', name], message: `is the same header as ${quote(before)} (names are case-insensitive, and servers read "_" as "-"); keep one` });
+    if (before !== undefined)
+      problems.push({
+        at: ['headers', name],
+        message: `is the same header as ${quote(before)} (names are case-insensitive, and servers read "_" as "-"); keep one`,
+      });
     else seen.set(key, name);
   }
   return problems;
@@ -371,23 +427,35 @@ export type Validation = { ok: true; def: CredentialDef } | { ok: false; problem
 
 // Every problem of a definition, or the normalised definition.
 export function checkDefinition(input: unknown): Validation {
-  if (!isTable(input)) return { ok: false, problems: [{ path: '', message: 'must be a table of keys (a TOML document)' }] };
+  if (!isTable(input))
+    return { ok: false, problems: [{ path: '', message: 'must be a table of keys (a TOML document)' }] };
   const kind = own(input, 'kind');
   const options = { error: errorMap, reportInput: true } as const;
   if (kind === 'http') {
     const r = httpSchema.safeParse(input, options);
-    const found = [...(r.success ? [] : r.error.issues.flatMap((i) => issueProblems(i, 'http'))), ...httpCrossChecks(input)];
+    const found = [
+      ...(r.success ? [] : r.error.issues.flatMap((i) => issueProblems(i, 'http'))),
+      ...httpCrossChecks(input),
+    ];
     if (found.length || !r.success) return { ok: false, problems: sortedProblems(found, 'http') };
     return { ok: true, def: buildHttp(r.data) };
   }
   if (kind === 'ssh') {
     const r = sshSchema.safeParse(input, options);
-    if (!r.success) return { ok: false, problems: sortedProblems(r.error.issues.flatMap((i) => issueProblems(i, 'ssh')), 'ssh') };
+    if (!r.success)
+      return {
+        ok: false,
+        problems: sortedProblems(
+          r.error.issues.flatMap((i) => issueProblems(i, 'ssh')),
+          'ssh',
+        ),
+      };
     return { ok: true, def: buildSsh(r.data) };
   }
-  const kindProblem: Found = kind === undefined
-    ? { at: ['kind'], message: `is required: ${REQUIRED_HINTS['kind']}` }
-    : { at: ['kind'], message: `must be "http" or "ssh", not ${describeValue(kind)}` };
+  const kindProblem: Found =
+    kind === undefined
+      ? { at: ['kind'], message: `is required: ${REQUIRED_HINTS['kind']}` }
+      : { at: ['kind'], message: `must be "http" or "ssh", not ${describeValue(kind)}` };
   const r = commonSchema.safeParse(input, options);
   const found = [kindProblem, ...(r.success ? [] : r.error.issues.flatMap((i) => issueProblems(i, null)))];
   return { ok: false, problems: sortedProblems(found, null) };

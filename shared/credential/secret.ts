@@ -23,7 +23,8 @@ function secretRefusal(message: string, detail: Record<string, unknown> = {}): R
 // read from a file or stdin. Returns a view of the same memory, not a copy,
 // so wiping the original wipes it.
 export function stripOneTrailingNewline(buf: Buffer): Buffer {
-  if (buf.length >= 2 && buf[buf.length - 2] === 0x0d && buf[buf.length - 1] === 0x0a) return buf.subarray(0, buf.length - 2);
+  if (buf.length >= 2 && buf[buf.length - 2] === 0x0d && buf[buf.length - 1] === 0x0a)
+    return buf.subarray(0, buf.length - 2);
   if (buf.length >= 1 && buf[buf.length - 1] === 0x0a) return buf.subarray(0, buf.length - 1);
   return buf;
 }
@@ -50,7 +51,9 @@ export function checkHttpSecret(secret: Buffer): void {
 function checkSshPassword(secret: Buffer): void {
   if (secret.length === 0) throw secretRefusal('the SSH password is empty; give the password itself');
   if (secret.includes(0x00) || secret.includes(0x0a) || secret.includes(0x0d)) {
-    throw secretRefusal('the SSH password contains NUL, CR or LF; give the password as one line (one trailing newline is removed)');
+    throw secretRefusal(
+      'the SSH password contains NUL, CR or LF; give the password as one line (one trailing newline is removed)',
+    );
   }
 }
 
@@ -95,7 +98,11 @@ function detectFormat(secret: Buffer): KeyFormat {
   if (secret.includes('-----BEGIN PRIVATE KEY-----')) return { kind: 'pkcs8', encrypted: false };
   if (secret.includes('PuTTY-User-Key-File-')) return { kind: 'putty' };
   const head = secret.toString('latin1', 0, Math.min(secret.length, 40)).trimStart();
-  if (/^(?:ssh-|ecdsa-sha2-|sk-)/.test(head) || head.startsWith('-----BEGIN PUBLIC KEY') || head.startsWith('---- BEGIN SSH2 PUBLIC KEY')) {
+  if (
+    /^(?:ssh-|ecdsa-sha2-|sk-)/.test(head) ||
+    head.startsWith('-----BEGIN PUBLIC KEY') ||
+    head.startsWith('---- BEGIN SSH2 PUBLIC KEY')
+  ) {
     return { kind: 'public' };
   }
   return { kind: 'unknown' };
@@ -148,10 +155,24 @@ function encodeKey(key: KeyObject): Encoded {
     const seed = b64u(jwk.d);
     const type = 'ssh-ed25519';
     const both = Buffer.concat([seed, pub]);
-    return { type, publicBlob: Buffer.concat([sshString(type), sshString(pub)]), layout: [sshString(pub), sshString(both)], raw: [seed, both] };
+    return {
+      type,
+      publicBlob: Buffer.concat([sshString(type), sshString(pub)]),
+      layout: [sshString(pub), sshString(both)],
+      raw: [seed, both],
+    };
   }
   if (key.asymmetricKeyType === 'rsa') {
-    const [n, e, d, p, q, qi, dp, dq] = [jwk.n, jwk.e, jwk.d, jwk.p, jwk.q, jwk.qi, jwk.dp, jwk.dq].map(b64u) as [Buffer, Buffer, Buffer, Buffer, Buffer, Buffer, Buffer, Buffer];
+    const [n, e, d, p, q, qi, dp, dq] = [jwk.n, jwk.e, jwk.d, jwk.p, jwk.q, jwk.qi, jwk.dp, jwk.dq].map(b64u) as [
+      Buffer,
+      Buffer,
+      Buffer,
+      Buffer,
+      Buffer,
+      Buffer,
+      Buffer,
+      Buffer,
+    ];
     const type = 'ssh-rsa';
     return {
       type,
@@ -187,7 +208,13 @@ function toOpenSshPem(key: KeyObject): { pem: Buffer; publicBlob: Buffer; type: 
   const padding = Buffer.from(Array.from({ length: (8 - (unpadded.length % 8)) % 8 }, (_, i) => i + 1));
   const section = Buffer.concat([unpadded, padding]);
   const blob = Buffer.concat([
-    OPENSSH_MAGIC, sshString('none'), sshString('none'), sshString(''), u32(1), sshString(enc.publicBlob), sshString(section),
+    OPENSSH_MAGIC,
+    sshString('none'),
+    sshString('none'),
+    sshString(''),
+    u32(1),
+    sshString(enc.publicBlob),
+    sshString(section),
   ]);
   const lines = blob.toString('base64').match(/.{1,70}/g) ?? [];
   const pem = Buffer.from(`${OPENSSH_BEGIN}\n${lines.join('\n')}\n${OPENSSH_END}\n`, 'latin1');
@@ -206,31 +233,49 @@ function checkKeyType(key: KeyObject): void {
   if (type === 'ed25519') return;
   if (type === 'rsa') {
     if ((details.modulusLength ?? 0) < MIN_RSA_BITS) {
-      throw secretRefusal(`the RSA key has ${details.modulusLength} bits; use at least ${MIN_RSA_BITS} (or an ed25519 key: ssh-keygen -t ed25519)`);
+      throw secretRefusal(
+        `the RSA key has ${details.modulusLength} bits; use at least ${MIN_RSA_BITS} (or an ed25519 key: ssh-keygen -t ed25519)`,
+      );
     }
     return;
   }
   if (type === 'ec' && EC_NODE_CURVES.has(details.namedCurve ?? '')) return;
-  if (type === 'dsa') throw secretRefusal('DSA (ssh-dss) keys are obsolete and not supported; use an ed25519 key (ssh-keygen -t ed25519)');
-  throw secretRefusal(`${type ?? 'this'} keys are not supported; use ed25519, RSA (2048 bits or more) or ECDSA (P-256, P-384, P-521)`);
+  if (type === 'dsa')
+    throw secretRefusal(
+      'DSA (ssh-dss) keys are obsolete and not supported; use an ed25519 key (ssh-keygen -t ed25519)',
+    );
+  throw secretRefusal(
+    `${type ?? 'this'} keys are not supported; use ed25519, RSA (2048 bits or more) or ECDSA (P-256, P-384, P-521)`,
+  );
 }
 
 // ---- the import ----
 
 function wrongPassphrase(): Refusal {
-  return secretRefusal('could not decrypt the private key: the key passphrase is wrong (or the key file is damaged); try again with the right passphrase');
+  return secretRefusal(
+    'could not decrypt the private key: the key passphrase is wrong (or the key file is damaged); try again with the right passphrase',
+  );
 }
 
 function unreadableKey(): Refusal {
-  return secretRefusal('the private key could not be read (damaged or incomplete); give the whole key file, from its BEGIN line to its END line');
+  return secretRefusal(
+    'the private key could not be read (damaged or incomplete); give the whole key file, from its BEGIN line to its END line',
+  );
 }
 
 // Read the key (decrypting it with the passphrase) into a node KeyObject,
 // with the SSH public key blob when ssh2 parsed it.
-function readKey(secret: Buffer, format: PrivateKeyFormat, passphrase: Buffer | undefined): { key: KeyObject; publicBlob: Buffer | null } {
+function readKey(
+  secret: Buffer,
+  format: PrivateKeyFormat,
+  passphrase: Buffer | undefined,
+): { key: KeyObject; publicBlob: Buffer | null } {
   if (format.kind === 'pkcs8') {
     try {
-      return { key: createPrivateKey({ key: secret, format: 'pem', passphrase: format.encrypted ? passphrase : undefined }), publicBlob: null };
+      return {
+        key: createPrivateKey({ key: secret, format: 'pem', passphrase: format.encrypted ? passphrase : undefined }),
+        publicBlob: null,
+      };
     } catch {
       throw format.encrypted ? wrongPassphrase() : unreadableKey();
     }
@@ -260,9 +305,18 @@ function signingAlgorithm(type: string): string | undefined {
 // The stored key must work without a passphrase: parse it back as the
 // daemon will, compare the public key, and check that a signature made
 // with it verifies under the original public key.
-function verifyPrepared(pem: Buffer, type: string, publicBlob: Buffer, original: KeyObject, parsedBlob: Buffer | null): void {
+function verifyPrepared(
+  pem: Buffer,
+  type: string,
+  publicBlob: Buffer,
+  original: KeyObject,
+  parsedBlob: Buffer | null,
+): void {
   const failed = (): Refusal =>
-    new Refusal('internal_error', 'the private key was read but could not be prepared for storage; nothing was stored; report this with the key type');
+    new Refusal(
+      'internal_error',
+      'the private key was read but could not be prepared for storage; nothing was stored; report this with the key type',
+    );
   const again: ParsedKey | Error = utils.parseKey(pem);
   if (again instanceof Error || Array.isArray(again) || !again.isPrivateKey() || again.type !== type) throw failed();
   const pub = again.getPublicSSH();
@@ -270,7 +324,8 @@ function verifyPrepared(pem: Buffer, type: string, publicBlob: Buffer, original:
   const challenge = randomBytes(32);
   const algorithm = signingAlgorithm(type);
   const signature = again.sign(challenge, algorithm) as Buffer | Error;
-  if (signature instanceof Error || !verify(algorithm ?? null, challenge, createPublicKey(original), signature)) throw failed();
+  if (signature instanceof Error || !verify(algorithm ?? null, challenge, createPublicKey(original), signature))
+    throw failed();
 }
 
 // The secret of an SSH credential, ready for the vault. A password is
@@ -285,20 +340,28 @@ export function prepareSshSecret(def: Pick<SshCredentialDef, 'auth'>, secret: Bu
     checkSshPassword(secret);
     return secret;
   }
-  if (secret.length === 0) throw secretRefusal('the private key is empty; give the private key file, e.g. ~/.ssh/id_ed25519');
+  if (secret.length === 0)
+    throw secretRefusal('the private key is empty; give the private key file, e.g. ~/.ssh/id_ed25519');
   const format = detectFormat(secret);
   if (format.kind === 'public') throw publicKeyGiven();
   if (format.kind === 'putty') {
-    throw secretRefusal('PuTTY (.ppk) keys are not supported; convert it with `puttygen KEY.ppk -O private-openssh -o KEY` and give that file');
+    throw secretRefusal(
+      'PuTTY (.ppk) keys are not supported; convert it with `puttygen KEY.ppk -O private-openssh -o KEY` and give that file',
+    );
   }
   if (format.kind === 'unknown') {
-    throw secretRefusal('this is not a private key in OpenSSH or PEM format; give the private key file (it starts with "-----BEGIN")');
+    throw secretRefusal(
+      'this is not a private key in OpenSSH or PEM format; give the private key file (it starts with "-----BEGIN")',
+    );
   }
   const passphrase = keyPassphrase !== undefined && keyPassphrase.length > 0 ? keyPassphrase : undefined;
   if (format.encrypted && passphrase === undefined) {
-    throw secretRefusal('the private key is encrypted; give its passphrase (it is used once, to store the key decrypted inside the vault)', {
-      needs_key_passphrase: true,
-    });
+    throw secretRefusal(
+      'the private key is encrypted; give its passphrase (it is used once, to store the key decrypted inside the vault)',
+      {
+        needs_key_passphrase: true,
+      },
+    );
   }
   const { key, publicBlob: parsedBlob } = readKey(secret, format, passphrase);
   checkKeyType(key);

@@ -19,7 +19,15 @@ export type TargetSummary =
 // Copies, so a caller cannot change the stored definition through them.
 export function summariseTargets(def: CredentialDef): TargetSummary {
   if (def.kind === 'ssh') {
-    return { kind: 'ssh', host: def.host, port: def.port, user: def.user, commands: [...def.commands], stdin: def.stdin, approve: def.approve };
+    return {
+      kind: 'ssh',
+      host: def.host,
+      port: def.port,
+      user: def.user,
+      commands: [...def.commands],
+      stdin: def.stdin,
+      approve: def.approve,
+    };
   }
   return {
     kind: 'http',
@@ -44,6 +52,7 @@ export function formatTargets(summary: TargetSummary): string[] {
     return summary.commands.map((c) => `${summary.user}@${host}:${summary.port} $ ${c}${mark(summary.approve)}`);
   }
   return summary.allow.map(
-    (r) => `${r.methods.join(',')} ${r.schemes.join('|')}://${r.host}:${r.ports.join('|')} ${r.paths.join(' ')}${mark(r.approve)}`,
+    (r) =>
+      `${r.methods.join(',')} ${r.schemes.join('|')}://${r.host}:${r.ports.join('|')} ${r.paths.join(' ')}${mark(r.approve)}`,
   );
 }

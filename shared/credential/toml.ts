@@ -70,7 +70,9 @@ export function definitionToToml(def: CredentialDef): string {
   const top = HTTP_KEYS.filter((k) => k !== 'headers' && k !== 'inject' && k !== 'allow');
   const parts = [keyLines(d, top).join('\n')];
   if (def.headers) {
-    parts.push(['[headers]', ...Object.entries(def.headers).map(([k, v]) => `${tomlKey(k)} = ${tomlString(v)}`)].join('\n'));
+    parts.push(
+      ['[headers]', ...Object.entries(def.headers).map(([k, v]) => `${tomlKey(k)} = ${tomlString(v)}`)].join('\n'),
+    );
   }
   parts.push(['[inject]', ...keyLines(def.inject as Record<string, unknown>, INJECT_KEYS)].join('\n'));
   for (const rule of def.allow) {

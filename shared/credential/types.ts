@@ -54,12 +54,33 @@ export type CredentialDef = HttpCredentialDef | SshCredentialDef;
 
 // Key order of each table, used to print, diff and rebuild definitions.
 export const HTTP_KEYS = [
-  'name', 'description', 'kind', 'approve', 'redact_response', 'pass_set_cookie', 'rate', 'allow_addresses', 'headers', 'inject', 'allow',
+  'name',
+  'description',
+  'kind',
+  'approve',
+  'redact_response',
+  'pass_set_cookie',
+  'rate',
+  'allow_addresses',
+  'headers',
+  'inject',
+  'allow',
 ] as const;
 export const INJECT_KEYS = ['header', 'template', 'basic_user', 'query'] as const;
 export const ALLOW_RULE_KEYS = ['host', 'schemes', 'ports', 'methods', 'paths', 'approve'] as const;
 export const SSH_KEYS = [
-  'name', 'description', 'kind', 'host', 'port', 'user', 'auth', 'host_key', 'commands', 'stdin', 'approve', 'allow_addresses',
+  'name',
+  'description',
+  'kind',
+  'host',
+  'port',
+  'user',
+  'auth',
+  'host_key',
+  'commands',
+  'stdin',
+  'approve',
+  'allow_addresses',
 ] as const;
 
 export const APPROVE_STRICTNESS: Readonly<Record<Approve, number>> = { session: 0, 'each-use': 1 };

@@ -30,7 +30,13 @@ t.test('the CLI approver refuses to attach without the passphrase', async (t) =>
   t.teardown(() => d.stop());
   t.equal(cli(h, ['unlock', '--passphrase-file', h.passFile]).code, 0);
 
-  let r = await cliAsync(h, ['approver', '--auto', 'approve', '--passphrase-file', h.file('wrong', 'not the passphrase\n')]);
+  let r = await cliAsync(h, [
+    'approver',
+    '--auto',
+    'approve',
+    '--passphrase-file',
+    h.file('wrong', 'not the passphrase\n'),
+  ]);
   t.equal(r.code, 1, 'wrong passphrase: exit 1');
   t.match(r.stderr, /^postern: wrong passphrase/m, "the daemon's message");
   t.notMatch(r.stdout, /attached/);

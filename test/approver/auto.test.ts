@@ -22,13 +22,21 @@ interface Approver {
 
 // A real approver process (JSON lines on stdout).
 function startApprover(t: Test, h: Home, args: string[]): Approver {
-  const proc = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', process.execPath, CLI, 'approver', '--json', '--passphrase-file', h.passFile, ...args], { env: h.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(
+    '/usr/bin/env',
+    ['-u', 'NODE_OPTIONS', process.execPath, CLI, 'approver', '--json', '--passphrase-file', h.passFile, ...args],
+    { env: h.env, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let out = '';
   let err = '';
   proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   proc.stderr!.on('data', (d: Buffer) => (err += d.toString()));
   const exited = new Promise<number | null>((r) => proc.on('exit', (code) => r(code)));
-  const lines = (): Record<string, unknown>[] => out.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
+  const lines = (): Record<string, unknown>[] =>
+    out
+      .split('\n')
+      .filter((l) => l.trim() !== '')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
   const a: Approver = {
     proc,
     lines,
@@ -84,9 +92,16 @@ async function revokeAll(): Promise<void> {
   await admin.request('sessions.revoke', { all: true });
 }
 
-const get = (cred: string): Record<string, unknown> => ({ credential: cred, method: 'GET', url: s.url('api.example.test', '/v1/x') });
+const get = (cred: string): Record<string, unknown> => ({
+  credential: cred,
+  method: 'GET',
+  url: s.url('api.example.test', '/v1/x'),
+});
 
-const decided = (id?: unknown) => (l: Record<string, unknown>): boolean => l['event'] === 'decided' && (id === undefined || l['id'] === id);
+const decided =
+  (id?: unknown) =>
+  (l: Record<string, unknown>): boolean =>
+    l['event'] === 'decided' && (id === undefined || l['id'] === id);
 
 t.test('approve: sessions at the requester or an ancestor, once for each-use; listed and revoked', async (t) => {
   let ap = startApprover(t, s.h, ['--auto', 'approve']);
@@ -125,7 +140,10 @@ t.test('approve: sessions at the requester or an ancestor, once for each-use; li
   t.equal(r.status, 200, r.text.slice(0, 200));
   const onces = ap.lines().filter((l) => decided()(l) && l['credential'] === 'each');
   t.equal(onces.length, 2, 'two cards for two requests');
-  t.match(onces, [{ decision: 'once', root_pid: null, taken: true }, { decision: 'once', root_pid: null, taken: true }]);
+  t.match(onces, [
+    { decision: 'once', root_pid: null, taken: true },
+    { decision: 'once', root_pid: null, taken: true },
+  ]);
 
   const all = cli(s.h, ['sessions', 'revoke', '--all']);
   t.equal(all.stdout, '1 session ended\n', 'revoke --all');

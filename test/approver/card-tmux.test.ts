@@ -33,7 +33,11 @@ t.test('the interactive approver in a terminal', async (t) => {
   t.teardown(() => script.cleanup());
   const parent = await Agent.start(script);
   t.teardown(() => parent.kill());
-  const get = (cred: string): Record<string, unknown> => ({ credential: cred, method: 'GET', url: s.url('api.example.test', '/v1/x') });
+  const get = (cred: string): Record<string, unknown> => ({
+    credential: cred,
+    method: 'GET',
+    url: s.url('api.example.test', '/v1/x'),
+  });
 
   const tm = Tmux.start([process.execPath, CLI, 'approver'], { env: s.h.env, width: 200, height: 50 });
   t.teardown(() => tm.kill());
@@ -48,9 +52,19 @@ t.test('the interactive approver in a terminal', async (t) => {
     const hostile = ['clear\x1b[2J\x1b[Hscreen', 'safe\u202etxt.exe', 'ad\u200dmin'];
     const c1 = await parent.spawn({ id: 'c1', argv: [process.execPath, script.path, ...hostile] });
     const body = '{"a":1}';
-    const reply = c1.request(s.sock, { credential: 'api', method: 'POST', url: s.url('api.example.test', '/v1/items?q=1'), headers: { 'content-type': 'application/json' }, body });
+    const reply = c1.request(s.sock, {
+      credential: 'api',
+      method: 'POST',
+      url: s.url('api.example.test', '/v1/items?q=1'),
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
     screen = await tm.waitFor(/Approval request [0-9a-f]{12}/);
-    t.match(screen, /^postern approver — attached as approver [0-9a-f]+$/m, 'the top of the screen is still there: the clear-screen was not run');
+    t.match(
+      screen,
+      /^postern approver — attached as approver [0-9a-f]+$/m,
+      'the top of the screen is still there: the clear-screen was not run',
+    );
     t.notMatch(screen, /taller than the terminal/, 'the card fits in 50 rows');
     t.match(screen, /^ {2}credential +api$/m);
     t.match(screen, /^ {2}approve +session/m);
@@ -63,12 +77,22 @@ t.test('the interactive approver in a terminal', async (t) => {
     t.match(screen, /^ {4}query +\?q=1$/m);
     t.match(screen, /^ {4}body size +7 bytes$/m);
     t.match(screen, new RegExp(`^ {4}body sha256 +${createHash('sha256').update(body).digest('hex')}$`, 'm'));
-    t.match(screen, new RegExp(`^ {2}\\[s\\] requester +pid ${c1.pid} .*<- holds escaped characters: read carefully$`, 'm'));
+    t.match(
+      screen,
+      new RegExp(`^ {2}\\[s\\] requester +pid ${c1.pid} .*<- holds escaped characters: read carefully$`, 'm'),
+    );
     t.match(screen, new RegExp(`^ {2}\\[1\\] ancestor 1 +pid ${parent.pid} `, 'm'));
     const argv = `"${process.execPath}" "${script.path}" "clear\\x1b[2J\\x1b[Hscreen" "safe\\u{202E}txt.exe" "ad\\u{200D}min"`;
-    t.ok(screen.split('\n').some((l) => /^ +argv +/.test(l) && l.replace(/^ +argv +/, '') === argv), 'each argument quoted, every hidden character escaped', { screen });
+    t.ok(
+      screen.split('\n').some((l) => /^ +argv +/.test(l) && l.replace(/^ +argv +/, '') === argv),
+      'each argument quoted, every hidden character escaped',
+      { screen },
+    );
     t.match(screen, /^ {2}d {2}deny {6}o {2}allow once {6}q {2}quit/m);
-    t.match(screen, new RegExp(`^ {2}s {2}session rooted at the requester \\(pid ${c1.pid}\\) {6}1(…\\d)? {2}session rooted at`, 'm'));
+    t.match(
+      screen,
+      new RegExp(`^ {2}s {2}session rooted at the requester \\(pid ${c1.pid}\\) {6}1(…\\d)? {2}session rooted at`, 'm'),
+    );
 
     await settle();
     tm.send('1');
@@ -95,7 +119,12 @@ t.test('the interactive approver in a terminal', async (t) => {
     const reply = c3.request(s.sock, get('each'));
     screen = await tm.waitFor(/Approval request [0-9a-f]{12}/);
     t.match(screen, /^ {2}approve +each-use/m);
-    t.match(screen, new RegExp(`^ {6}requester +pid ${c3.pid} .*exe ${copy} \\(deleted\\) {2}\\[DELETED — `, 'm'), 'the deleted executable is marked', { screen });
+    t.match(
+      screen,
+      new RegExp(`^ {6}requester +pid ${c3.pid} .*exe ${copy} \\(deleted\\) {2}\\[DELETED — `, 'm'),
+      'the deleted executable is marked',
+      { screen },
+    );
     t.notMatch(screen, /^ {2}[s1-9] {2}session/m, 'no session offered');
     await settle();
     tm.send('s');

@@ -1,7 +1,15 @@
 // Escaping of agent-controlled strings for the terminal: every class of
 // character that could redraw, reorder or hide text becomes a visible escape.
 import t from 'tap';
-import { escapeText, hasHidden, quoteArg, showExe, showHost, DELETED_MARK, MEMFD_MARK } from '../../cli/approver/escape';
+import {
+  escapeText,
+  hasHidden,
+  quoteArg,
+  showExe,
+  showHost,
+  DELETED_MARK,
+  MEMFD_MARK,
+} from '../../cli/approver/escape';
 
 // What a terminal would act on or not show: nothing of it may survive.
 const RAW_DANGER = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}]/u;
@@ -49,7 +57,10 @@ t.test('each character class becomes a visible escape', async (t) => {
 });
 
 t.test('plain text, spaces and visible Unicode are shown as they are', async (t) => {
-  t.equal(escapeText('/usr/bin/curl -s https://api.example.com/x?y=1'), '/usr/bin/curl -s https://api.example.com/x?y=1');
+  t.equal(
+    escapeText('/usr/bin/curl -s https://api.example.com/x?y=1'),
+    '/usr/bin/curl -s https://api.example.com/x?y=1',
+  );
   t.equal(escapeText('Grüße, 東京, emoji 😀'), 'Grüße, 東京, emoji 😀');
   t.notOk(hasHidden('a b/c\\d'), 'space and backslash are not hidden characters');
   t.ok(hasHidden('a\u200bb'));
@@ -80,7 +91,11 @@ t.test('hosts: non-ASCII also shown in punycode; punycode also in Unicode', asyn
   t.equal(showHost('xn--pple-43d.com'), 'xn--pple-43d.com  (internationalised name; in Unicode: аpple.com)');
   t.equal(showHost('api.github.com'), 'api.github.com');
   t.equal(showHost('127.0.0.1'), '127.0.0.1');
-  t.equal(showHost('ex\u202eample.com'), 'ex\\u{202E}ample.com  (punycode: not a valid internationalised name)', 'a bidi control in a host is escaped');
+  t.equal(
+    showHost('ex\u202eample.com'),
+    'ex\\u{202E}ample.com  (punycode: not a valid internationalised name)',
+    'a bidi control in a host is escaped',
+  );
 });
 
 t.test('deleted and memfd executables are marked', async (t) => {

@@ -11,21 +11,38 @@ function proc(pid: number): CardProcess {
 
 function card(approve: 'session' | 'each-use', ancestors = 2): Card {
   return {
-    id: 'c1', credential: 'api', approve, created_at: '', expires_at: '',
-    process: proc(50), ancestors: Array.from({ length: ancestors }, (_, i) => proc(40 - i)), action: { kind: 'http' },
+    id: 'c1',
+    credential: 'api',
+    approve,
+    created_at: '',
+    expires_at: '',
+    process: proc(50),
+    ancestors: Array.from({ length: ancestors }, (_, i) => proc(40 - i)),
+    action: { kind: 'http' },
   };
 }
 
 t.test('choices: deny, once, a session at the requester or an existing ancestor', async (t) => {
-  t.same(choicesFor(card('session')).map((c) => [c.key, c.args]), [
-    ['d', { id: 'c1', decision: 'deny' }],
-    ['o', { id: 'c1', decision: 'once' }],
-    ['s', { id: 'c1', decision: 'session', root_key: 'k50' }],
-    ['1', { id: 'c1', decision: 'session', root_key: 'k40' }],
-    ['2', { id: 'c1', decision: 'session', root_key: 'k39' }],
-  ]);
-  t.same(choicesFor(card('each-use')).map((c) => c.key), ['d', 'o'], 'each-use: no session');
-  t.same(choicesFor(card('session', 12)).map((c) => c.key), ['d', 'o', 's', '1', '2', '3', '4', '5', '6', '7', '8', '9'], 'digits stop at 9');
+  t.same(
+    choicesFor(card('session')).map((c) => [c.key, c.args]),
+    [
+      ['d', { id: 'c1', decision: 'deny' }],
+      ['o', { id: 'c1', decision: 'once' }],
+      ['s', { id: 'c1', decision: 'session', root_key: 'k50' }],
+      ['1', { id: 'c1', decision: 'session', root_key: 'k40' }],
+      ['2', { id: 'c1', decision: 'session', root_key: 'k39' }],
+    ],
+  );
+  t.same(
+    choicesFor(card('each-use')).map((c) => c.key),
+    ['d', 'o'],
+    'each-use: no session',
+  );
+  t.same(
+    choicesFor(card('session', 12)).map((c) => c.key),
+    ['d', 'o', 's', '1', '2', '3', '4', '5', '6', '7', '8', '9'],
+    'digits stop at 9',
+  );
 });
 
 t.test('readKey: one byte is a key; sequences and pastes are not', async (t) => {
@@ -54,12 +71,28 @@ t.test('readKey: one byte is a key; sequences and pastes are not', async (t) => 
 t.test('autoChoice', async (t) => {
   const args = (c: Card, mode: 'approve' | 'deny', depth?: number): unknown => autoChoice(c, mode, depth).args;
   t.same(args(card('session'), 'deny'), { id: 'c1', decision: 'deny' });
-  t.same(args(card('session'), 'approve'), { id: 'c1', decision: 'session', root_key: 'k50' }, 'default: the requester');
+  t.same(
+    args(card('session'), 'approve'),
+    { id: 'c1', decision: 'session', root_key: 'k50' },
+    'default: the requester',
+  );
   t.same(args(card('session'), 'approve', 1), { id: 'c1', decision: 'session', root_key: 'k40' });
   t.same(args(card('session'), 'approve', 2), { id: 'c1', decision: 'session', root_key: 'k39' });
-  t.same(args(card('session'), 'approve', 7), { id: 'c1', decision: 'session', root_key: 'k39' }, 'beyond the chain: the highest ancestor');
-  t.same(args(card('session', 0), 'approve', 3), { id: 'c1', decision: 'session', root_key: 'k50' }, 'no ancestors: the requester');
-  t.same(args(card('session', 12), 'approve', 11), { id: 'c1', decision: 'session', root_key: 'k30' }, 'depth beyond the digit keys');
+  t.same(
+    args(card('session'), 'approve', 7),
+    { id: 'c1', decision: 'session', root_key: 'k39' },
+    'beyond the chain: the highest ancestor',
+  );
+  t.same(
+    args(card('session', 0), 'approve', 3),
+    { id: 'c1', decision: 'session', root_key: 'k50' },
+    'no ancestors: the requester',
+  );
+  t.same(
+    args(card('session', 12), 'approve', 11),
+    { id: 'c1', decision: 'session', root_key: 'k30' },
+    'depth beyond the digit keys',
+  );
   t.same(args(card('each-use'), 'approve', 1), { id: 'c1', decision: 'once' }, 'each-use: once');
   const keyless = card('session');
   keyless.process.key = '';

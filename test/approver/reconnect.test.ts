@@ -11,12 +11,20 @@ import { Agent, writeAgentScript } from '../helpers/agent-child';
 t.test('a daemon restart: the approver reconnects and attaches again', async (t) => {
   const s = await startStack();
   t.teardown(() => s.close());
-  s.addCredential('api', `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`, 'reconnect-secret-0123456789');
+  s.addCredential(
+    'api',
+    `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`,
+    'reconnect-secret-0123456789',
+  );
   const script = writeAgentScript();
   t.teardown(() => script.cleanup());
 
   // Text mode this time: the lines a human would read.
-  const ap = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', process.execPath, CLI, 'approver', '--auto', 'approve', '--passphrase-file', s.h.passFile], { env: s.h.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const ap = spawn(
+    '/usr/bin/env',
+    ['-u', 'NODE_OPTIONS', process.execPath, CLI, 'approver', '--auto', 'approve', '--passphrase-file', s.h.passFile],
+    { env: s.h.env, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let out = '';
   let err = '';
   ap.stdout!.on('data', (d: Buffer) => (out += d.toString()));
@@ -45,7 +53,12 @@ t.test('a daemon restart: the approver reconnects and attaches again', async (t)
   t.teardown(() => agent.kill());
   const r = await agent.request(s.sock, { credential: 'api', method: 'GET', url: s.url('api.example.test', '/v1/x') });
   t.equal(r.status, 200, r.text.slice(0, 200));
-  await shows(new RegExp(`^decided [0-9a-f]{12} credential=api pid=${agent.pid} decision=session root_pid=${agent.pid} taken=true$`, 'm'));
+  await shows(
+    new RegExp(
+      `^decided [0-9a-f]{12} credential=api pid=${agent.pid} decision=session root_pid=${agent.pid} taken=true$`,
+      'm',
+    ),
+  );
 
   ap.kill('SIGTERM');
   t.equal(await exited, 0, 'SIGTERM: exit 0');

@@ -8,7 +8,17 @@ import { DELETED_MARK, MEMFD_MARK } from '../../cli/approver/escape';
 const RAW_DANGER = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}]/u;
 
 function proc(pid: number, over: Partial<CardProcess> = {}): CardProcess {
-  return { key: `${pid}:100:2049:${pid * 7}`, pid, uid: 1000, exe: '/usr/bin/node', exe_deleted: false, exe_memfd: false, cwd: '/home/dev/app', cmdline: ['node', 'agent.js'], ...over };
+  return {
+    key: `${pid}:100:2049:${pid * 7}`,
+    pid,
+    uid: 1000,
+    exe: '/usr/bin/node',
+    exe_deleted: false,
+    exe_memfd: false,
+    cwd: '/home/dev/app',
+    cmdline: ['node', 'agent.js'],
+    ...over,
+  };
 }
 
 function card(over: Partial<Card> = {}): Card {
@@ -20,7 +30,18 @@ function card(over: Partial<Card> = {}): Card {
     expires_at: '2026-01-01T10:02:00.000Z',
     process: proc(4242, { exe: '/usr/bin/curl', cmdline: ['curl', '-s', 'https://api.github.com/x'] }),
     ancestors: [proc(4200), proc(4100, { exe: '/usr/bin/bash', cmdline: ['bash'] })],
-    action: { kind: 'http', method: 'POST', scheme: 'https', host: 'api.github.com', address: '140.82.112.6', port: 443, path: '/repos/acme/app/issues', query: '?page=2', body_bytes: 13, body_sha256: 'ab'.repeat(32) },
+    action: {
+      kind: 'http',
+      method: 'POST',
+      scheme: 'https',
+      host: 'api.github.com',
+      address: '140.82.112.6',
+      port: 443,
+      path: '/repos/acme/app/issues',
+      query: '?page=2',
+      body_bytes: 13,
+      body_sha256: 'ab'.repeat(32),
+    },
     ...over,
   };
 }
@@ -50,12 +71,25 @@ t.test('an HTTP card: credential, mode, the concrete action, the chain, the keys
   t.match(out, /^ +argv +"curl" "-s" "https:\/\/api\.github\.com\/x"$/m);
   t.match(out, /^ +cwd +\/home\/dev\/app$/m);
   // Ancestors take one line each.
-  t.match(out, /^ {2}\[1\] ancestor 1 +pid 4200 {2}uid 1000 {2}exe \/usr\/bin\/node {2}cwd \/home\/dev\/app {2}argv "node" "agent\.js"$/m);
-  t.match(out, /^ {2}\[2\] ancestor 2 +pid 4100 {2}uid 1000 {2}exe \/usr\/bin\/bash {2}cwd \/home\/dev\/app {2}argv "bash"$/m);
+  t.match(
+    out,
+    /^ {2}\[1\] ancestor 1 +pid 4200 {2}uid 1000 {2}exe \/usr\/bin\/node {2}cwd \/home\/dev\/app {2}argv "node" "agent\.js"$/m,
+  );
+  t.match(
+    out,
+    /^ {2}\[2\] ancestor 2 +pid 4100 {2}uid 1000 {2}exe \/usr\/bin\/bash {2}cwd \/home\/dev\/app {2}argv "bash"$/m,
+  );
   t.match(out, /^ {2}d {2}deny {6}o {2}allow once {6}q {2}quit the approver/m);
-  t.match(out, /^ {2}s {2}session rooted at the requester \(pid 4242\) {6}1…2 {2}session rooted at that ancestor \(marked \[1\]…\[2\] above\)$/m);
+  t.match(
+    out,
+    /^ {2}s {2}session rooted at the requester \(pid 4242\) {6}1…2 {2}session rooted at that ancestor \(marked \[1\]…\[2\] above\)$/m,
+  );
   const one = text(card({ ancestors: [proc(4200)] }));
-  t.match(one, /^ {2}s {2}session rooted at the requester \(pid 4242\) {6}1 {2}session rooted at ancestor 1 \(pid 4200\)$/m, 'a single ancestor is named');
+  t.match(
+    one,
+    /^ {2}s {2}session rooted at the requester \(pid 4242\) {6}1 {2}session rooted at ancestor 1 \(pid 4200\)$/m,
+    'a single ancestor is named',
+  );
   t.notMatch(text(card()), /more waiting/, 'no count when nothing else waits');
 });
 
@@ -71,8 +105,24 @@ t.test('each-use: only deny and allow once are offered', async (t) => {
 t.test('a hostile process and request are escaped, flagged, and cannot drive the terminal', async (t) => {
   const hostile = card({
     credential: 'git\x1b[8mhub',
-    process: proc(666, { exe: '/tmp/\u202egnp.sh', cwd: '/tmp/\x1b]0;owned\x07', cmdline: ['sh', '-c', 'curl evil\x1b[2J\x1b[H', 'ad\u200dmin', 'x\u2066y'] }),
-    action: { kind: 'http', method: 'GET', scheme: 'https', host: 'xn--pple-43d.com', address: '1.2.3.4', port: 443, path: '/a', query: '?q=\u202e', body_bytes: 0, body_sha256: null, surprise: 'extra\x1b[2Jfield' },
+    process: proc(666, {
+      exe: '/tmp/\u202egnp.sh',
+      cwd: '/tmp/\x1b]0;owned\x07',
+      cmdline: ['sh', '-c', 'curl evil\x1b[2J\x1b[H', 'ad\u200dmin', 'x\u2066y'],
+    }),
+    action: {
+      kind: 'http',
+      method: 'GET',
+      scheme: 'https',
+      host: 'xn--pple-43d.com',
+      address: '1.2.3.4',
+      port: 443,
+      path: '/a',
+      query: '?q=\u202e',
+      body_bytes: 0,
+      body_sha256: null,
+      surprise: 'extra\x1b[2Jfield',
+    },
   });
   const lines = renderCard(hostile);
   for (const l of lines) t.notOk(RAW_DANGER.test(l), `no raw control/format character in: ${JSON.stringify(l)}`);
@@ -89,24 +139,55 @@ t.test('a hostile process and request are escaped, flagged, and cannot drive the
 });
 
 t.test('a Unicode host is shown with its punycode', async (t) => {
-  const out = text(card({ action: { kind: 'http', method: 'GET', scheme: 'https', host: 'аpple.com', address: '1.2.3.4', port: 443, path: '/', query: '' } }));
+  const out = text(
+    card({
+      action: {
+        kind: 'http',
+        method: 'GET',
+        scheme: 'https',
+        host: 'аpple.com',
+        address: '1.2.3.4',
+        port: 443,
+        path: '/',
+        query: '',
+      },
+    }),
+  );
   t.match(out, /host +аpple\.com {2}\(punycode: xn--pple-43d\.com\)/);
   t.match(out, /query +\(none\)/);
   t.match(out, /body size +\(not given by the daemon\)/, 'a missing field says so');
 });
 
 t.test('deleted and memfd executables are marked on the chain', async (t) => {
-  const out = text(card({
-    process: proc(10, { exe: '/memfd:x (deleted)', exe_memfd: true, exe_deleted: true }),
-    ancestors: [proc(9, { exe: '/tmp/agent (deleted)', exe_deleted: true })],
-  }));
-  t.match(out, new RegExp(`\\[s\\] requester +pid 10 .*exe /memfd:x \\(deleted\\) {2}${escapeRe(MEMFD_MARK)} {2}${escapeRe(DELETED_MARK)}`));
+  const out = text(
+    card({
+      process: proc(10, { exe: '/memfd:x (deleted)', exe_memfd: true, exe_deleted: true }),
+      ancestors: [proc(9, { exe: '/tmp/agent (deleted)', exe_deleted: true })],
+    }),
+  );
+  t.match(
+    out,
+    new RegExp(
+      `\\[s\\] requester +pid 10 .*exe /memfd:x \\(deleted\\) {2}${escapeRe(MEMFD_MARK)} {2}${escapeRe(DELETED_MARK)}`,
+    ),
+  );
   t.match(out, new RegExp(`\\[1\\] ancestor 1 +pid 9 .*exe /tmp/agent \\(deleted\\) {2}${escapeRe(DELETED_MARK)}`));
   t.notMatch(text(card()), /DELETED|MEMFD/, 'an ordinary executable carries no mark');
 });
 
 t.test('an SSH card shows host, address, port, user and command', async (t) => {
-  const out = text(card({ action: { kind: 'ssh', host: 'build.example.com', address: '10.0.0.5', port: 22, user: 'deploy', command: 'git -C /srv/app pull' } }));
+  const out = text(
+    card({
+      action: {
+        kind: 'ssh',
+        host: 'build.example.com',
+        address: '10.0.0.5',
+        port: 22,
+        user: 'deploy',
+        command: 'git -C /srv/app pull',
+      },
+    }),
+  );
   t.match(out, /SSH command/);
   t.match(out, /host +build\.example\.com/);
   t.match(out, /address +10\.0\.0\.5/);
@@ -123,14 +204,29 @@ t.test('many arguments and ancestors beyond the keys', async (t) => {
   t.match(out, /\[9\] ancestor 9 /);
   t.match(out, /1…9 {2}session rooted at that ancestor \(marked \[1\]…\[9\] above\)$/m);
   t.notMatch(out, /ancestor 10 +pid/, 'ancestors past the keys get no line of their own');
-  t.match(out, /^ {6}… 2 more ancestors up to pid 110 \(exe \/usr\/bin\/node\); no session can be rooted there from this card$/m, 'they are summed up in one line');
+  t.match(
+    out,
+    /^ {6}… 2 more ancestors up to pid 110 \(exe \/usr\/bin\/node\); no session can be rooted there from this card$/m,
+    'they are summed up in one line',
+  );
   t.notMatch(out, /^ {2}10 {2}/m);
   const hostile = [...ancestors.slice(0, 10), proc(110, { cmdline: ['x\u202ey'] })];
-  t.match(text(card({ ancestors: hostile })), /^ {6}… 2 more ancestors .*<- holds escaped characters: read carefully$/m, 'a hidden character among them is still flagged');
+  t.match(
+    text(card({ ancestors: hostile })),
+    /^ {6}… 2 more ancestors .*<- holds escaped characters: read carefully$/m,
+    'a hidden character among them is still flagged',
+  );
 });
 
 t.test('in a terminal of known width, a deep chain of long command lines still fits', async (t) => {
-  const long = (pid: number, extra: string[] = []): CardProcess => proc(pid, { cmdline: ['node', ...Array.from({ length: 60 }, (_, i) => `--import=file:///very/long/path/number/${i}.mjs`), ...extra] });
+  const long = (pid: number, extra: string[] = []): CardProcess =>
+    proc(pid, {
+      cmdline: [
+        'node',
+        ...Array.from({ length: 60 }, (_, i) => `--import=file:///very/long/path/number/${i}.mjs`),
+        ...extra,
+      ],
+    });
   const ancestors = Array.from({ length: 40 }, (_, i) => long(300 + i, i === 2 ? ['zero\u200dwidth'] : []));
   const columns = 200;
   const lines = renderCard(card({ ancestors }), { columns });
@@ -138,11 +234,19 @@ t.test('in a terminal of known width, a deep chain of long command lines still f
   t.equal(chain.length, 9, 'nine ancestor lines');
   for (const l of chain) t.ok([...l].length < columns, `one row each: ${l.length}`);
   t.match(chain[0]!, / … \[\+\d+ chars\]$/, 'the cut is said, with its size');
-  t.match(chain[2]!, / … \[\+\d+ chars\]  <- holds escaped characters: read carefully$/, 'the hidden-character flag survives the cut');
+  t.match(
+    chain[2]!,
+    / … \[\+\d+ chars\]  <- holds escaped characters: read carefully$/,
+    'the hidden-character flag survives the cut',
+  );
   const first = lines.find((l) => /ancestor 1 +pid/.test(l))!;
   const cut = Number(/\[\+(\d+) chars\]$/.exec(first)![1]);
   const whole = renderCard(card({ ancestors }), {}).find((l) => /ancestor 1 +pid/.test(l))!;
-  t.equal([...first].length - ' … [+N chars]'.length - String(cut).length + 1 + cut, [...whole].length, 'the count is exactly what was cut');
+  t.equal(
+    [...first].length - ' … [+N chars]'.length - String(cut).length + 1 + cut,
+    [...whole].length,
+    'the count is exactly what was cut',
+  );
   const rows = lines.reduce((n, l) => n + Math.max(1, Math.ceil([...l].length / columns)), 0);
   t.ok(rows < 48, `the card takes ${rows} rows`);
   t.equal(renderCard(card(), { columns }).join('\n'), renderCard(card(), {}).join('\n'), 'short lines are not touched');
@@ -151,7 +255,13 @@ t.test('in a terminal of known width, a deep chain of long command lines still f
 t.test('readCard: defensive reading of what the daemon pushed', async (t) => {
   t.equal(readCard(null), null);
   t.equal(readCard({ credential: 'x' }), null, 'no id: nothing to decide');
-  const c = readCard({ id: 'abc', approve: 'something-new', process: { pid: 'x', cmdline: ['a', 7] }, ancestors: 'no', action: { kind: 'http', method: 'GET' } })!;
+  const c = readCard({
+    id: 'abc',
+    approve: 'something-new',
+    process: { pid: 'x', cmdline: ['a', 7] },
+    ancestors: 'no',
+    action: { kind: 'http', method: 'GET' },
+  })!;
   t.equal(c.approve, 'each-use', 'an unknown approve mode is the stricter one');
   t.equal(c.process.pid, -1);
   t.equal(c.process.key, '');

@@ -33,14 +33,56 @@ class Fixture implements CardSource {
 
 function card(id: string, pid: number, approve: 'session' | 'each-use' = 'session'): Card {
   return {
-    id, credential: `cred-${id}`, approve, created_at: '', expires_at: '',
-    process: { key: `k${pid}`, pid, uid: 0, exe: '/bin/agent', exe_deleted: false, exe_memfd: false, cwd: '/', cmdline: ['agent'] },
-    ancestors: [{ key: 'kparent', pid: 1, uid: 0, exe: '/bin/sh', exe_deleted: false, exe_memfd: false, cwd: '/', cmdline: ['sh'] }],
-    action: { kind: 'http', method: 'GET', scheme: 'https', host: 'h.example', address: '1.2.3.4', port: 443, path: '/', query: '', body_bytes: 0, body_sha256: null },
+    id,
+    credential: `cred-${id}`,
+    approve,
+    created_at: '',
+    expires_at: '',
+    process: {
+      key: `k${pid}`,
+      pid,
+      uid: 0,
+      exe: '/bin/agent',
+      exe_deleted: false,
+      exe_memfd: false,
+      cwd: '/',
+      cmdline: ['agent'],
+    },
+    ancestors: [
+      {
+        key: 'kparent',
+        pid: 1,
+        uid: 0,
+        exe: '/bin/sh',
+        exe_deleted: false,
+        exe_memfd: false,
+        cwd: '/',
+        cmdline: ['sh'],
+      },
+    ],
+    action: {
+      kind: 'http',
+      method: 'GET',
+      scheme: 'https',
+      host: 'h.example',
+      address: '1.2.3.4',
+      port: 443,
+      path: '/',
+      query: '',
+      body_bytes: 0,
+      body_sha256: null,
+    },
   };
 }
 
-function setup(size?: { rows: number; columns: number }): { src: Fixture; input: PassThrough & { raw: boolean[] }; screen(): string; clock: { now: number }; done: Promise<void>; stop: AbortController } {
+function setup(size?: { rows: number; columns: number }): {
+  src: Fixture;
+  input: PassThrough & { raw: boolean[] };
+  screen(): string;
+  clock: { now: number };
+  done: Promise<void>;
+  stop: AbortController;
+} {
   const src = new Fixture();
   const input = Object.assign(new PassThrough(), { raw: [] as boolean[] });
   const term = {
@@ -68,7 +110,11 @@ t.test('queue, count, grace, decision, withdrawal, quit', async (t) => {
   src.events.pending(card('aaa', 10));
   src.events.pending(card('bbb', 11));
   src.events.pending(card('aaa', 10));
-  t.match(screen(), /Approval request aaa {3}\(1 more waiting\)/, 'the oldest, and the count of the others (a re-sent card is not counted twice)');
+  t.match(
+    screen(),
+    /Approval request aaa {3}\(1 more waiting\)/,
+    'the oldest, and the count of the others (a re-sent card is not counted twice)',
+  );
 
   input.write('s');
   await tick();
@@ -156,7 +202,10 @@ t.test('a card taller than the terminal says so on its last line', async (t) => 
   size.rows = 20;
   src.events.notice('redraw');
   const lines = screen().trimEnd().split('\n');
-  t.match(lines[lines.length - 1], /^!! this card is taller than the terminal \(20 rows\): scroll up or enlarge the window/);
+  t.match(
+    lines[lines.length - 1],
+    /^!! this card is taller than the terminal \(20 rows\): scroll up or enlarge the window/,
+  );
   input.write('q');
   await done;
 });

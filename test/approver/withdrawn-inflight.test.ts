@@ -11,10 +11,34 @@ import type { DecideArgs } from '../../shared/admin-protocol';
 import type { Card } from '../../cli/approver/card';
 
 const CARD: Card = {
-  id: 'c1', credential: 'api', approve: 'session', created_at: '', expires_at: '',
-  process: { key: 'k7', pid: 7, uid: 0, exe: '/bin/agent', exe_deleted: false, exe_memfd: false, cwd: '/', cmdline: ['agent'] },
+  id: 'c1',
+  credential: 'api',
+  approve: 'session',
+  created_at: '',
+  expires_at: '',
+  process: {
+    key: 'k7',
+    pid: 7,
+    uid: 0,
+    exe: '/bin/agent',
+    exe_deleted: false,
+    exe_memfd: false,
+    cwd: '/',
+    cmdline: ['agent'],
+  },
   ancestors: [],
-  action: { kind: 'http', method: 'GET', scheme: 'https', host: 'h.example', address: '1.2.3.4', port: 443, path: '/', query: '', body_bytes: 0, body_sha256: null },
+  action: {
+    kind: 'http',
+    method: 'GET',
+    scheme: 'https',
+    host: 'h.example',
+    address: '1.2.3.4',
+    port: 443,
+    path: '/',
+    query: '',
+    body_bytes: 0,
+    body_sha256: null,
+  },
 };
 
 t.test('a decision overtaken by a lock names the lock', async (t) => {
@@ -32,7 +56,9 @@ t.test('a decision overtaken by a lock names the lock', async (t) => {
   let out = '';
   let now = 0;
   const input = new PassThrough();
-  const done = runInteractive(source, { input, write: (s) => void (out += s) }, new AbortController().signal, { now: () => now });
+  const done = runInteractive(source, { input, write: (s) => void (out += s) }, new AbortController().signal, {
+    now: () => now,
+  });
   const screen = (): string => out.slice(out.lastIndexOf('\x1b[2J'));
   const press = async (key: string): Promise<void> => {
     now += KEY_GRACE_MS;
@@ -47,7 +73,11 @@ t.test('a decision overtaken by a lock names the lock', async (t) => {
 
   events.pending(CARD);
   await press('o');
-  t.match(screen(), 'request c1: your decision was not taken (decided by another approver)', 'the reason of the first card is not kept for the next');
+  t.match(
+    screen(),
+    'request c1: your decision was not taken (decided by another approver)',
+    'the reason of the first card is not kept for the next',
+  );
 
   input.write('q');
   await done;

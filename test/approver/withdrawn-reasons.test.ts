@@ -28,7 +28,8 @@ t.test('the approver says why a card was withdrawn', async (t) => {
   tm.type(PASSPHRASE);
   tm.send('Enter');
   await tm.waitFor(/No request is waiting for approval/, 20_000);
-  const cardId = async (): Promise<string> => /Approval request ([0-9a-f]{12})/.exec(await tm.waitFor(/Approval request [0-9a-f]{12}/))![1]!;
+  const cardId = async (): Promise<string> =>
+    /Approval request ([0-9a-f]{12})/.exec(await tm.waitFor(/Approval request [0-9a-f]{12}/))![1]!;
 
   await t.test('postern lock: the vault was locked', async (t) => {
     const reply = s.request(get);
@@ -37,7 +38,12 @@ t.test('the approver says why a card was withdrawn', async (t) => {
     const r = await reply;
     t.equal(r.status, 423);
     t.equal(code(r), 'vault_locked');
-    const screen = await tm.waitFor(new RegExp(`request ${id} \\(api, pid ${process.pid}\\) withdrawn: the vault was locked \\(locked by \`postern lock\`\\)$`, 'm'));
+    const screen = await tm.waitFor(
+      new RegExp(
+        `request ${id} \\(api, pid ${process.pid}\\) withdrawn: the vault was locked \\(locked by \`postern lock\`\\)$`,
+        'm',
+      ),
+    );
     t.notMatch(screen, /decided by another approver/);
     t.match(screen, /No request is waiting/);
     t.equal(cli(s.h, ['unlock', '--passphrase-file', s.h.passFile]).code, 0);
@@ -49,7 +55,12 @@ t.test('the approver says why a card was withdrawn', async (t) => {
     const r = await reply;
     t.equal(r.status, 403);
     t.equal(code(r), 'approval_timeout');
-    const screen = await tm.waitFor(new RegExp(`request ${id} \\(api, pid ${process.pid}\\) withdrawn: it expired: no decision within 4s \\(daemon\\.approval_timeout\\)$`, 'm'));
+    const screen = await tm.waitFor(
+      new RegExp(
+        `request ${id} \\(api, pid ${process.pid}\\) withdrawn: it expired: no decision within 4s \\(daemon\\.approval_timeout\\)$`,
+        'm',
+      ),
+    );
     t.notMatch(screen, /decided by another approver/);
   });
 
@@ -59,7 +70,9 @@ t.test('the approver says why a card was withdrawn', async (t) => {
     void agent.request(s.sock, get).catch(() => undefined);
     const id = await cardId();
     agent.kill();
-    await tm.waitFor(new RegExp(`request ${id} \\(api, pid ${agent.pid}\\) withdrawn: withdrawn by the requester$`, 'm'));
+    await tm.waitFor(
+      new RegExp(`request ${id} \\(api, pid ${agent.pid}\\) withdrawn: withdrawn by the requester$`, 'm'),
+    );
   });
 
   await t.test('another approver decides: decided by another approver', async (t) => {
@@ -68,6 +81,8 @@ t.test('the approver says why a card was withdrawn', async (t) => {
     const id = await cardId();
     t.match(await other.request('approval.decide', { id, decision: 'deny' }), { ok: true, result: { taken: true } });
     t.equal(code(await reply), 'denied_by_user');
-    await tm.waitFor(new RegExp(`request ${id} \\(api, pid ${process.pid}\\) withdrawn: decided by another approver$`, 'm'));
+    await tm.waitFor(
+      new RegExp(`request ${id} \\(api, pid ${process.pid}\\) withdrawn: decided by another approver$`, 'm'),
+    );
   });
 });

@@ -46,7 +46,11 @@ function schemaFields(shape: Record<string, unknown>, prefix = ''): string[] {
   for (const [key, value] of Object.entries(shape)) {
     const path = `${prefix}${key}`;
     out.push(path);
-    let v = value as { unwrap?: () => unknown; shape?: Record<string, unknown>; element?: { shape?: Record<string, unknown> } };
+    let v = value as {
+      unwrap?: () => unknown;
+      shape?: Record<string, unknown>;
+      element?: { shape?: Record<string, unknown> };
+    };
     if (typeof v.unwrap === 'function' && !v.shape && !v.element) v = v.unwrap() as typeof v;
     if (v.shape) out.push(...schemaFields(v.shape, `${path}.`));
     else if (v.element?.shape) out.push(...schemaFields(v.element.shape, `${path}[].`));
@@ -59,12 +63,15 @@ function sortedJson(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(sortedJson).join(',')}]`;
   if (v !== null && typeof v === 'object') {
     const o = v as Record<string, unknown>;
-    return `{${Object.keys(o).sort().map((k) => `${JSON.stringify(k)}:${sortedJson(o[k])}`).join(',')}}`;
+    return `{${Object.keys(o)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${sortedJson(o[k])}`)
+      .join(',')}}`;
   }
   return JSON.stringify(v);
 }
 
-t.test('the meta fields the document lists are the schema\'s', async (t) => {
+t.test("the meta fields the document lists are the schema's", async (t) => {
   const documented = documentedFields();
   t.ok(documented.length > 0, 'the document has a table of meta fields');
   t.same([...documented].sort(), schemaFields(vaultMetaSchema.shape as unknown as Record<string, unknown>).sort());
@@ -76,7 +83,16 @@ t.test('a real vault and its journal, read from the documents alone', async (t) 
   t.equal(init(h).code, 0, 'init');
   const d = await startDaemon(h);
   t.equal(cli(h, ['unlock', '--passphrase-file', h.passFile]).code, 0, 'unlock');
-  const added = cli(h, ['cred', 'add', '--file', h.file('gh.toml', DEF), '--secret-file', h.file('gh.secret', `${CANARY}\n`), '--passphrase-file', h.passFile]);
+  const added = cli(h, [
+    'cred',
+    'add',
+    '--file',
+    h.file('gh.toml', DEF),
+    '--secret-file',
+    h.file('gh.secret', `${CANARY}\n`),
+    '--passphrase-file',
+    h.passFile,
+  ]);
   t.equal(added.code, 0, added.stderr);
   await d.stop();
 
@@ -95,8 +111,17 @@ t.test('a real vault and its journal, read from the documents alone', async (t) 
   const header = file.subarray(0, 70 + n);
   t.type(JSON.parse(header.subarray(70).toString('utf8')), 'object', 'the approved config is JSON');
   // Key and body.
-  const key = s.crypto_pwhash(32, Buffer.from(PASSPHRASE, 'utf8'), salt, opslimit, memlimit, s.crypto_pwhash_ALG_ARGON2ID13);
-  const plain = Buffer.from(s.crypto_aead_xchacha20poly1305_ietf_decrypt(null, file.subarray(70 + n), header, nonce, key));
+  const key = s.crypto_pwhash(
+    32,
+    Buffer.from(PASSPHRASE, 'utf8'),
+    salt,
+    opslimit,
+    memlimit,
+    s.crypto_pwhash_ALG_ARGON2ID13,
+  );
+  const plain = Buffer.from(
+    s.crypto_aead_xchacha20poly1305_ietf_decrypt(null, file.subarray(70 + n), header, nonce, key),
+  );
   // Container.
   t.equal(plain.subarray(0, 4).toString('latin1'), 'PVB1');
   const m = plain.readUInt32LE(4);
@@ -121,16 +146,28 @@ t.test('a real vault and its journal, read from the documents alone', async (t) 
   const signSecret = blob(audit.sign_secret);
   t.equal(signSecret.length, 64, 'sign_secret: 64 bytes');
   t.equal(signSecret.subarray(32).toString('base64'), audit.sign_public, 'seed then public key');
-  t.equal(Buffer.from(s.crypto_sign_seed_keypair(signSecret.subarray(0, 32)).publicKey).toString('base64'), audit.sign_public, 'the seed gives sign_public');
+  t.equal(
+    Buffer.from(s.crypto_sign_seed_keypair(signSecret.subarray(0, 32)).publicKey).toString('base64'),
+    audit.sign_public,
+    'the seed gives sign_public',
+  );
   const boxSecret = blob(audit.box_secret);
   t.equal(boxSecret.length, 32, 'box_secret: 32 bytes');
-  t.equal(Buffer.from(s.crypto_scalarmult_base(boxSecret)).toString('base64'), audit.box_public, 'box_secret gives box_public');
+  t.equal(
+    Buffer.from(s.crypto_scalarmult_base(boxSecret)).toString('base64'),
+    audit.box_public,
+    'box_secret gives box_public',
+  );
   t.equal(audit.sign_next, undefined, 'no key change under way');
   t.equal(meta['credentials'].length, 1);
   const c = meta['credentials'][0];
   t.match(c, { name: 'github', kind: 'http', created_at: iso, updated_at: iso });
   t.equal(c.definition.name, 'github', 'the normalised definition');
-  t.equal(c.definition_hash, `sha256:${createHash('sha256').update(sortedJson(c.definition), 'utf8').digest('hex')}`, 'definition_hash: SHA-256 of the canonical JSON');
+  t.equal(
+    c.definition_hash,
+    `sha256:${createHash('sha256').update(sortedJson(c.definition), 'utf8').digest('hex')}`,
+    'definition_hash: SHA-256 of the canonical JSON',
+  );
   t.equal(blob(c.secret).toString('utf8'), CANARY, 'the secret blob, its trailing newline removed');
   t.same([audit.sign_secret, audit.box_secret, c.secret], [0, 1, 2], 'blobs in the order the daemon writes them');
 
@@ -139,29 +176,51 @@ t.test('a real vault and its journal, read from the documents alone', async (t) 
   t.equal(journal.includes(CANARY), false, 'the secret is not in the journal');
   const lines = journal.toString('utf8').trimEnd().split('\n');
   const entries = lines.map((l) => JSON.parse(l) as Record<string, any>);
-  const hashOf = (line: string): string => Buffer.from(s.crypto_generichash(32, Buffer.from(line, 'utf8'), null)).toString('hex');
-  t.equal(meta['journal_id'], entries[0]?.['journal_id'], 'journal_id: the genesis entry\'s');
+  const hashOf = (line: string): string =>
+    Buffer.from(s.crypto_generichash(32, Buffer.from(line, 'utf8'), null)).toString('hex');
+  t.equal(meta['journal_id'], entries[0]?.['journal_id'], "journal_id: the genesis entry's");
   const [headSeq, headHash] = String(meta['journal_head']).split(':');
   const headIndex = Number(headSeq) - 1;
   t.equal(hashOf(lines[headIndex] as string), headHash, 'journal_head names an entry of the journal with that hash');
   t.equal(entries[headIndex]?.['type'], 'event', 'the entry that records the write');
   const vaultEntries = entries.filter((e) => e['type'] === 'vault');
-  t.equal(vaultEntries[vaultEntries.length - 1]?.['generation'], generation, 'the last vault entry has the header\'s generation');
-  t.equal(vaultEntries[vaultEntries.length - 1]?.['vault_hash'], createHash('sha256').update(file).digest('hex'), 'vault_hash: SHA-256 of the file');
+  t.equal(
+    vaultEntries[vaultEntries.length - 1]?.['generation'],
+    generation,
+    "the last vault entry has the header's generation",
+  );
+  t.equal(
+    vaultEntries[vaultEntries.length - 1]?.['vault_hash'],
+    createHash('sha256').update(file).digest('hex'),
+    'vault_hash: SHA-256 of the file',
+  );
 
   const boxPublic = Buffer.from(audit.box_public, 'base64');
   const eventKeys = new Map<number, Uint8Array>();
   const payloads: Record<string, unknown>[] = [];
   for (const e of entries) {
-    if (e['type'] === 'key') eventKeys.set(e['seq'], s.crypto_box_seal_open(Buffer.from(e['sealed'], 'base64'), boxPublic, boxSecret));
+    if (e['type'] === 'key')
+      eventKeys.set(e['seq'], s.crypto_box_seal_open(Buffer.from(e['sealed'], 'base64'), boxPublic, boxSecret));
     if (e['type'] !== 'event') continue;
     const k = eventKeys.get(e['key_id']);
     t.ok(k, `event ${e['seq']}: its key entry came before it`);
-    const text = Buffer.from(s.crypto_aead_xchacha20poly1305_ietf_decrypt(null, Buffer.from(e['ct'], 'base64'), Buffer.from(`${e['seq']}:${e['prev']}`, 'ascii'), Buffer.from(e['nonce'], 'base64'), k as Uint8Array)).toString('utf8');
+    const text = Buffer.from(
+      s.crypto_aead_xchacha20poly1305_ietf_decrypt(
+        null,
+        Buffer.from(e['ct'], 'base64'),
+        Buffer.from(`${e['seq']}:${e['prev']}`, 'ascii'),
+        Buffer.from(e['nonce'], 'base64'),
+        k as Uint8Array,
+      ),
+    ).toString('utf8');
     t.equal(text.includes(CANARY), false, `event ${e['seq']}: no secret`);
     payloads.push(JSON.parse(text) as Record<string, unknown>);
   }
   const kinds = payloads.map((p) => p['kind']);
-  for (const kind of ['daemon_start', 'unlock', 'cred_add', 'lock', 'daemon_stop']) t.ok(kinds.includes(kind), `a ${kind} event`);
-  t.match(payloads.find((p) => p['kind'] === 'cred_add'), { credential: 'github', credential_kind: 'http', definition_hash: c.definition_hash, generation });
+  for (const kind of ['daemon_start', 'unlock', 'cred_add', 'lock', 'daemon_stop'])
+    t.ok(kinds.includes(kind), `a ${kind} event`);
+  t.match(
+    payloads.find((p) => p['kind'] === 'cred_add'),
+    { credential: 'github', credential_kind: 'http', definition_hash: c.definition_hash, generation },
+  );
 });

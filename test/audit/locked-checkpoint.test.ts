@@ -29,7 +29,12 @@ t.test('lock, then refused requests: the journal still verifies', async (t) => {
   const sock = join(h.home, 'agent.sock');
 
   // Never unlocked since start: no signing key, an unsigned tail.
-  for (let i = 0; i < 3; i++) t.equal((await agentRequest(sock, 'POST', '/v1/http', { credential: 'x', method: 'GET', url: 'https://a.example/' })).status, 423);
+  for (let i = 0; i < 3; i++)
+    t.equal(
+      (await agentRequest(sock, 'POST', '/v1/http', { credential: 'x', method: 'GET', url: 'https://a.example/' }))
+        .status,
+      423,
+    );
   await new Promise((r) => setTimeout(r, 1500));
   const before = verify(h, ['--pubkey', pubkey]);
   t.equal(before.code, 1, 'before any unlock the tail is unsigned');
@@ -39,10 +44,17 @@ t.test('lock, then refused requests: the journal still verifies', async (t) => {
   t.equal(cli(h, ['unlock', '--passphrase-file', h.passFile]).code, 0);
   t.equal(cli(h, ['lock']).code, 0);
   // Refused while locked: each a journal entry after the lock's checkpoint.
-  const refused = await Promise.all(Array.from({ length: 10 }, () => agentRequest(sock, 'POST', '/v1/http', { credential: 'x', method: 'GET', url: 'https://a.example/' })));
+  const refused = await Promise.all(
+    Array.from({ length: 10 }, () =>
+      agentRequest(sock, 'POST', '/v1/http', { credential: 'x', method: 'GET', url: 'https://a.example/' }),
+    ),
+  );
   t.same([...new Set(refused.map((r) => r.status))], [423], 'every request is refused as locked');
   t.same([...new Set(refused.map((r) => (r.json as { error: { code: string } }).error.code))], ['vault_locked']);
-  t.ok(await eventually(() => verify(h, ['--pubkey', pubkey]).code === 0, 3000), 'within a second or so, audit verify passes with no flag');
+  t.ok(
+    await eventually(() => verify(h, ['--pubkey', pubkey]).code === 0, 3000),
+    'within a second or so, audit verify passes with no flag',
+  );
   const after = verify(h, ['--pubkey', pubkey]);
   t.equal(after.code, 0, JSON.stringify(after.report));
   t.equal(after.report.ok, true);

@@ -50,7 +50,17 @@ async function installed(t: Test): Promise<Installed> {
 
 const run = (i: Installed, args: string[]): Result => cli(i.h, args);
 const pass = (i: Installed): string[] => ['--passphrase-file', i.h.passFile];
-const verify = (i: Installed, ...args: string[]): { code: number | null; report: { ok: boolean; signingKeys: { key: string; since: number }[]; problem: { kind: string; seq: number | null } | null } } => {
+const verify = (
+  i: Installed,
+  ...args: string[]
+): {
+  code: number | null;
+  report: {
+    ok: boolean;
+    signingKeys: { key: string; since: number }[];
+    problem: { kind: string; seq: number | null } | null;
+  };
+} => {
   const r = run(i, ['audit', 'verify', '--json', ...args]);
   return { code: r.code, report: JSON.parse(r.stdout) };
 };
@@ -72,74 +82,114 @@ function homeBytes(i: Installed): string {
 
 function events(i: Installed): Record<string, unknown>[] {
   const r = run(i, ['audit', 'show', '--json', ...pass(i)]);
-  return r.stdout.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
+  return r.stdout
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
-t.test('rotate-key: a new key, vouched for by the old one; both pins verify; the new key survives a restart', async (t) => {
-  const i = await installed(t);
-  await i.start();
-  t.equal(run(i, ['unlock', ...pass(i)]).code, 0);
-  const outputs: string[] = [];
+t.test(
+  'rotate-key: a new key, vouched for by the old one; both pins verify; the new key survives a restart',
+  async (t) => {
+    const i = await installed(t);
+    await i.start();
+    t.equal(run(i, ['unlock', ...pass(i)]).code, 0);
+    const outputs: string[] = [];
 
-  const human = run(i, ['audit', 'rotate-key', ...pass(i)]);
-  outputs.push(human.stdout, human.stderr);
-  t.equal(human.code, 0, human.stderr);
-  const key1 = /^new audit public key: (\S+)$/m.exec(human.stdout)?.[1] ?? '';
-  t.match(key1, /^[A-Za-z0-9+/]{43}=$/, 'the new public key is printed');
-  t.not(key1, i.key0);
-  t.match(human.stdout, new RegExp(`vouched for by the previous key \\(${i.key0.replace(/[+/]/g, '\\$&')}\\)`));
+    const human = run(i, ['audit', 'rotate-key', ...pass(i)]);
+    outputs.push(human.stdout, human.stderr);
+    t.equal(human.code, 0, human.stderr);
+    const key1 = /^new audit public key: (\S+)$/m.exec(human.stdout)?.[1] ?? '';
+    t.match(key1, /^[A-Za-z0-9+/]{43}=$/, 'the new public key is printed');
+    t.not(key1, i.key0);
+    t.match(human.stdout, new RegExp(`vouched for by the previous key \\(${i.key0.replace(/[+/]/g, '\\$&')}\\)`));
 
-  const json = run(i, ['audit', 'rotate-key', '--json', ...pass(i)]);
-  outputs.push(json.stdout, json.stderr);
-  t.equal(json.code, 0, json.stderr);
-  const r2 = JSON.parse(json.stdout) as { audit_public_key: string; previous_audit_public_key: string; signer_seq: number; checkpoint: string };
-  t.equal(r2.previous_audit_public_key, key1, 'the second rotation replaces the first new key');
-  const key2 = r2.audit_public_key;
-  t.match(r2.checkpoint, new RegExp(`^${r2.signer_seq + 1}:[0-9a-f]{64}$`), 'the vouching checkpoint follows the signer entry');
+    const json = run(i, ['audit', 'rotate-key', '--json', ...pass(i)]);
+    outputs.push(json.stdout, json.stderr);
+    t.equal(json.code, 0, json.stderr);
+    const r2 = JSON.parse(json.stdout) as {
+      audit_public_key: string;
+      previous_audit_public_key: string;
+      signer_seq: number;
+      checkpoint: string;
+    };
+    t.equal(r2.previous_audit_public_key, key1, 'the second rotation replaces the first new key');
+    const key2 = r2.audit_public_key;
+    t.match(
+      r2.checkpoint,
+      new RegExp(`^${r2.signer_seq + 1}:[0-9a-f]{64}$`),
+      'the vouching checkpoint follows the signer entry',
+    );
 
-  t.equal(run(i, ['lock']).code, 0);
-  for (const pin of [i.key0, key1, key2]) {
-    const v = verify(i, '--pubkey', pin);
-    t.equal(v.code, 0, `pinned to ${pin}: ${JSON.stringify(v.report.problem)}`);
-  }
-  const v = verify(i);
-  t.same(v.report.signingKeys.map((k) => k.key), [i.key0, key1, key2], 'the keys in the order they took over');
-  t.equal(v.report.signingKeys[2]?.since, r2.signer_seq);
-  const other = Buffer.alloc(32, 5).toString('base64');
-  t.match(verify(i, '--pubkey', other), { code: 1, report: { problem: { kind: 'wrong_key', seq: 1 } } }, 'an unrelated pin still fails');
+    t.equal(run(i, ['lock']).code, 0);
+    for (const pin of [i.key0, key1, key2]) {
+      const v = verify(i, '--pubkey', pin);
+      t.equal(v.code, 0, `pinned to ${pin}: ${JSON.stringify(v.report.problem)}`);
+    }
+    const v = verify(i);
+    t.same(
+      v.report.signingKeys.map((k) => k.key),
+      [i.key0, key1, key2],
+      'the keys in the order they took over',
+    );
+    t.equal(v.report.signingKeys[2]?.since, r2.signer_seq);
+    const other = Buffer.alloc(32, 5).toString('base64');
+    t.match(
+      verify(i, '--pubkey', other),
+      { code: 1, report: { problem: { kind: 'wrong_key', seq: 1 } } },
+      'an unrelated pin still fails',
+    );
 
-  // A restart: the vault's current key is the newest; checkpoints go on under it.
-  await i.stop();
-  await i.start();
-  t.equal(run(i, ['unlock', ...pass(i)]).code, 0, 'unlock after the restart');
-  t.equal(run(i, ['lock']).code, 0);
-  const after = verify(i, '--pubkey', key2);
-  t.equal(after.code, 0, JSON.stringify(after.report.problem));
-  const rotations = events(i).filter((e) => e['kind'] === 'audit_key_rotation');
-  t.same(rotations.map((e) => e['step']), ['prepared', 'completed', 'prepared', 'completed'], 'each step journaled');
+    // A restart: the vault's current key is the newest; checkpoints go on under it.
+    await i.stop();
+    await i.start();
+    t.equal(run(i, ['unlock', ...pass(i)]).code, 0, 'unlock after the restart');
+    t.equal(run(i, ['lock']).code, 0);
+    const after = verify(i, '--pubkey', key2);
+    t.equal(after.code, 0, JSON.stringify(after.report.problem));
+    const rotations = events(i).filter((e) => e['kind'] === 'audit_key_rotation');
+    t.same(
+      rotations.map((e) => e['step']),
+      ['prepared', 'completed', 'prepared', 'completed'],
+      'each step journaled',
+    );
 
-  // The secret halves: in the vault only.
-  const vault = await openVault(i);
-  const secret = await vault.withAuditSigningKey(async (k) => Buffer.from(k.subarray(0, 32)));
-  vault.wipe();
-  t.equal(Buffer.from(secret).length, 32);
-  const all = [...outputs, homeBytes(i), i.daemon?.logs() ?? ''].join('\n');
-  for (const form of [secret.toString('hex'), secret.toString('base64'), secret.toString('base64').slice(0, 40), secret.toString('latin1')]) {
-    t.notOk(all.includes(form), 'the new secret key is in no output, log or journal');
-  }
-});
+    // The secret halves: in the vault only.
+    const vault = await openVault(i);
+    const secret = await vault.withAuditSigningKey(async (k) => Buffer.from(k.subarray(0, 32)));
+    vault.wipe();
+    t.equal(Buffer.from(secret).length, 32);
+    const all = [...outputs, homeBytes(i), i.daemon?.logs() ?? ''].join('\n');
+    for (const form of [
+      secret.toString('hex'),
+      secret.toString('base64'),
+      secret.toString('base64').slice(0, 40),
+      secret.toString('latin1'),
+    ]) {
+      t.notOk(all.includes(form), 'the new secret key is in no output, log or journal');
+    }
+  },
+);
 
 t.test('rotate-key refusals: locked, wrong passphrase, no daemon', async (t) => {
   const i = await installed(t);
   const none = run(i, ['audit', 'rotate-key', ...pass(i)]);
   t.equal(none.code, 3, 'no daemon: exit 3');
-  t.match(none.stderr, /^postern: the postern daemon is not reachable at .*admin\.sock.*start it with `postern daemon`\n$/);
+  t.match(
+    none.stderr,
+    /^postern: the postern daemon is not reachable at .*admin\.sock.*start it with `postern daemon`\n$/,
+  );
   await i.start();
   const locked = run(i, ['audit', 'rotate-key', ...pass(i)]);
   t.equal(locked.code, 1);
   t.match(locked.stderr, /^postern: the vault is locked .*`postern unlock`\n$/);
   t.equal(run(i, ['unlock', ...pass(i)]).code, 0);
-  const wrong = cli(i.h, ['audit', 'rotate-key', '--passphrase-file', i.h.file('wrong', 'not the passphrase at all\n')]);
+  const wrong = cli(i.h, [
+    'audit',
+    'rotate-key',
+    '--passphrase-file',
+    i.h.file('wrong', 'not the passphrase at all\n'),
+  ]);
   t.equal(wrong.code, 1);
   t.match(wrong.stderr, /^postern: wrong passphrase /);
   for (const r of [none, locked, wrong]) t.notMatch(r.stderr, /\n\s+at /, 'no stack trace');
@@ -160,8 +210,15 @@ async function cutShort(i: Installed, journaled: boolean): Promise<string> {
   const vault = await openVault(i);
   try {
     await vault.withAuditSigningKey((k) => j.setSigningKey(k));
-    const head = await j.append({ kind: 'audit_key_rotation', step: 'prepared', sign_pub: key, generation: vault.generation + 1 });
-    vault.commit(formatHead(head.seq, head.hash), () => undefined, { signing: { kind: 'prepare', secret: fresh.privateKey, public: key } });
+    const head = await j.append({
+      kind: 'audit_key_rotation',
+      step: 'prepared',
+      sign_pub: key,
+      generation: vault.generation + 1,
+    });
+    vault.commit(formatHead(head.seq, head.hash), () => undefined, {
+      signing: { kind: 'prepare', secret: fresh.privateKey, public: key },
+    });
     await j.appendVault(vault.generation, sha256hex(readFileSync(vaultPath(i))));
     if (journaled) await j.changeSigner(fresh.privateKey);
   } finally {
@@ -190,13 +247,26 @@ t.test('a rotation cut short before the journal took the new key: abandoned at u
   const key1 = await restartedAfterCut(t, i, false);
   const v = verify(i, '--pubkey', i.key0);
   t.equal(v.code, 0, JSON.stringify(v.report.problem));
-  t.same(v.report.signingKeys.map((k) => k.key), [i.key0], 'the journal never changed its key');
-  t.match(verify(i, '--pubkey', key1), { code: 1, report: { problem: { kind: 'wrong_key', seq: 1 } } }, 'the abandoned key vouches for nothing');
+  t.same(
+    v.report.signingKeys.map((k) => k.key),
+    [i.key0],
+    'the journal never changed its key',
+  );
+  t.match(
+    verify(i, '--pubkey', key1),
+    { code: 1, report: { problem: { kind: 'wrong_key', seq: 1 } } },
+    'the abandoned key vouches for nothing',
+  );
   const vault = await openVault(i);
   t.equal(vault.auditNextPublicKey, null, 'the vault forgot the abandoned key');
   t.equal(vault.auditPublicKey, i.key0);
   vault.wipe();
-  t.same(events(i).filter((e) => e['kind'] === 'audit_key_rotation').map((e) => e['step']), ['prepared', 'abandoned at unlock']);
+  t.same(
+    events(i)
+      .filter((e) => e['kind'] === 'audit_key_rotation')
+      .map((e) => e['step']),
+    ['prepared', 'abandoned at unlock'],
+  );
   // A later rotation works as usual.
   t.equal(run(i, ['unlock', ...pass(i)]).code, 0);
   t.equal(run(i, ['audit', 'rotate-key', ...pass(i)]).code, 0);
@@ -213,7 +283,12 @@ t.test('a rotation cut short after the journal took the new key: completed at un
   t.equal(vault.auditPublicKey, key1, 'the new key is the current one');
   t.equal(vault.auditNextPublicKey, null);
   vault.wipe();
-  t.same(events(i).filter((e) => e['kind'] === 'audit_key_rotation').map((e) => e['step']), ['prepared', 'completed at unlock']);
+  t.same(
+    events(i)
+      .filter((e) => e['kind'] === 'audit_key_rotation')
+      .map((e) => e['step']),
+    ['prepared', 'completed at unlock'],
+  );
   // And after another restart, the vault's current key is the journal's.
   await i.stop();
   await i.start();
@@ -237,7 +312,11 @@ t.test('a journal whose key in force is not in the vault: unlock refused, the da
   await i.start();
   const u = run(i, ['unlock', ...pass(i)]);
   t.equal(u.code, 1);
-  t.match(u.stderr, /^postern: the vault's audit signing key is not the key in force in .*audit\.log \(/, 'the refusal says what does not match');
+  t.match(
+    u.stderr,
+    /^postern: the vault's audit signing key is not the key in force in .*audit\.log \(/,
+    'the refusal says what does not match',
+  );
   t.match(u.stderr, stranger.publicKey.toString('base64'), 'the key the journal expects is named');
   const status = JSON.parse(run(i, ['status', '--json']).stdout) as { locked: boolean };
   t.equal(status.locked, true, 'still locked');

@@ -7,7 +7,16 @@ import t from 'tap';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { EntryBody, GENESIS_PREV, checkpointMessage, encodeEntry, encryptEvent, entryHash, segmentPath, sodiumReady } from '../../shared/audit-format';
+import {
+  EntryBody,
+  GENESIS_PREV,
+  checkpointMessage,
+  encodeEntry,
+  encryptEvent,
+  entryHash,
+  segmentPath,
+  sodiumReady,
+} from '../../shared/audit-format';
 import { VerifyOptions, VerifyReport, verifyJournal } from '../../shared/audit-verify';
 import { KeyPair, ed25519Keypair, ed25519Sign, randomBytes, sealTo, x25519Keypair } from '../../shared/crypto';
 import { b64, writeFiles } from '../helpers/journal-fixture';
@@ -61,7 +70,11 @@ function build(k0: KeyPair, steps: Step[]): { path: string } {
         });
         break;
       case 'event':
-        push((n, p) => ({ type: 'event', key_id: keyId, ...encryptEvent(eventKey, n, p, { kind: 'http_request', n }) }));
+        push((n, p) => ({
+          type: 'event',
+          key_id: keyId,
+          ...encryptEvent(eventKey, n, p, { kind: 'http_request', n }),
+        }));
         break;
       case 'checkpoint':
         push((n, p) => ({
@@ -130,9 +143,29 @@ t.test('verifyJournal across signing key changes', async (t) => {
   const twoChanges = [key, ev, cp(k0), signer(k1), cp(k0), ev, cp(k1), ev, signer(k2), cp(k1), ev, cp(k2)];
   // K1 signs only the checkpoint that vouches for K2 (signers at 4 and 7).
   const twoChangesTight = [key, ev, signer(k1), cp(k0), ev, signer(k2), cp(k1), ev, cp(k2)];
-  const ok1: Expect = { ok: true, keys: [[k0, 1], [k1, 7]] };
-  const ok2: Expect = { ok: true, keys: [[k0, 1], [k1, 5], [k2, 10]] };
-  const ok2t: Expect = { ok: true, keys: [[k0, 1], [k1, 4], [k2, 7]] };
+  const ok1: Expect = {
+    ok: true,
+    keys: [
+      [k0, 1],
+      [k1, 7],
+    ],
+  };
+  const ok2: Expect = {
+    ok: true,
+    keys: [
+      [k0, 1],
+      [k1, 5],
+      [k2, 10],
+    ],
+  };
+  const ok2t: Expect = {
+    ok: true,
+    keys: [
+      [k0, 1],
+      [k1, 4],
+      [k2, 7],
+    ],
+  };
   const neverChanges = /never changes to the pinned key/;
 
   const cases: Case[] = [
@@ -143,7 +176,21 @@ t.test('verifyJournal across signing key changes', async (t) => {
         { label: 'unpinned', opts: none, expect: ok1 },
         { label: 'pinned K0 (genesis)', opts: pin(k0), expect: ok1 },
         { label: 'pinned K1 (vouched, then signs)', opts: pin(k1), expect: ok1 },
-        { label: 'pinned an unrelated key', opts: pin(x), expect: { ok: false, kind: 'wrong_key', seq: 1, keys: [[k0, 1], [k1, 7]], message: neverChanges, at: { segment: 0, line: 1 } } },
+        {
+          label: 'pinned an unrelated key',
+          opts: pin(x),
+          expect: {
+            ok: false,
+            kind: 'wrong_key',
+            seq: 1,
+            keys: [
+              [k0, 1],
+              [k1, 7],
+            ],
+            message: neverChanges,
+            at: { segment: 0, line: 1 },
+          },
+        },
       ],
     },
     {
@@ -154,7 +201,21 @@ t.test('verifyJournal across signing key changes', async (t) => {
         { label: 'pinned K0', opts: pin(k0), expect: ok2 },
         { label: 'pinned K1', opts: pin(k1), expect: ok2 },
         { label: 'pinned K2', opts: pin(k2), expect: ok2 },
-        { label: 'pinned an unrelated key', opts: pin(x), expect: { ok: false, kind: 'wrong_key', seq: 1, keys: [[k0, 1], [k1, 5], [k2, 10]], message: neverChanges } },
+        {
+          label: 'pinned an unrelated key',
+          opts: pin(x),
+          expect: {
+            ok: false,
+            kind: 'wrong_key',
+            seq: 1,
+            keys: [
+              [k0, 1],
+              [k1, 5],
+              [k2, 10],
+            ],
+            message: neverChanges,
+          },
+        },
       ],
     },
     {
@@ -170,12 +231,42 @@ t.test('verifyJournal across signing key changes', async (t) => {
       name: 'K0 -> K1 vouched, but no checkpoint by K1 follows',
       steps: [key, ev, cp(k0), signer(k1), cp(k0)],
       runs: [
-        { label: 'unpinned', opts: none, expect: { ok: true, keys: [[k0, 1], [k1, 5]] } },
-        { label: 'pinned K0', opts: pin(k0), expect: { ok: true, keys: [[k0, 1], [k1, 5]] } },
+        {
+          label: 'unpinned',
+          opts: none,
+          expect: {
+            ok: true,
+            keys: [
+              [k0, 1],
+              [k1, 5],
+            ],
+          },
+        },
+        {
+          label: 'pinned K0',
+          opts: pin(k0),
+          expect: {
+            ok: true,
+            keys: [
+              [k0, 1],
+              [k1, 5],
+            ],
+          },
+        },
         {
           label: 'pinned K1',
           opts: pin(k1),
-          expect: { ok: false, kind: 'wrong_key', seq: 1, keys: [[k0, 1], [k1, 5]], message: /changes to the pinned key .* at entry 5, but no checkpoint signed by it follows/, at: { segment: 0, line: 1 } },
+          expect: {
+            ok: false,
+            kind: 'wrong_key',
+            seq: 1,
+            keys: [
+              [k0, 1],
+              [k1, 5],
+            ],
+            message: /changes to the pinned key .* at entry 5, but no checkpoint signed by it follows/,
+            at: { segment: 0, line: 1 },
+          },
         },
       ],
     },
@@ -183,63 +274,203 @@ t.test('verifyJournal across signing key changes', async (t) => {
       name: 'K0 -> K1 -> K2 vouched, K2 never signs',
       steps: [key, ev, cp(k0), signer(k1), cp(k0), ev, cp(k1), signer(k2), cp(k1)],
       runs: [
-        { label: 'pinned K1', opts: pin(k1), expect: { ok: true, keys: [[k0, 1], [k1, 5], [k2, 9]] } },
-        { label: 'pinned K2', opts: pin(k2), expect: { ok: false, kind: 'wrong_key', seq: 1, keys: [[k0, 1], [k1, 5], [k2, 9]], message: /at entry 9, but no checkpoint signed by it follows/ } },
+        {
+          label: 'pinned K1',
+          opts: pin(k1),
+          expect: {
+            ok: true,
+            keys: [
+              [k0, 1],
+              [k1, 5],
+              [k2, 9],
+            ],
+          },
+        },
+        {
+          label: 'pinned K2',
+          opts: pin(k2),
+          expect: {
+            ok: false,
+            kind: 'wrong_key',
+            seq: 1,
+            keys: [
+              [k0, 1],
+              [k1, 5],
+              [k2, 9],
+            ],
+            message: /at entry 9, but no checkpoint signed by it follows/,
+          },
+        },
       ],
     },
     {
       name: 'a change right after the genesis entry',
       steps: [signer(k1), cp(k0), key, ev, cp(k1)],
       runs: [
-        { label: 'pinned K0', opts: pin(k0), expect: { ok: true, keys: [[k0, 1], [k1, 2]] } },
-        { label: 'pinned K1', opts: pin(k1), expect: { ok: true, keys: [[k0, 1], [k1, 2]] } },
+        {
+          label: 'pinned K0',
+          opts: pin(k0),
+          expect: {
+            ok: true,
+            keys: [
+              [k0, 1],
+              [k1, 2],
+            ],
+          },
+        },
+        {
+          label: 'pinned K1',
+          opts: pin(k1),
+          expect: {
+            ok: true,
+            keys: [
+              [k0, 1],
+              [k1, 2],
+            ],
+          },
+        },
       ],
     },
     {
       name: 'K0 -> K1 vouched, then unsigned entries only',
       steps: [key, ev, cp(k0), signer(k1), cp(k0), ev, ev],
       runs: [
-        { label: 'pinned K1, unsigned tail allowed', opts: () => ({ pubkey: b64(k1.publicKey), allowUnsignedTail: true }), expect: { ok: false, kind: 'wrong_key', seq: 1, keys: [[k0, 1], [k1, 5]] } },
-        { label: 'pinned K0, unsigned tail allowed', opts: () => ({ pubkey: b64(k0.publicKey), allowUnsignedTail: true }), expect: { ok: true, keys: [[k0, 1], [k1, 5]] } },
+        {
+          label: 'pinned K1, unsigned tail allowed',
+          opts: () => ({ pubkey: b64(k1.publicKey), allowUnsignedTail: true }),
+          expect: {
+            ok: false,
+            kind: 'wrong_key',
+            seq: 1,
+            keys: [
+              [k0, 1],
+              [k1, 5],
+            ],
+          },
+        },
+        {
+          label: 'pinned K0, unsigned tail allowed',
+          opts: () => ({ pubkey: b64(k0.publicKey), allowUnsignedTail: true }),
+          expect: {
+            ok: true,
+            keys: [
+              [k0, 1],
+              [k1, 5],
+            ],
+          },
+        },
       ],
     },
     {
       name: 'a checkpoint by the retired key after the change',
       steps: [key, ev, ev, cp(k0), ev, signer(k1), cp(k0), ev, ev, cp(k0), ev, cp(k1)],
       runs: [
-        { label: 'unpinned', opts: none, expect: { ok: false, kind: 'wrong_key', seq: 11, keys: [[k0, 1], [k1, 7]], message: /retired/, at: { segment: 0, line: 11 } } },
-        { label: 'pinned K0', opts: pin(k0), expect: { ok: false, kind: 'wrong_key', seq: 11, keys: [[k0, 1], [k1, 7]], message: /retired/ } },
+        {
+          label: 'unpinned',
+          opts: none,
+          expect: {
+            ok: false,
+            kind: 'wrong_key',
+            seq: 11,
+            keys: [
+              [k0, 1],
+              [k1, 7],
+            ],
+            message: /retired/,
+            at: { segment: 0, line: 11 },
+          },
+        },
+        {
+          label: 'pinned K0',
+          opts: pin(k0),
+          expect: {
+            ok: false,
+            kind: 'wrong_key',
+            seq: 11,
+            keys: [
+              [k0, 1],
+              [k1, 7],
+            ],
+            message: /retired/,
+          },
+        },
       ],
     },
     {
       name: 'a checkpoint by an unrelated key after the change',
       steps: [key, ev, cp(k0), signer(k1), cp(k0), ev, cp(x), ev, cp(k1)],
-      runs: [{ label: 'unpinned', opts: none, expect: { ok: false, kind: 'wrong_key', seq: 8, keys: [[k0, 1], [k1, 5]] } }],
+      runs: [
+        {
+          label: 'unpinned',
+          opts: none,
+          expect: {
+            ok: false,
+            kind: 'wrong_key',
+            seq: 8,
+            keys: [
+              [k0, 1],
+              [k1, 5],
+            ],
+          },
+        },
+      ],
     },
     {
       name: 'the new key vouches for itself',
       steps: [key, ev, cp(k0), signer(k1), cp(k1), ev, cp(k1)],
       runs: [
-        { label: 'unpinned', opts: none, expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]], at: { segment: 0, line: 5 } } },
-        { label: 'pinned K1', opts: pin(k1), expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]] } },
+        {
+          label: 'unpinned',
+          opts: none,
+          expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]], at: { segment: 0, line: 5 } },
+        },
+        {
+          label: 'pinned K1',
+          opts: pin(k1),
+          expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]] },
+        },
       ],
     },
     {
       name: 'an unrelated key vouches for the change',
       steps: [key, ev, cp(k0), signer(k1), cp(x), ev, cp(k1)],
-      runs: [{ label: 'unpinned', opts: none, expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]] } }],
+      runs: [
+        { label: 'unpinned', opts: none, expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]] } },
+      ],
     },
     {
       name: 'the second change vouched for by K0 instead of K1',
       steps: [key, ev, cp(k0), signer(k1), cp(k0), ev, cp(k1), signer(k2), cp(k0), ev, cp(k2)],
-      runs: [{ label: 'unpinned', opts: none, expect: { ok: false, kind: 'unsigned_rotation', seq: 9, keys: [[k0, 1], [k1, 5]] } }],
+      runs: [
+        {
+          label: 'unpinned',
+          opts: none,
+          expect: {
+            ok: false,
+            kind: 'unsigned_rotation',
+            seq: 9,
+            keys: [
+              [k0, 1],
+              [k1, 5],
+            ],
+          },
+        },
+      ],
     },
     {
       name: 'unvouched: an event right after the signer entry',
       steps: [key, ev, cp(k0), signer(k1), ev, cp(k1)],
       runs: [
-        { label: 'unpinned', opts: none, expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]], at: { segment: 0, line: 5 } } },
-        { label: 'pinned K1', opts: pin(k1), expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]] } },
+        {
+          label: 'unpinned',
+          opts: none,
+          expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]], at: { segment: 0, line: 5 } },
+        },
+        {
+          label: 'pinned K1',
+          opts: pin(k1),
+          expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]] },
+        },
       ],
     },
     {
@@ -247,29 +478,43 @@ t.test('verifyJournal across signing key changes', async (t) => {
       steps: [key, ev, cp(k0), signer(k1), ev],
       runs: [
         { label: 'unpinned', opts: none, expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]] } },
-        { label: 'unsigned tail allowed', opts: allow, expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]] } },
+        {
+          label: 'unsigned tail allowed',
+          opts: allow,
+          expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]] },
+        },
       ],
     },
     {
       name: 'unvouched: an event, then a checkpoint by the old key',
       steps: [key, ev, cp(k0), signer(k1), ev, cp(k0)],
-      runs: [{ label: 'unpinned', opts: none, expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]] } }],
+      runs: [
+        { label: 'unpinned', opts: none, expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]] } },
+      ],
     },
     {
       name: 'unvouched: a key entry right after the signer entry',
       steps: [key, ev, cp(k0), signer(k1), key, cp(k0)],
-      runs: [{ label: 'unpinned', opts: none, expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]] } }],
+      runs: [
+        { label: 'unpinned', opts: none, expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]] } },
+      ],
     },
     {
       name: 'two signer entries in a row',
       steps: [key, ev, cp(k0), signer(k1), signer(k2), cp(k0), ev, cp(k2)],
-      runs: [{ label: 'unpinned', opts: none, expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]] } }],
+      runs: [
+        { label: 'unpinned', opts: none, expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]] } },
+      ],
     },
     {
       name: 'the vouching checkpoint names K0 but K1 signed it',
       steps: [key, ev, cp(k0), signer(k1), cp(k1, k0), ev, cp(k1)],
       runs: [
-        { label: 'unpinned', opts: none, expect: { ok: false, kind: 'bad_signature', seq: 6, keys: [[k0, 1]], at: { segment: 0, line: 6 } } },
+        {
+          label: 'unpinned',
+          opts: none,
+          expect: { ok: false, kind: 'bad_signature', seq: 6, keys: [[k0, 1]], at: { segment: 0, line: 6 } },
+        },
         { label: 'pinned K1', opts: pin(k1), expect: { ok: false, kind: 'bad_signature', seq: 6, keys: [[k0, 1]] } },
       ],
     },
@@ -284,24 +529,60 @@ t.test('verifyJournal across signing key changes', async (t) => {
       runs: [
         { label: 'unpinned', opts: none, expect: { ok: false, kind: 'unsigned_tail', seq: 5, keys: [[k0, 1]] } },
         { label: 'unsigned tail allowed', opts: allow, expect: { ok: true, keys: [[k0, 1]] } },
-        { label: 'pinned K0, unsigned tail allowed', opts: () => ({ pubkey: b64(k0.publicKey), allowUnsignedTail: true }), expect: { ok: true, keys: [[k0, 1]] } },
-        { label: 'pinned K1, unsigned tail allowed', opts: () => ({ pubkey: b64(k1.publicKey), allowUnsignedTail: true }), expect: { ok: false, kind: 'wrong_key', seq: 1, keys: [[k0, 1]], message: neverChanges } },
+        {
+          label: 'pinned K0, unsigned tail allowed',
+          opts: () => ({ pubkey: b64(k0.publicKey), allowUnsignedTail: true }),
+          expect: { ok: true, keys: [[k0, 1]] },
+        },
+        {
+          label: 'pinned K1, unsigned tail allowed',
+          opts: () => ({ pubkey: b64(k1.publicKey), allowUnsignedTail: true }),
+          expect: { ok: false, kind: 'wrong_key', seq: 1, keys: [[k0, 1]], message: neverChanges },
+        },
       ],
     },
     {
       name: 'signer and its checkpoint at the end of segment 0, K1 signs in segment 1',
       steps: [key, ev, cp(k0), signer(k1), cp(k0), { t: 'segment' }, key, ev, cp(k1)],
       runs: [
-        { label: 'unpinned', opts: none, expect: { ok: true, keys: [[k0, 1], [k1, 5]] } },
-        { label: 'pinned K1', opts: pin(k1), expect: { ok: true, keys: [[k0, 1], [k1, 5]] } },
+        {
+          label: 'unpinned',
+          opts: none,
+          expect: {
+            ok: true,
+            keys: [
+              [k0, 1],
+              [k1, 5],
+            ],
+          },
+        },
+        {
+          label: 'pinned K1',
+          opts: pin(k1),
+          expect: {
+            ok: true,
+            keys: [
+              [k0, 1],
+              [k1, 5],
+            ],
+          },
+        },
       ],
     },
     {
       name: 'the signer ends segment 0; its checkpoint is in segment 1 after the segment entry',
       steps: [key, ev, cp(k0), signer(k1), { t: 'segment' }, cp(k0), key, ev, cp(k1)],
       runs: [
-        { label: 'unpinned', opts: none, expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]], at: { segment: 0, line: 5 } } },
-        { label: 'pinned K1', opts: pin(k1), expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]] } },
+        {
+          label: 'unpinned',
+          opts: none,
+          expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]], at: { segment: 0, line: 5 } },
+        },
+        {
+          label: 'pinned K1',
+          opts: pin(k1),
+          expect: { ok: false, kind: 'unsigned_rotation', seq: 5, keys: [[k0, 1]] },
+        },
       ],
     },
   ];
@@ -322,7 +603,20 @@ t.test('verifyJournal across signing key changes', async (t) => {
     cases.push({
       name: `a signer line with a bad key (${what})`,
       steps: [key, ev, cp(k0), { t: 'badSigner', signPub: text }, cp(k0), ev, cp(k1)],
-      runs: [{ label: 'unpinned', opts: none, expect: { ok: false, kind: 'modified', seq: 5, keys: [[k0, 1]], message: /no longer decodes: bad public key/, at: { segment: 0, line: 5 } } }],
+      runs: [
+        {
+          label: 'unpinned',
+          opts: none,
+          expect: {
+            ok: false,
+            kind: 'modified',
+            seq: 5,
+            keys: [[k0, 1]],
+            message: /no longer decodes: bad public key/,
+            at: { segment: 0, line: 5 },
+          },
+        },
+      ],
     });
   }
 
@@ -333,14 +627,19 @@ t.test('verifyJournal across signing key changes', async (t) => {
         const r: VerifyReport = await verifyJournal(j.path, run.opts(K));
         const e = run.expect;
         const what = `${run.label}: ${r.problem ? `${r.problem.kind} at ${r.problem.seq}: ${r.problem.message}` : 'ok'}`;
+        t.same({ ok: r.ok, kind: r.problem?.kind, seq: r.problem?.seq }, { ok: e.ok, kind: e.kind, seq: e.seq }, what);
         t.same(
-          { ok: r.ok, kind: r.problem?.kind, seq: r.problem?.seq },
-          { ok: e.ok, kind: e.kind, seq: e.seq },
-          what,
+          r.signingKeys,
+          e.keys.map(([k, since]) => ({ key: b64(k.publicKey), since })),
+          `${run.label}: signing keys`,
         );
-        t.same(r.signingKeys, e.keys.map(([k, since]) => ({ key: b64(k.publicKey), since })), `${run.label}: signing keys`);
         if (e.message) t.match(r.problem?.message ?? '', e.message, `${run.label}: message`);
-        if (e.at) t.same({ file: r.problem?.file, line: r.problem?.line }, { file: segmentPath(j.path, e.at.segment), line: e.at.line }, `${run.label}: where`);
+        if (e.at)
+          t.same(
+            { file: r.problem?.file, line: r.problem?.line },
+            { file: segmentPath(j.path, e.at.segment), line: e.at.line },
+            `${run.label}: where`,
+          );
         if (e.ok) t.equal(r.problem, null, `${run.label}: no problem`);
       }
     });
@@ -354,11 +653,19 @@ t.test('verifyJournal across signing key changes', async (t) => {
 
     for (const p of [k0, k1, k2]) {
       const r = cli(env, ['audit', 'verify', '--log', happy.path, '--pubkey', k(p), '--json']);
-      t.equal(r.code, 0, `K0 -> K1 -> K2 pinned to ${p === k0 ? 'K0' : p === k1 ? 'K1' : 'K2'}: exit 0 (${r.stderr.trim()})`);
+      t.equal(
+        r.code,
+        0,
+        `K0 -> K1 -> K2 pinned to ${p === k0 ? 'K0' : p === k1 ? 'K1' : 'K2'}: exit 0 (${r.stderr.trim()})`,
+      );
       const out = JSON.parse(r.stdout) as VerifyReport;
       t.equal(out.ok, true);
       t.equal(out.problem, null);
-      t.same(out.signingKeys, [{ key: k(k0), since: 1 }, { key: k(k1), since: 5 }, { key: k(k2), since: 10 }]);
+      t.same(out.signingKeys, [
+        { key: k(k0), since: 1 },
+        { key: k(k1), since: 5 },
+        { key: k(k2), since: 10 },
+      ]);
       t.equal(r.stderr, '');
     }
     const human = cli(env, ['audit', 'verify', '--log', happy.path, '--pubkey', k(k2)]);
@@ -369,24 +676,54 @@ t.test('verifyJournal across signing key changes', async (t) => {
     const one = build(k0, oneChange);
     const humanOne = cli(env, ['audit', 'verify', '--log', one.path]);
     t.equal(humanOne.code, 0);
-    t.ok(humanOne.stdout.split('\n').includes(`signing keys: ${k(k0)} (from entry 1), ${k(k1)} (from entry 7)`), 'unpinned: the human report lists the keys', { stdout: humanOne.stdout });
+    t.ok(
+      humanOne.stdout.split('\n').includes(`signing keys: ${k(k0)} (from entry 1), ${k(k1)} (from entry 7)`),
+      'unpinned: the human report lists the keys',
+      { stdout: humanOne.stdout },
+    );
 
     const failures: Array<{ name: string; path: string; pubkey: KeyPair; kind: string; seq: number }> = [
-      { name: 'unvouched signer', path: build(k0, [key, ev, cp(k0), signer(k1), ev, cp(k1)]).path, pubkey: k1, kind: 'unsigned_rotation', seq: 5 },
-      { name: 'retired key', path: build(k0, [key, ev, ev, cp(k0), ev, signer(k1), cp(k0), ev, ev, cp(k0), ev, cp(k1)]).path, pubkey: k0, kind: 'wrong_key', seq: 11 },
-      { name: 'self-vouched', path: build(k0, [key, ev, cp(k0), signer(k1), cp(k1), ev, cp(k1)]).path, pubkey: k1, kind: 'unsigned_rotation', seq: 5 },
+      {
+        name: 'unvouched signer',
+        path: build(k0, [key, ev, cp(k0), signer(k1), ev, cp(k1)]).path,
+        pubkey: k1,
+        kind: 'unsigned_rotation',
+        seq: 5,
+      },
+      {
+        name: 'retired key',
+        path: build(k0, [key, ev, ev, cp(k0), ev, signer(k1), cp(k0), ev, ev, cp(k0), ev, cp(k1)]).path,
+        pubkey: k0,
+        kind: 'wrong_key',
+        seq: 11,
+      },
+      {
+        name: 'self-vouched',
+        path: build(k0, [key, ev, cp(k0), signer(k1), cp(k1), ev, cp(k1)]).path,
+        pubkey: k1,
+        kind: 'unsigned_rotation',
+        seq: 5,
+      },
       { name: 'pinned an unrelated key', path: happy.path, pubkey: x, kind: 'wrong_key', seq: 1 },
     ];
     for (const f of failures) {
       const r = cli(env, ['audit', 'verify', '--log', f.path, '--pubkey', k(f.pubkey), '--json']);
       t.equal(r.code, 1, `${f.name}: exit 1`);
       const out = JSON.parse(r.stdout) as VerifyReport;
-      t.same({ ok: out.ok, kind: out.problem?.kind, seq: out.problem?.seq }, { ok: false, kind: f.kind, seq: f.seq }, f.name);
+      t.same(
+        { ok: out.ok, kind: out.problem?.kind, seq: out.problem?.seq },
+        { ok: false, kind: f.kind, seq: f.seq },
+        f.name,
+      );
       t.equal(r.stderr, `postern: audit verification failed: ${f.kind} at entry ${f.seq}\n`, `${f.name}: stderr`);
     }
     const retiredHuman = cli(env, ['audit', 'verify', '--log', failures[1]!.path]);
     t.equal(retiredHuman.code, 1);
-    t.ok(retiredHuman.stdout.split('\n').includes(`signing keys: ${k(k0)} (from entry 1), ${k(k1)} (from entry 7)`), 'a failed report lists the keys too', { stdout: retiredHuman.stdout });
+    t.ok(
+      retiredHuman.stdout.split('\n').includes(`signing keys: ${k(k0)} (from entry 1), ${k(k1)} (from entry 7)`),
+      'a failed report lists the keys too',
+      { stdout: retiredHuman.stdout },
+    );
     t.match(retiredHuman.stdout, /\nproblem: entry 11: wrong_key \([^\n]*\): [^\n]*retired[^\n]*\nresult: FAILED\n$/);
   });
 });

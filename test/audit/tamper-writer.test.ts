@@ -38,7 +38,11 @@ t.test('damage to a journal the writer made', async (t) => {
   t.equal(ok.ok, true, JSON.stringify(ok.problem));
   t.equal(ok.entries, N);
 
-  const change = (seq: number, key: string): TamperOp => ({ op: 'change', seq, byte: fieldOffset(j.files.flat()[seq - 1] as Buffer, key) + 3 });
+  const change = (seq: number, key: string): TamperOp => ({
+    op: 'change',
+    seq,
+    byte: fieldOffset(j.files.flat()[seq - 1] as Buffer, key) + 3,
+  });
   const rows: { name: string; op: TamperOp; kind: ProblemKind; seq: number | null; opts?: VerifyOptions }[] = [
     { name: 'first entry changed', op: change(1, 'journal_id'), kind: 'modified', seq: 1 },
     { name: 'middle event changed', op: change(mid, 'ct'), kind: 'modified', seq: mid },
@@ -50,7 +54,13 @@ t.test('damage to a journal the writer made', async (t) => {
     { name: 'entry 2 deleted', op: { op: 'delete', seq: 2 }, kind: 'deleted', seq: 2 },
     { name: 'middle deleted', op: { op: 'delete', seq: mid }, kind: 'deleted', seq: mid },
     { name: 'checkpoint deleted', op: { op: 'delete', seq: cp }, kind: 'deleted', seq: cp },
-    { name: 'last deleted, expected head', op: { op: 'delete', seq: N }, kind: 'behind_expected_head', seq: N, opts: { expectHead: head } },
+    {
+      name: 'last deleted, expected head',
+      op: { op: 'delete', seq: N },
+      kind: 'behind_expected_head',
+      seq: N,
+      opts: { expectHead: head },
+    },
     { name: 'first duplicated', op: { op: 'duplicate', seq: 1 }, kind: 'inserted', seq: 1 },
     { name: 'middle duplicated', op: { op: 'duplicate', seq: mid }, kind: 'inserted', seq: mid },
     { name: 'checkpoint duplicated', op: { op: 'duplicate', seq: cp }, kind: 'inserted', seq: cp },
@@ -60,12 +70,39 @@ t.test('damage to a journal the writer made', async (t) => {
     { name: 'checkpoint swapped with the next', op: { op: 'swap', seq: cp }, kind: 'reordered', seq: cp },
     { name: 'last two swapped', op: { op: 'swap', seq: N - 1 }, kind: 'reordered', seq: N - 1 },
     { name: 'last 3 cut: an unsigned tail', op: { op: 'cut', count: 3 }, kind: 'unsigned_tail', seq: prevCp + 1 },
-    { name: 'last 3 cut, expected head', op: { op: 'cut', count: 3 }, kind: 'behind_expected_head', seq: N - 2, opts: { expectHead: head } },
-    { name: 'cut back to a checkpoint, expected head', op: { op: 'cut', count: N - prevCp }, kind: 'behind_expected_head', seq: prevCp + 1, opts: { expectHead: head } },
+    {
+      name: 'last 3 cut, expected head',
+      op: { op: 'cut', count: 3 },
+      kind: 'behind_expected_head',
+      seq: N - 2,
+      opts: { expectHead: head },
+    },
+    {
+      name: 'cut back to a checkpoint, expected head',
+      op: { op: 'cut', count: N - prevCp },
+      kind: 'behind_expected_head',
+      seq: prevCp + 1,
+      opts: { expectHead: head },
+    },
     // One last complete line that is not an entry: a write cut short, as the daemon sees it.
-    { name: 'half an entry and its "\\n" appended', op: { op: 'insert', before: N + 1, line: Buffer.from('{"v":1,"seq":') }, kind: 'torn_last_write', seq: N + 1 },
-    { name: 'zeros and a "\\n" appended', op: { op: 'insert', before: N + 1, line: Buffer.alloc(512) }, kind: 'torn_last_write', seq: N + 1 },
-    { name: 'the same line before the last entry', op: { op: 'insert', before: N, line: Buffer.from('{"v":1,"seq":') }, kind: 'inserted', seq: null },
+    {
+      name: 'half an entry and its "\\n" appended',
+      op: { op: 'insert', before: N + 1, line: Buffer.from('{"v":1,"seq":') },
+      kind: 'torn_last_write',
+      seq: N + 1,
+    },
+    {
+      name: 'zeros and a "\\n" appended',
+      op: { op: 'insert', before: N + 1, line: Buffer.alloc(512) },
+      kind: 'torn_last_write',
+      seq: N + 1,
+    },
+    {
+      name: 'the same line before the last entry',
+      op: { op: 'insert', before: N, line: Buffer.from('{"v":1,"seq":') },
+      kind: 'inserted',
+      seq: null,
+    },
   ];
   for (const row of rows) {
     const path = tamper(j, row.op, scratch());
@@ -98,10 +135,22 @@ t.test('damage to a journal the writer made', async (t) => {
   const lastFile = (p: string): string => segmentPath(p, j.files.length - 1);
   const agreement: { name: string; make: () => string; torn: boolean }[] = [
     { name: 'part of a line', make: () => torn, torn: true },
-    { name: 'a last line that is not an entry', make: () => tamper(j, { op: 'insert', before: N + 1, line: Buffer.from('{"v":1,"seq":') }, scratch()), torn: true },
-    { name: 'a last line of zeros', make: () => tamper(j, { op: 'insert', before: N + 1, line: Buffer.alloc(512) }, scratch()), torn: true },
+    {
+      name: 'a last line that is not an entry',
+      make: () => tamper(j, { op: 'insert', before: N + 1, line: Buffer.from('{"v":1,"seq":') }, scratch()),
+      torn: true,
+    },
+    {
+      name: 'a last line of zeros',
+      make: () => tamper(j, { op: 'insert', before: N + 1, line: Buffer.alloc(512) }, scratch()),
+      torn: true,
+    },
     { name: 'the last entry modified', make: () => tamper(j, change(N, 'prev'), scratch()), torn: false },
-    { name: 'a line that is not an entry before the last entry', make: () => tamper(j, { op: 'insert', before: N, line: Buffer.from('{"v":1,"seq":') }, scratch()), torn: false },
+    {
+      name: 'a line that is not an entry before the last entry',
+      make: () => tamper(j, { op: 'insert', before: N, line: Buffer.from('{"v":1,"seq":') }, scratch()),
+      torn: false,
+    },
     {
       name: 'a line that is not an entry, then part of another',
       make: () => {
@@ -129,7 +178,11 @@ t.test('damage to a journal the writer made', async (t) => {
       const after = await verifyJournal(path, { allowUnsignedTail: true });
       t.equal(after.ok, true, `${a.name}: repaired, it verifies (${JSON.stringify(after.problem)})`);
       const lines = readFileSync(lastFile(path), 'utf8').split('\n');
-      t.match(lines.find((l) => l.includes('"type":"repair"')), `"seq":${N + 1},`, `${a.name}: entry ${N + 1} is the repair`);
+      t.match(
+        lines.find((l) => l.includes('"type":"repair"')),
+        `"seq":${N + 1},`,
+        `${a.name}: entry ${N + 1} is the repair`,
+      );
     } else {
       t.match(opened, { code: 'audit_unavailable' }, `${a.name}: the daemon refuses it`);
       t.equal(statSync(lastFile(path)).size, size, `${a.name}: left untouched`);
@@ -155,7 +208,16 @@ t.test('damage to a journal the writer made', async (t) => {
 
   // Through the CLI: untouched, and one damaged copy.
   const env = { env: cleanEnv() };
-  let c = cli(env, ['audit', 'verify', '--log', j.path, '--pubkey', pubkey, '--expect-head', `${head.seq}:${head.hash}`]);
+  let c = cli(env, [
+    'audit',
+    'verify',
+    '--log',
+    j.path,
+    '--pubkey',
+    pubkey,
+    '--expect-head',
+    `${head.seq}:${head.hash}`,
+  ]);
   t.equal(c.code, 0, c.stdout + c.stderr);
   c = cli(env, ['audit', 'verify', '--log', tamper(j, { op: 'delete', seq: mid }, scratch())]);
   t.equal(c.code, 1);

@@ -24,7 +24,11 @@ function failsWith(t: Test, r: Result, kind: string, seq: number | null, what: s
   const problems = r.stdout.split('\n').filter((l) => l.startsWith('problem: '));
   t.equal(problems.length, 1, `${what}: one problem line`);
   t.match(problems[0] ?? '', `problem: ${seq === null ? 'no entry number' : `entry ${seq}`}: ${kind} (`, what);
-  t.equal(r.stderr, `postern: audit verification failed: ${kind}${seq === null ? '' : ` at entry ${seq}`}\n`, `${what}: one line on stderr`);
+  t.equal(
+    r.stderr,
+    `postern: audit verification failed: ${kind}${seq === null ? '' : ` at entry ${seq}`}\n`,
+    `${what}: one line on stderr`,
+  );
   t.match(r.stdout, /result: FAILED\n$/);
   t.notMatch(r.stdout + r.stderr, /\n\s+at /, 'no stack trace');
 }
@@ -51,7 +55,19 @@ t.test('audit verify and head through the CLI', async (t) => {
     t.match(r.stdout, `key: pinned (${pubkey})\n`);
     t.match(r.stdout, /result: ok\n$/);
     t.equal(json.code, 0);
-    t.same(JSON.parse(json.stdout), { journal: j.dir, ok: true, entries: N, checkpoints: j.checkpoints.length, segments: 3, head: j.head, keyPinned: false, signingKeys: [{ key: pubkey, since: 1 }], signedThrough: N - 1, unsignedTail: 0, problem: null });
+    t.same(JSON.parse(json.stdout), {
+      journal: j.dir,
+      ok: true,
+      entries: N,
+      checkpoints: j.checkpoints.length,
+      segments: 3,
+      head: j.head,
+      keyPinned: false,
+      signingKeys: [{ key: pubkey, since: 1 }],
+      signedThrough: N - 1,
+      unsignedTail: 0,
+      problem: null,
+    });
     t.equal(h.code, 0, h.stderr);
     t.equal(h.stdout, `${head}\n`);
     t.same(JSON.parse(hj.stdout), { journal: j.dir, seq: N, hash: j.head.hash, head, file: segmentPath(j.path, 2) });
@@ -66,29 +82,60 @@ t.test('audit verify and head through the CLI', async (t) => {
     const other = resign(j, scratch(), { key: ed25519Keypair(), genesis: true });
     // The children run side by side; each case is checked on its own result.
     type Case = [string, string[], (t: Test, r: Result) => void];
-    const fails = (kind: string, seq: number | null, what: string) => (t: Test, r: Result): void => failsWith(t, r, kind, seq, what);
+    const fails =
+      (kind: string, seq: number | null, what: string) =>
+      (t: Test, r: Result): void =>
+        failsWith(t, r, kind, seq, what);
     const cases: Case[] = [
-      ['flip', ['verify', '--log', tamper(j, { op: 'flip', seq: mid, byte: 40 }, scratch())], fails('modified', mid, 'a byte of a middle entry')],
-      ['delete', ['verify', '--log', tamper(j, { op: 'delete', seq: cp }, scratch())], fails('deleted', cp, 'a checkpoint deleted')],
-      ['duplicate', ['verify', '--log', tamper(j, { op: 'duplicate', seq: 501 }, scratch())], fails('inserted', 501, 'the segment entry duplicated')],
-      ['swap', ['verify', '--log', tamper(j, { op: 'swap', seq: 1 }, scratch())], fails('reordered', 1, 'the first two swapped')],
+      [
+        'flip',
+        ['verify', '--log', tamper(j, { op: 'flip', seq: mid, byte: 40 }, scratch())],
+        fails('modified', mid, 'a byte of a middle entry'),
+      ],
+      [
+        'delete',
+        ['verify', '--log', tamper(j, { op: 'delete', seq: cp }, scratch())],
+        fails('deleted', cp, 'a checkpoint deleted'),
+      ],
+      [
+        'duplicate',
+        ['verify', '--log', tamper(j, { op: 'duplicate', seq: 501 }, scratch())],
+        fails('inserted', 501, 'the segment entry duplicated'),
+      ],
+      [
+        'swap',
+        ['verify', '--log', tamper(j, { op: 'swap', seq: 1 }, scratch())],
+        fails('reordered', 1, 'the first two swapped'),
+      ],
       ['cut', ['verify', '--log', cut], fails('unsigned_tail', prevCp + 1, 'the last 5 cut')],
-      ['cut, allowed', ['verify', '--log', cut, '--allow-unsigned-tail'], (t, r) => {
-        t.equal(r.code, 0, 'an unsigned tail is accepted when allowed');
-        t.match(r.stdout, `unsigned tail: ${N - 5 - prevCp}\n`);
-      }],
-      ['cut, expected head', ['verify', '--log', cut, '--allow-unsigned-tail', '--expect-head', head], fails('behind_expected_head', N - 4, 'the last 5 cut, expected head')],
+      [
+        'cut, allowed',
+        ['verify', '--log', cut, '--allow-unsigned-tail'],
+        (t, r) => {
+          t.equal(r.code, 0, 'an unsigned tail is accepted when allowed');
+          t.match(r.stdout, `unsigned tail: ${N - 5 - prevCp}\n`);
+        },
+      ],
+      [
+        'cut, expected head',
+        ['verify', '--log', cut, '--allow-unsigned-tail', '--expect-head', head],
+        fails('behind_expected_head', N - 4, 'the last 5 cut, expected head'),
+      ],
       ['cut, head', ['head', '--log', cut], (t, r) => t.equal(r.stdout, `${N - 5}:${j.hashes[N - 6]}\n`)],
       ['torn', ['verify', '--log', torn], fails('torn_last_write', N + 1, 'a torn last write')],
       ['torn, head', ['head', '--log', torn], (t, r) => t.equal(r.stdout, `${head}\n`, 'head skips the torn line')],
       ['re-signed', ['verify', '--log', other.path], (t, r) => t.equal(r.code, 0, 'consistent under its own key')],
-      ['re-signed, pinned', ['verify', '--log', other.path, '--pubkey', pubkey], fails('wrong_key', 1, 're-signed, pinned')],
+      [
+        're-signed, pinned',
+        ['verify', '--log', other.path, '--pubkey', pubkey],
+        fails('wrong_key', 1, 're-signed, pinned'),
+      ],
     ];
     const results = await Promise.all(cases.map(([, args]) => cliAsync(env, ['audit', ...args])));
     cases.forEach(([name, , check], i) => t.test(name, async (t) => check(t, results[i] as Result)));
   });
 
-  t.test('the default journal is the config\'s audit_log (here: made by `postern init`)', async (t) => {
+  t.test("the default journal is the config's audit_log (here: made by `postern init`)", async (t) => {
     const h = makeHome();
     t.teardown(() => h.cleanup());
     const r = init(h, ['--json']);
@@ -99,7 +146,15 @@ t.test('audit verify and head through the CLI', async (t) => {
     t.match(headLine.stdout, /^1:[0-9a-f]{64}\n$/);
     const [fresh, ok, wrong] = await Promise.all([
       cliAsync(h, ['audit', 'verify']),
-      cliAsync(h, ['audit', 'verify', '--allow-unsigned-tail', '--pubkey', key, '--expect-head', headLine.stdout.trim()]),
+      cliAsync(h, [
+        'audit',
+        'verify',
+        '--allow-unsigned-tail',
+        '--pubkey',
+        key,
+        '--expect-head',
+        headLine.stdout.trim(),
+      ]),
       cliAsync(h, ['audit', 'verify', '--allow-unsigned-tail', '--pubkey', b64(Buffer.alloc(32, 9))]),
     ]);
     // Only the genesis entry: nothing signed yet.

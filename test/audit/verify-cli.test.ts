@@ -2,7 +2,16 @@
 // one-line verdict and exit 1 within bounded memory (peak RSS measured with
 // GNU time) and time; malformed options are usage errors (exit 2).
 import t, { Test } from 'tap';
-import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
@@ -26,7 +35,11 @@ function failsWith(t: Test, r: Result, kind: string, seq: number | null, what: s
   const problems = r.stdout.split('\n').filter((l) => l.startsWith('problem: '));
   t.equal(problems.length, 1, `${what}: one problem line`);
   t.match(problems[0] ?? '', `problem: ${seq === null ? 'no entry number' : `entry ${seq}`}: ${kind} (`, what);
-  t.equal(r.stderr, `postern: audit verification failed: ${kind}${seq === null ? '' : ` at entry ${seq}`}\n`, `${what}: one line on stderr`);
+  t.equal(
+    r.stderr,
+    `postern: audit verification failed: ${kind}${seq === null ? '' : ` at entry ${seq}`}\n`,
+    `${what}: one line on stderr`,
+  );
   t.notMatch(r.stdout + r.stderr, /\n\s+at /, 'no stack trace');
 }
 
@@ -36,7 +49,11 @@ t.test('hostile input and bad options', async (t) => {
   const cp = j.checkpoints.find((s) => s > 700) as number;
 
   t.test('usage errors exit 2 with one line', async (t) => {
-    for (const args of [['--expect-head', '12:abc'], ['--expect-head', `0:${j.head.hash}`], ['--pubkey', Buffer.alloc(31).toString('base64')]]) {
+    for (const args of [
+      ['--expect-head', '12:abc'],
+      ['--expect-head', `0:${j.head.hash}`],
+      ['--pubkey', Buffer.alloc(31).toString('base64')],
+    ]) {
       const r = verify('--log', j.path, ...args);
       t.equal(r.code, 2, args.join(' '));
       t.equal(r.stdout, '');
@@ -80,7 +97,10 @@ t.test('hostile input and bad options', async (t) => {
     for (const [what, args, kind, seq] of cases) {
       const m = measured(['audit', 'verify', ...args]);
       failsWith(t, m.result, kind, seq, what);
-      t.ok(m.maxRssKiB > 0 && m.maxRssKiB < 200 * 1024, `${what}: max RSS ${Math.round(m.maxRssKiB / 1024)} MiB < 200 MiB`);
+      t.ok(
+        m.maxRssKiB > 0 && m.maxRssKiB < 200 * 1024,
+        `${what}: max RSS ${Math.round(m.maxRssKiB / 1024)} MiB < 200 MiB`,
+      );
       t.ok(m.seconds < 20, `${what}: ${m.seconds.toFixed(2)} s`);
     }
     const h = measured(['audit', 'head', '--log', longAlone]);
@@ -94,11 +114,15 @@ t.test('hostile input and bad options', async (t) => {
 function measured(args: string[]): { result: Result; maxRssKiB: number; seconds: number } {
   const rssFile = join(root, `rss-${++counter}`);
   const started = process.hrtime.bigint();
-  const r = spawnSync('/usr/bin/time', ['-f', '%M', '-o', rssFile, '/usr/bin/env', '-u', 'NODE_OPTIONS', process.execPath, CLI, ...args], {
-    env: cleanEnv(),
-    encoding: 'utf8',
-    timeout: 60_000,
-  });
+  const r = spawnSync(
+    '/usr/bin/time',
+    ['-f', '%M', '-o', rssFile, '/usr/bin/env', '-u', 'NODE_OPTIONS', process.execPath, CLI, ...args],
+    {
+      env: cleanEnv(),
+      encoding: 'utf8',
+      timeout: 60_000,
+    },
+  );
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const maxRssKiB = Number(readFileSync(rssFile, 'utf8').trim().split('\n').pop());
   return { result: { code: r.status, stdout: r.stdout, stderr: r.stderr }, maxRssKiB, seconds };

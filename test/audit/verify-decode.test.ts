@@ -28,7 +28,21 @@ function rand(n: number): number {
 
 t.test('base64: exactly the canonical encodings are accepted', async (t) => {
   const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=-_ .';
-  const candidates: string[] = ['', '=', '==', 'A===', '====', 'AA==', 'AB==', 'AAA=', 'AAB=', 'QUJD', 'QUJ=', 'QU=D', 'QUJD\n'];
+  const candidates: string[] = [
+    '',
+    '=',
+    '==',
+    'A===',
+    '====',
+    'AA==',
+    'AB==',
+    'AAA=',
+    'AAB=',
+    'QUJD',
+    'QUJ=',
+    'QU=D',
+    'QUJD\n',
+  ];
   for (let i = 0; i < 20000; i++) {
     const len = rand(13);
     let s = '';
@@ -56,22 +70,69 @@ t.test('base64: exactly the canonical encodings are accepted', async (t) => {
   t.equal(mismatches, 0, `${candidates.length} candidates, ${accepted} canonical`);
   t.ok(accepted > 500 && accepted < candidates.length - 500, 'both outcomes are exercised');
   // Fixed sizes are checked too.
-  t.equal(ok(line({ type: 'event', key_id: 2, nonce: Buffer.alloc(23).toString('base64'), ct: '' })), false, 'a 23-byte nonce');
-  t.equal(ok(line({ type: 'checkpoint', head_seq: 6, head: PREV, sign_pub: Buffer.alloc(32).toString('base64'), sig: Buffer.alloc(64).toString('base64') })), true);
-  t.equal(ok(line({ type: 'checkpoint', head_seq: 6, head: PREV, sign_pub: Buffer.alloc(33).toString('base64'), sig: Buffer.alloc(64).toString('base64') })), false, 'a 33-byte key');
+  t.equal(
+    ok(line({ type: 'event', key_id: 2, nonce: Buffer.alloc(23).toString('base64'), ct: '' })),
+    false,
+    'a 23-byte nonce',
+  );
+  t.equal(
+    ok(
+      line({
+        type: 'checkpoint',
+        head_seq: 6,
+        head: PREV,
+        sign_pub: Buffer.alloc(32).toString('base64'),
+        sig: Buffer.alloc(64).toString('base64'),
+      }),
+    ),
+    true,
+  );
+  t.equal(
+    ok(
+      line({
+        type: 'checkpoint',
+        head_seq: 6,
+        head: PREV,
+        sign_pub: Buffer.alloc(33).toString('base64'),
+        sig: Buffer.alloc(64).toString('base64'),
+      }),
+    ),
+    false,
+    'a 33-byte key',
+  );
 });
 
 t.test('time: exactly what Date#toISOString writes', async (t) => {
   const pad = (n: number, w: number): string => String(n).padStart(w, '0');
-  const candidates: string[] = ['2024-02-29T23:59:59.999Z', '2023-02-29T00:00:00.000Z', '1900-02-29T00:00:00.000Z', '2000-02-29T00:00:00.000Z', '0000-02-29T00:00:00.000Z', '2025-12-31T23:59:60.000Z', '2025-04-31T00:00:00.000Z', '2025-01-01T24:00:00.000Z', '2025-01-01T00:00:00Z', '2025-01-01T00:00:00.000+00:00', '2025-01-01 00:00:00.000Z', '+012025-01-01T00:00:00.000Z', '1', 'Tue, 01 Jan 2025 00:00:00 GMT'];
+  const candidates: string[] = [
+    '2024-02-29T23:59:59.999Z',
+    '2023-02-29T00:00:00.000Z',
+    '1900-02-29T00:00:00.000Z',
+    '2000-02-29T00:00:00.000Z',
+    '0000-02-29T00:00:00.000Z',
+    '2025-12-31T23:59:60.000Z',
+    '2025-04-31T00:00:00.000Z',
+    '2025-01-01T24:00:00.000Z',
+    '2025-01-01T00:00:00Z',
+    '2025-01-01T00:00:00.000+00:00',
+    '2025-01-01 00:00:00.000Z',
+    '+012025-01-01T00:00:00.000Z',
+    '1',
+    'Tue, 01 Jan 2025 00:00:00 GMT',
+  ];
   for (let i = 0; i < 20000; i++) {
-    candidates.push(`${pad(rand(10000), 4)}-${pad(rand(14), 2)}-${pad(rand(33), 2)}T${pad(rand(26), 2)}:${pad(rand(62), 2)}:${pad(rand(62), 2)}.${pad(rand(1000), 3)}Z`);
+    candidates.push(
+      `${pad(rand(10000), 4)}-${pad(rand(14), 2)}-${pad(rand(33), 2)}T${pad(rand(26), 2)}:${pad(rand(62), 2)}:${pad(rand(62), 2)}.${pad(rand(1000), 3)}Z`,
+    );
   }
   let accepted = 0;
   let mismatches = 0;
   for (const time of candidates) {
     const ms = Date.parse(time);
-    const reference = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(time) && !Number.isNaN(ms) && new Date(ms).toISOString() === time;
+    const reference =
+      /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(time) &&
+      !Number.isNaN(ms) &&
+      new Date(ms).toISOString() === time;
     const got = ok(line({ type: 'vault', generation: 1, vault_hash: PREV }, time));
     if (got !== reference) {
       mismatches += 1;
@@ -126,14 +187,29 @@ const TYPE_KEYS: Record<string, string[]> = {
   checkpoint: ['head_seq', 'head', 'sign_pub', 'sig'],
   repair: ['cut_bytes', 'at_offset'],
 };
-const b64Of = (size?: number) => (x: unknown): boolean => typeof x === 'string' && Buffer.from(x, 'base64').toString('base64') === x && (size === undefined || Buffer.from(x, 'base64').length === size);
-const hexOf = (n: number) => (x: unknown): boolean => typeof x === 'string' && new RegExp(`^[0-9a-f]{${n}}$`).test(x);
-const count = (min: number) => (x: unknown): boolean => typeof x === 'number' && Number.isSafeInteger(x) && x >= min;
+const b64Of =
+  (size?: number) =>
+  (x: unknown): boolean =>
+    typeof x === 'string' &&
+    Buffer.from(x, 'base64').toString('base64') === x &&
+    (size === undefined || Buffer.from(x, 'base64').length === size);
+const hexOf =
+  (n: number) =>
+  (x: unknown): boolean =>
+    typeof x === 'string' && new RegExp(`^[0-9a-f]{${n}}$`).test(x);
+const count =
+  (min: number) =>
+  (x: unknown): boolean =>
+    typeof x === 'number' && Number.isSafeInteger(x) && x >= min;
 const RULES: Record<string, (x: unknown) => boolean> = {
   v: (x) => x === 1,
   seq: count(1),
   prev: hexOf(64),
-  time: (x) => typeof x === 'string' && /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(x) && !Number.isNaN(Date.parse(x)) && new Date(Date.parse(x)).toISOString() === x,
+  time: (x) =>
+    typeof x === 'string' &&
+    /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(x) &&
+    !Number.isNaN(Date.parse(x)) &&
+    new Date(Date.parse(x)).toISOString() === x,
   type: (x) => typeof x === 'string' && Object.prototype.hasOwnProperty.call(TYPE_KEYS, x),
   journal_id: hexOf(32),
   sign_pub: b64Of(32),
@@ -202,15 +278,26 @@ t.test('decodeEntry agrees with the reference on every type and every small muta
       for (const ins of inserts) {
         const x = Buffer.from(ins, 'utf8');
         compare(`${type} insert ${JSON.stringify(ins)} at ${i}`, Buffer.concat([l.subarray(0, i), x, l.subarray(i)]));
-        compare(`${type} byte ${i} replaced by ${JSON.stringify(ins)}`, Buffer.concat([l.subarray(0, i), x, l.subarray(i + 1)]));
+        compare(
+          `${type} byte ${i} replaced by ${JSON.stringify(ins)}`,
+          Buffer.concat([l.subarray(0, i), x, l.subarray(i + 1)]),
+        );
       }
       compare(`${type} byte ${i} removed`, Buffer.concat([l.subarray(0, i), l.subarray(i + 1)]));
     }
   }
   t.ok(accepted > all.length + 100, `${total} lines compared, ${accepted} accepted by both`);
   // Numbers at the edge of safe integers.
-  for (const n of ['9007199254740991', '9007199254740992', '9999999999999999', '10000000000000000', '123456789012345678901']) {
-    const text = line({ type: 'vault', generation: 1, vault_hash: PREV }).toString().replace('"generation":1', `"generation":${n}`);
+  for (const n of [
+    '9007199254740991',
+    '9007199254740992',
+    '9999999999999999',
+    '10000000000000000',
+    '123456789012345678901',
+  ]) {
+    const text = line({ type: 'vault', generation: 1, vault_hash: PREV })
+      .toString()
+      .replace('"generation":1', `"generation":${n}`);
     compare(`generation ${n}`, Buffer.from(text));
   }
 });

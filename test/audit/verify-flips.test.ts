@@ -21,7 +21,11 @@ t.test('flipping every byte', async (t) => {
   const scratch = join(root, 'flip');
 
   // XOR 0x01 keeps most bytes printable (the subtle case); 0x80 makes them non-ASCII.
-  const plan: Array<[number, number[]]> = [[1, [0x01]], [event, [0x01, 0x80]], [64, [0x01]]];
+  const plan: Array<[number, number[]]> = [
+    [1, [0x01]],
+    [event, [0x01, 0x80]],
+    [64, [0x01]],
+  ];
   for (const [seq, masks] of plan) {
     const line = lines[seq - 1] as Buffer;
     let caught = 0;
@@ -32,7 +36,11 @@ t.test('flipping every byte', async (t) => {
         else t.fail(`entry ${seq} byte ${byte} ^0x${mask.toString(16)}: ${JSON.stringify(r.problem)}`);
       }
     }
-    t.equal(caught, line.length * masks.length, `all ${line.length * masks.length} flips of entry ${seq} (${j.types[seq - 1]}) are reported as modified at ${seq}`);
+    t.equal(
+      caught,
+      line.length * masks.length,
+      `all ${line.length * masks.length} flips of entry ${seq} (${j.types[seq - 1]}) are reported as modified at ${seq}`,
+    );
   }
 
   // The last checkpoint's own bytes are committed to only by an expected head
@@ -49,10 +57,18 @@ t.test('flipping every byte', async (t) => {
     if ((await verifyJournal(damaged)).ok) {
       unseen += 1;
       // Without the expected head only changes to its time can go unseen.
-      if (byte < timeStart || byte >= timeStart + 24) t.fail(`last entry byte ${byte} (outside the time) passes without --expect-head`);
+      if (byte < timeStart || byte >= timeStart + 24)
+        t.fail(`last entry byte ${byte} (outside the time) passes without --expect-head`);
     }
   }
-  t.equal([...kinds.values()].reduce((a, b) => a + b, 0), last.length, `every flip of the last entry caught with --expect-head: ${JSON.stringify([...kinds])}`);
-  t.ok(kinds.has('modified') && kinds.has('bad_signature') && kinds.has('behind_expected_head'), 'as modified, bad signature or a different head');
+  t.equal(
+    [...kinds.values()].reduce((a, b) => a + b, 0),
+    last.length,
+    `every flip of the last entry caught with --expect-head: ${JSON.stringify([...kinds])}`,
+  );
+  t.ok(
+    kinds.has('modified') && kinds.has('bad_signature') && kinds.has('behind_expected_head'),
+    'as modified, bad signature or a different head',
+  );
   t.ok(unseen > 0 && unseen <= 24, `${unseen} flips, all within the 24-character time, pass without --expect-head`);
 });

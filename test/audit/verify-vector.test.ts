@@ -19,10 +19,12 @@ function block(name: string): string[] {
 }
 
 function table(name: string): Record<string, string> {
-  return Object.fromEntries(block(name).map((l) => {
-    const [k, ...rest] = l.split(/\s+/);
-    return [k as string, rest.join(' ')];
-  }));
+  return Object.fromEntries(
+    block(name).map((l) => {
+      const [k, ...rest] = l.split(/\s+/);
+      return [k as string, rest.join(' ')];
+    }),
+  );
 }
 
 const keys = table('keys');
@@ -74,17 +76,21 @@ function miniVerify(text: string, pinned: string): { ok: true; hashes: string[] 
     if (o['v'] !== 1 || o['seq'] !== seq) return { ok: false, why: `line ${seq}: v or seq` };
     if (o['prev'] !== (seq === 1 ? ZEROS : out[i - 1])) return { ok: false, why: `line ${seq}: prev` };
     const time = String(o['time']);
-    if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(time) || new Date(time).toISOString() !== time) return { ok: false, why: `line ${seq}: time` };
+    if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/.test(time) || new Date(time).toISOString() !== time)
+      return { ok: false, why: `line ${seq}: time` };
     if ((seq === 1) !== (type === 'genesis')) return { ok: false, why: `line ${seq}: genesis only first` };
     try {
       if (type === 'genesis') {
         journalId = String(o['journal_id']);
-        if (!/^[0-9a-f]{32}$/.test(journalId) || o['sign_pub'] !== pinned || unb64(String(o['box_pub'])).length !== 32) return { ok: false, why: 'genesis' };
+        if (!/^[0-9a-f]{32}$/.test(journalId) || o['sign_pub'] !== pinned || unb64(String(o['box_pub'])).length !== 32)
+          return { ok: false, why: 'genesis' };
       }
       if (type === 'checkpoint') {
-        if (o['head_seq'] !== seq - 1 || o['head'] !== o['prev'] || o['sign_pub'] !== pinned) return { ok: false, why: `line ${seq}: checkpoint head or key` };
+        if (o['head_seq'] !== seq - 1 || o['head'] !== o['prev'] || o['sign_pub'] !== pinned)
+          return { ok: false, why: `line ${seq}: checkpoint head or key` };
         const msg = Buffer.from(`postern-audit-checkpoint-v1\n${journalId}\n${seq - 1}\n${String(o['head'])}`, 'ascii');
-        if (!sodium.crypto_sign_verify_detached(unb64(String(o['sig'])), msg, unb64(pinned))) return { ok: false, why: `line ${seq}: signature` };
+        if (!sodium.crypto_sign_verify_detached(unb64(String(o['sig'])), msg, unb64(pinned)))
+          return { ok: false, why: `line ${seq}: signature` };
         lastCheckpoint = seq;
       }
     } catch (e) {
@@ -136,9 +142,25 @@ t.test('the independent verifier accepts the vector and decrypts it', async (t) 
   const seen: Record<string, string> = {};
   for (const e of entries.filter((x) => x['type'] === 'event')) {
     t.equal(e['key_id'], keyEntry['seq'], 'events name the key entry by its seq');
-    const pt = sodium.crypto_aead_xchacha20poly1305_ietf_decrypt(null, unb64(String(e['ct'])), Buffer.from(`${e['seq']}:${e['prev']}`, 'ascii'), unb64(String(e['nonce'])), eventKey);
+    const pt = sodium.crypto_aead_xchacha20poly1305_ietf_decrypt(
+      null,
+      unb64(String(e['ct'])),
+      Buffer.from(`${e['seq']}:${e['prev']}`, 'ascii'),
+      unb64(String(e['nonce'])),
+      eventKey,
+    );
     seen[String(e['seq'])] = Buffer.from(pt).toString('utf8');
-    t.throws(() => sodium.crypto_aead_xchacha20poly1305_ietf_decrypt(null, unb64(String(e['ct'])), Buffer.from(`${Number(e['seq']) + 1}:${e['prev']}`, 'ascii'), unb64(String(e['nonce'])), eventKey), 'another place in the chain does not decrypt');
+    t.throws(
+      () =>
+        sodium.crypto_aead_xchacha20poly1305_ietf_decrypt(
+          null,
+          unb64(String(e['ct'])),
+          Buffer.from(`${Number(e['seq']) + 1}:${e['prev']}`, 'ascii'),
+          unb64(String(e['nonce'])),
+          eventKey,
+        ),
+      'another place in the chain does not decrypt',
+    );
   }
   t.same(seen, payloads);
 });
@@ -162,8 +184,25 @@ t.test("postern's verifier accepts the vector, pinned, with its head", async (t)
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const path = join(dir, 'audit.log');
   writeFileSync(path, journalLines.join('\n') + '\n');
-  const r = await verifyJournal(path, { pubkey: keys['sign_public'], expectHead: { seq: 6, hash: hashes['6'] as string } });
-  t.same(r, { ok: true, entries: 6, checkpoints: 1, segments: 1, head: { seq: 6, hash: hashes['6'] }, keyPinned: true, signingKeys: [{ key: keys['sign_public'], since: 1 }], signedThrough: 5, unsignedTail: 0, problem: null });
+  const r = await verifyJournal(path, {
+    pubkey: keys['sign_public'],
+    expectHead: { seq: 6, hash: hashes['6'] as string },
+  });
+  t.same(r, {
+    ok: true,
+    entries: 6,
+    checkpoints: 1,
+    segments: 1,
+    head: { seq: 6, hash: hashes['6'] },
+    keyPinned: true,
+    signingKeys: [{ key: keys['sign_public'], since: 1 }],
+    signedThrough: 5,
+    unsignedTail: 0,
+    problem: null,
+  });
   writeFileSync(path, journalLines.slice(0, 5).join('\n') + '\n');
-  t.match(await verifyJournal(path, { pubkey: keys['sign_public'] }), { ok: false, problem: { kind: 'unsigned_tail', seq: 1 } });
+  t.match(await verifyJournal(path, { pubkey: keys['sign_public'] }), {
+    ok: false,
+    problem: { kind: 'unsigned_tail', seq: 1 },
+  });
 });

@@ -9,7 +9,16 @@ import { join } from 'node:path';
 import { encodeEntry, segmentPath } from '../../shared/audit-format';
 import { ProblemKind, VerifyOptions, VerifyReport, journalHead, verifyJournal } from '../../shared/audit-verify';
 import { ed25519Keypair } from '../../shared/crypto';
-import { TamperOp, b64, buildJournal, fieldOffset, makeKeys, rechainFrom, resign, tamper } from '../helpers/journal-fixture';
+import {
+  TamperOp,
+  b64,
+  buildJournal,
+  fieldOffset,
+  makeKeys,
+  rechainFrom,
+  resign,
+  tamper,
+} from '../helpers/journal-fixture';
 
 const N = 1000;
 const SEGMENT = 400; // entries per file: audit.log 1-400, .1 401-800, .2 801-1000
@@ -42,7 +51,12 @@ t.test('verifyJournal', async (t) => {
   const check = async (p: string, opts?: VerifyOptions): Promise<VerifyReport> => verifyJournal(p, opts);
 
   t.test('the untouched journal verifies, with and without pins', async (t) => {
-    for (const opts of [{}, { pubkey }, { pubkey, expectHead: head }, { expectHead: { seq: 300, hash: j.hashes[299] as string } }]) {
+    for (const opts of [
+      {},
+      { pubkey },
+      { pubkey, expectHead: head },
+      { expectHead: { seq: 300, hash: j.hashes[299] as string } },
+    ]) {
       const r = await check(j.path, opts);
       t.same(r, {
         ok: true,
@@ -69,7 +83,11 @@ t.test('verifyJournal', async (t) => {
     opts?: VerifyOptions;
   }
   // A character a few places into a field's value, changed so that the line still decodes.
-  const flipAt = (seq: number, key: string): TamperOp => ({ op: 'change', seq, byte: fieldOffset(j.files.flat()[seq - 1] as Buffer, key) + 3 });
+  const flipAt = (seq: number, key: string): TamperOp => ({
+    op: 'change',
+    seq,
+    byte: fieldOffset(j.files.flat()[seq - 1] as Buffer, key) + 3,
+  });
   const rows: Row[] = [
     // modified
     { name: 'genesis journal_id changed', op: flipAt(1, 'journal_id'), kind: 'modified', seq: 1 },
@@ -84,7 +102,13 @@ t.test('verifyJournal', async (t) => {
     { name: 'last entry of segment 0 changed', op: flipAt(400, 'sig'), kind: 'modified', seq: 400 },
     { name: 'last entry prev changed', op: flipAt(N, 'prev'), kind: 'modified', seq: N },
     { name: 'last entry (checkpoint) sig changed', op: flipAt(N, 'sig'), kind: 'bad_signature', seq: N },
-    { name: 'last entry time changed, expected head', op: flipAt(N, 'time'), kind: 'behind_expected_head', seq: N, opts: { expectHead: head } },
+    {
+      name: 'last entry time changed, expected head',
+      op: flipAt(N, 'time'),
+      kind: 'behind_expected_head',
+      seq: N,
+      opts: { expectHead: head },
+    },
     // deleted
     { name: 'genesis deleted', op: { op: 'delete', seq: 1 }, kind: 'deleted', seq: 1 },
     { name: 'entry 2 deleted', op: { op: 'delete', seq: 2 }, kind: 'deleted', seq: 2 },
@@ -92,31 +116,88 @@ t.test('verifyJournal', async (t) => {
     { name: 'checkpoint deleted', op: { op: 'delete', seq: cp }, kind: 'deleted', seq: cp },
     { name: 'segment entry deleted', op: { op: 'delete', seq: 401 }, kind: 'deleted', seq: 401 },
     { name: 'last entry deleted', op: { op: 'delete', seq: N }, kind: 'unsigned_tail', seq: prevCp + 1 },
-    { name: 'last entry deleted, expected head', op: { op: 'delete', seq: N }, kind: 'behind_expected_head', seq: N, opts: { expectHead: head } },
+    {
+      name: 'last entry deleted, expected head',
+      op: { op: 'delete', seq: N },
+      kind: 'behind_expected_head',
+      seq: N,
+      opts: { expectHead: head },
+    },
     // inserted
     { name: 'genesis duplicated', op: { op: 'duplicate', seq: 1 }, kind: 'inserted', seq: 1 },
     { name: 'middle entry duplicated', op: { op: 'duplicate', seq: mid }, kind: 'inserted', seq: mid },
     { name: 'checkpoint duplicated', op: { op: 'duplicate', seq: cp }, kind: 'inserted', seq: cp },
     { name: 'last of segment 0 duplicated', op: { op: 'duplicate', seq: 400 }, kind: 'inserted', seq: 400 },
     { name: 'last entry duplicated', op: { op: 'duplicate', seq: N }, kind: 'inserted', seq: N },
-    { name: 'a non-entry line inserted', op: { op: 'insert', before: mid, line: Buffer.from('hello') }, kind: 'inserted', seq: null },
-    { name: 'a line before the genesis', op: { op: 'insert', before: 1, line: Buffer.from('{}') }, kind: 'inserted', seq: null },
+    {
+      name: 'a non-entry line inserted',
+      op: { op: 'insert', before: mid, line: Buffer.from('hello') },
+      kind: 'inserted',
+      seq: null,
+    },
+    {
+      name: 'a line before the genesis',
+      op: { op: 'insert', before: 1, line: Buffer.from('{}') },
+      kind: 'inserted',
+      seq: null,
+    },
     // reordered
     { name: 'genesis and entry 2 swapped', op: { op: 'swap', seq: 1 }, kind: 'reordered', seq: 1 },
     { name: 'middle entries swapped', op: { op: 'swap', seq: mid }, kind: 'reordered', seq: mid },
     { name: 'checkpoint and the next swapped', op: { op: 'swap', seq: cp }, kind: 'reordered', seq: cp },
-    { name: 'entry before a checkpoint and it swapped', op: { op: 'swap', seq: cp - 1 }, kind: 'reordered', seq: cp - 1 },
+    {
+      name: 'entry before a checkpoint and it swapped',
+      op: { op: 'swap', seq: cp - 1 },
+      kind: 'reordered',
+      seq: cp - 1,
+    },
     { name: 'swapped across the segment boundary', op: { op: 'swap', seq: 400 }, kind: 'reordered', seq: 400 },
     { name: 'the last two swapped', op: { op: 'swap', seq: N - 1 }, kind: 'reordered', seq: N - 1 },
     // cut
     { name: 'last 3 cut', op: { op: 'cut', count: 3 }, kind: 'unsigned_tail', seq: prevCp + 1 },
-    { name: 'last 3 cut, expected head', op: { op: 'cut', count: 3 }, kind: 'behind_expected_head', seq: N - 2, opts: { expectHead: head } },
-    { name: 'cut back to a checkpoint, expected head', op: { op: 'cut', count: N - prevCp }, kind: 'behind_expected_head', seq: prevCp + 1, opts: { expectHead: head } },
-    { name: 'cut into segment 1, expected head', op: { op: 'cut', count: 300 }, kind: 'behind_expected_head', seq: N - 299, opts: { expectHead: head, allowUnsignedTail: true } },
+    {
+      name: 'last 3 cut, expected head',
+      op: { op: 'cut', count: 3 },
+      kind: 'behind_expected_head',
+      seq: N - 2,
+      opts: { expectHead: head },
+    },
+    {
+      name: 'cut back to a checkpoint, expected head',
+      op: { op: 'cut', count: N - prevCp },
+      kind: 'behind_expected_head',
+      seq: prevCp + 1,
+      opts: { expectHead: head },
+    },
+    {
+      name: 'cut into segment 1, expected head',
+      op: { op: 'cut', count: 300 },
+      kind: 'behind_expected_head',
+      seq: N - 299,
+      opts: { expectHead: head, allowUnsignedTail: true },
+    },
     // pins
-    { name: 'a pin that is not the journal key', op: { op: 'cut', count: 0 }, kind: 'wrong_key', seq: 1, opts: { pubkey: b64(Buffer.alloc(32, 7)) } },
-    { name: 'an expected head beyond the journal', op: { op: 'cut', count: 0 }, kind: 'behind_expected_head', seq: N + 1, opts: { expectHead: { seq: N + 5, hash: head.hash } } },
-    { name: 'an expected head with another hash', op: { op: 'cut', count: 0 }, kind: 'behind_expected_head', seq: 300, opts: { expectHead: { seq: 300, hash: head.hash } } },
+    {
+      name: 'a pin that is not the journal key',
+      op: { op: 'cut', count: 0 },
+      kind: 'wrong_key',
+      seq: 1,
+      opts: { pubkey: b64(Buffer.alloc(32, 7)) },
+    },
+    {
+      name: 'an expected head beyond the journal',
+      op: { op: 'cut', count: 0 },
+      kind: 'behind_expected_head',
+      seq: N + 1,
+      opts: { expectHead: { seq: N + 5, hash: head.hash } },
+    },
+    {
+      name: 'an expected head with another hash',
+      op: { op: 'cut', count: 0 },
+      kind: 'behind_expected_head',
+      seq: 300,
+      opts: { expectHead: { seq: 300, hash: head.hash } },
+    },
   ];
   t.test('damage table', async (t) => {
     for (const row of rows) {
@@ -131,11 +212,23 @@ t.test('verifyJournal', async (t) => {
     expectProblem(t, await check(wrongKey.path), 'wrong_key', cp, 'one checkpoint signed by another key, naming it');
     expectProblem(t, await check(wrongKey.path, { pubkey }), 'wrong_key', cp, 'same, pinned');
     const badSig = resign(j, scratch(), { key: other, only: cp, claim: 'original' });
-    expectProblem(t, await check(badSig.path), 'bad_signature', cp, 'one checkpoint signed by another key, naming the journal key');
+    expectProblem(
+      t,
+      await check(badSig.path),
+      'bad_signature',
+      cp,
+      'one checkpoint signed by another key, naming the journal key',
+    );
     const lastBad = resign(j, scratch(), { key: other, only: N, claim: 'original' });
     expectProblem(t, await check(lastBad.path), 'bad_signature', N, 'the last checkpoint forged');
     const allOther = resign(j, scratch(), { key: other });
-    expectProblem(t, await check(allOther.path), 'wrong_key', j.checkpoints[0] as number, 'every checkpoint re-signed, genesis kept');
+    expectProblem(
+      t,
+      await check(allOther.path),
+      'wrong_key',
+      j.checkpoints[0] as number,
+      'every checkpoint re-signed, genesis kept',
+    );
     // Re-signed from the genesis on: consistent, so only the pinned key shows it.
     const whole = resign(j, scratch(), { key: other, genesis: true });
     t.equal((await check(whole.path)).ok, true, 'a journal rewritten under another key verifies without a pin');
@@ -148,8 +241,20 @@ t.test('verifyJournal', async (t) => {
     // A checkpoint that signs another head than the entry before it.
     const lines = j.files.flat();
     const c = JSON.parse((lines[cp - 1] as Buffer).toString()) as Record<string, unknown>;
-    const forged = encodeEntry(cp, c['prev'] as string, c['time'] as string, { type: 'checkpoint', head_seq: cp - 2, head: c['head'] as string, sign_pub: c['sign_pub'] as string, sig: c['sig'] as string });
-    expectProblem(t, await check(rechainFrom(j, cp, forged, scratch())), 'bad_signature', cp, 'a checkpoint naming another head');
+    const forged = encodeEntry(cp, c['prev'] as string, c['time'] as string, {
+      type: 'checkpoint',
+      head_seq: cp - 2,
+      head: c['head'] as string,
+      sign_pub: c['sign_pub'] as string,
+      sig: c['sig'] as string,
+    });
+    expectProblem(
+      t,
+      await check(rechainFrom(j, cp, forged, scratch())),
+      'bad_signature',
+      cp,
+      'a checkpoint naming another head',
+    );
     // The same chain with a valid checkpoint verifies: the table above is not vacuous.
     t.equal((await check(rechainFrom(j, cp, lines[cp - 1] as Buffer, scratch()))).ok, true);
   });
@@ -165,9 +270,19 @@ t.test('verifyJournal', async (t) => {
     t.equal(allowed.unsignedTail, 10);
     const fresh = await buildJournal(scratch(), 1);
     expectProblem(t, await check(fresh.path), 'unsigned_tail', 1, 'a journal of only its genesis');
-    t.match(await check(fresh.path, { allowUnsignedTail: true }), { ok: true, entries: 1, checkpoints: 0, signedThrough: null, unsignedTail: 1 });
+    t.match(await check(fresh.path, { allowUnsignedTail: true }), {
+      ok: true,
+      entries: 1,
+      checkpoints: 0,
+      signedThrough: null,
+      unsignedTail: 1,
+    });
     // A forged entry appended after the last checkpoint chains, but is unsigned.
-    const extra = encodeEntry(N + 1, head.hash, '2025-01-01T01:00:00.000Z', { type: 'vault', generation: 99, vault_hash: head.hash });
+    const extra = encodeEntry(N + 1, head.hash, '2025-01-01T01:00:00.000Z', {
+      type: 'vault',
+      generation: 99,
+      vault_hash: head.hash,
+    });
     const p = tamper(j, { op: 'insert', before: N + 1, line: extra }, scratch());
     expectProblem(t, await check(p), 'unsigned_tail', N + 1, 'an appended forged entry');
   });
@@ -191,7 +306,11 @@ t.test('verifyJournal', async (t) => {
     expectProblem(t, await check(emptyNext), 'torn_last_write', N + 1, 'an empty last segment');
 
     // One last line that is not an entry: what a crash can leave, cut by the daemon at its next start.
-    for (const [what, junk] of [['half an entry and its "\\n"', '{"v":1,"seq":\n'], ['zeros and a "\\n"', '\0'.repeat(300) + '\n'], ['an empty line', '\n']] as const) {
+    for (const [what, junk] of [
+      ['half an entry and its "\\n"', '{"v":1,"seq":\n'],
+      ['zeros and a "\\n"', '\0'.repeat(300) + '\n'],
+      ['an empty line', '\n'],
+    ] as const) {
       const p = tamper(j, { op: 'cut', count: 0 }, scratch());
       appendFileSync(segmentPath(p, 2), junk);
       const g = await check(p);
@@ -201,7 +320,13 @@ t.test('verifyJournal', async (t) => {
     }
     const startTorn = tamper(j, { op: 'cut', count: 0 }, scratch());
     writeFileSync(segmentPath(startTorn, 3), '{"v":1,"seq":1001,"pr\n');
-    expectProblem(t, await check(startTorn), 'torn_last_write', N + 1, 'a new last segment holding only a line that is not an entry');
+    expectProblem(
+      t,
+      await check(startTorn),
+      'torn_last_write',
+      N + 1,
+      'a new last segment holding only a line that is not an entry',
+    );
     // More than one write's worth, or an entry, is damage.
     const twoLines = tamper(j, { op: 'cut', count: 0 }, scratch());
     appendFileSync(segmentPath(twoLines, 2), '{"v":1,"seq":\n{"v":1,');
@@ -214,13 +339,49 @@ t.test('verifyJournal', async (t) => {
     expectProblem(t, await check(overlong), 'modified', N + 1, 'a last line longer than MAX_LINE_BYTES');
     const earlier = tamper(j, { op: 'cut', count: 0 }, scratch());
     appendFileSync(segmentPath(earlier, 1), '{"v":1,"seq":\n');
-    expectProblem(t, await check(earlier), 'inserted', null, 'a line that is not an entry at the end of an earlier segment');
+    expectProblem(
+      t,
+      await check(earlier),
+      'inserted',
+      null,
+      'a line that is not an entry at the end of an earlier segment',
+    );
     // A last entry that decodes but does not chain was put there.
     const near = head.hash.slice(0, 63) + (head.hash.endsWith('0') ? '1' : '0');
-    const closeForgery = tamper(j, { op: 'insert', before: N + 1, line: encodeEntry(N + 1, near, '2025-01-01T01:00:00.000Z', { type: 'vault', generation: 99, vault_hash: head.hash }) }, scratch());
+    const closeForgery = tamper(
+      j,
+      {
+        op: 'insert',
+        before: N + 1,
+        line: encodeEntry(N + 1, near, '2025-01-01T01:00:00.000Z', {
+          type: 'vault',
+          generation: 99,
+          vault_hash: head.hash,
+        }),
+      },
+      scratch(),
+    );
     expectProblem(t, await check(closeForgery), 'modified', N + 1, 'a last entry one digit of prev away from chaining');
-    const farForgery = tamper(j, { op: 'insert', before: N + 1, line: encodeEntry(N + 1, j.hashes[N - 2] as string, '2025-01-01T01:00:00.000Z', { type: 'vault', generation: 99, vault_hash: head.hash }) }, scratch());
-    expectProblem(t, await check(farForgery), 'modified', N, 'a last entry naming an unrelated hash: the entry before it is blamed');
+    const farForgery = tamper(
+      j,
+      {
+        op: 'insert',
+        before: N + 1,
+        line: encodeEntry(N + 1, j.hashes[N - 2] as string, '2025-01-01T01:00:00.000Z', {
+          type: 'vault',
+          generation: 99,
+          vault_hash: head.hash,
+        }),
+      },
+      scratch(),
+    );
+    expectProblem(
+      t,
+      await check(farForgery),
+      'modified',
+      N,
+      'a last entry naming an unrelated hash: the entry before it is blamed',
+    );
 
     const midTorn = tamper(j, { op: 'cut', count: 0 }, scratch());
     const s0 = Buffer.concat((j.files[0] as Buffer[]).flatMap((l) => [l, Buffer.from('\n')]));
@@ -244,14 +405,23 @@ t.test('verifyJournal', async (t) => {
 
     const lost = tamper(j, { op: 'cut', count: 0 }, scratch());
     rmSync(segmentPath(lost, 2));
-    expectProblem(t, await check(lost, { expectHead: head }), 'behind_expected_head', 801, 'the last segment removed, expected head');
+    expectProblem(
+      t,
+      await check(lost, { expectHead: head }),
+      'behind_expected_head',
+      801,
+      'the last segment removed, expected head',
+    );
 
     // A segment file that does not begin with its segment entry, though the chain holds.
     const split = tamper(j, { op: 'cut', count: 0 }, scratch());
     const f0 = j.files[0] as Buffer[];
     const f1 = j.files[1] as Buffer[];
     writeFileSync(split, Buffer.concat(f0.slice(0, 399).flatMap((l) => [l, Buffer.from('\n')])));
-    writeFileSync(segmentPath(split, 1), Buffer.concat([f0[399] as Buffer, ...f1].flatMap((l) => [l, Buffer.from('\n')])));
+    writeFileSync(
+      segmentPath(split, 1),
+      Buffer.concat([f0[399] as Buffer, ...f1].flatMap((l) => [l, Buffer.from('\n')])),
+    );
     expectProblem(t, await check(split), 'missing_segment', 400, 'segment 1 begins with another entry');
   });
 
@@ -263,7 +433,11 @@ t.test('verifyJournal', async (t) => {
     };
     const copy = (): string => tamper(j, { op: 'cut', count: 0 }, scratch());
     t.same(await headOf(copy()), head, 'untouched');
-    for (const [what, junk] of [['part of a line', '{"v":1,"seq":1001'], ['a last line that is not an entry', '{"v":1,"seq":\n'], ['zeros and a "\\n"', '\0'.repeat(64) + '\n']] as const) {
+    for (const [what, junk] of [
+      ['part of a line', '{"v":1,"seq":1001'],
+      ['a last line that is not an entry', '{"v":1,"seq":\n'],
+      ['zeros and a "\\n"', '\0'.repeat(64) + '\n'],
+    ] as const) {
       const p = copy();
       appendFileSync(segmentPath(p, 2), junk);
       t.same(await headOf(p), head, what);
@@ -274,10 +448,18 @@ t.test('verifyJournal', async (t) => {
     const cut = tamper(j, { op: 'cut', count: 3 }, scratch());
     appendFileSync(segmentPath(cut, 2), 'junk\n');
     t.same(await headOf(cut), at(N - 3), 'after a cut');
-    for (const [what, junk] of [['two lines that are not entries', 'junk\njunk\n'], ['a line that is not an entry, then part of one', 'junk\n{"v"'], ['a line longer than any entry', 'a'.repeat(70_000) + '\n']] as const) {
+    for (const [what, junk] of [
+      ['two lines that are not entries', 'junk\njunk\n'],
+      ['a line that is not an entry, then part of one', 'junk\n{"v"'],
+      ['a line longer than any entry', 'a'.repeat(70_000) + '\n'],
+    ] as const) {
       const p = copy();
       appendFileSync(segmentPath(p, 2), junk);
-      await t.rejects(journalHead(p), { code: 'not_found', message: /is not a journal entry; run `postern audit verify/ }, what);
+      await t.rejects(
+        journalHead(p),
+        { code: 'not_found', message: /is not a journal entry; run `postern audit verify/ },
+        what,
+      );
     }
   });
 
@@ -299,7 +481,14 @@ t.test('verifyJournal', async (t) => {
     expectProblem(t, await check(segmentPath(j.path, 1)), 'not_a_journal', null, 'segment 1 given as the journal');
     // An entry that is not the genesis, but claims seq 1.
     const one = join(d, 'one');
-    writeFileSync(one, encodeEntry(1, '0'.repeat(64), '2025-01-01T00:00:00.000Z', { type: 'vault', generation: 1, vault_hash: head.hash }) + '\n');
+    writeFileSync(
+      one,
+      encodeEntry(1, '0'.repeat(64), '2025-01-01T00:00:00.000Z', {
+        type: 'vault',
+        generation: 1,
+        vault_hash: head.hash,
+      }) + '\n',
+    );
     expectProblem(t, await check(one), 'not_a_journal', null, 'a vault entry with seq 1');
   });
 
@@ -310,7 +499,10 @@ t.test('verifyJournal', async (t) => {
     writeFileSync(second, Buffer.concat([(j.files[0] as Buffer[])[1] as Buffer, Buffer.from('\n')]));
     const r = await check(second);
     expectProblem(t, r, 'deleted', 1, 'a journal of entry 2 alone');
-    t.match(r.problem?.message, /^entry 1 \(the genesis entry\) is missing: the first line \(second line 1\) is entry 2;/);
+    t.match(
+      r.problem?.message,
+      /^entry 1 \(the genesis entry\) is missing: the first line \(second line 1\) is entry 2;/,
+    );
     const from5 = join(d, 'from5');
     writeFileSync(from5, Buffer.concat((j.files[0] as Buffer[]).slice(4).flatMap((l) => [l, Buffer.from('\n')])));
     const r5 = await check(from5);

@@ -40,7 +40,9 @@ function smallDisk(t: Test, cleanup: () => Promise<void>): string {
 async function fill(j: Journal): Promise<{ acked: Head[]; refusal: unknown }> {
   const acked: Head[] = [];
   for (let round = 0; round < 500; round++) {
-    const results = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => j.append({ kind: 'fill', round, i, pad: 'z'.repeat(900) })));
+    const results = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, i) => j.append({ kind: 'fill', round, i, pad: 'z'.repeat(900) })),
+    );
     for (const r of results) if (r.status === 'fulfilled') acked.push(r.value);
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) return { acked, refusal: failed.reason };
@@ -62,17 +64,27 @@ t.test('ENOSPC: refused, cut back to a complete line, carries on once space is f
 
   const { acked, refusal } = await fill(j);
   t.ok(refusal instanceof Refusal, 'an append was refused');
-  t.match(refusal, { code: 'audit_unavailable', message: /could not be written \(ENOSPC: no space left on device\); the action was not performed; free space/ });
+  t.match(refusal, {
+    code: 'audit_unavailable',
+    message: /could not be written \(ENOSPC: no space left on device\); the action was not performed; free space/,
+  });
   t.ok(acked.length > 10, `${acked.length} appends were written first`);
   const data = fs.readFileSync(file);
   t.equal(data.at(-1), 0x0a, 'the file ends on a complete line');
   const r = readJournal(file);
   t.same(r.problems, []);
   const present = new Map(r.entries.map((e) => [e.entry.seq, e.hash]));
-  t.ok(acked.every((h) => present.get(h.seq) === h.hash), 'every acknowledged append is in the file');
+  t.ok(
+    acked.every((h) => present.get(h.seq) === h.hash),
+    'every acknowledged append is in the file',
+  );
   t.equal(r.entries.at(-1)!.entry.seq, j.head().seq, 'the head is the last line in the file');
   t.same(await verify(file, { allowUnsignedTail: true }), { ok: true, problem: null });
-  await t.rejects(j.append({ kind: 'still full', pad: 'z'.repeat(30_000) }), { code: 'audit_unavailable' }, 'more than the cut freed is still refused');
+  await t.rejects(
+    j.append({ kind: 'still full', pad: 'z'.repeat(30_000) }),
+    { code: 'audit_unavailable' },
+    'more than the cut freed is still refused',
+  );
 
   fs.rmSync(filler);
   const h = await j.append({ kind: 'space again' });
@@ -101,11 +113,26 @@ t.test('the cut fails too: the journal refuses everything after (fail closed)', 
 
   const { acked, refusal } = await fill(j);
   t.match(refusal, { code: 'audit_unavailable', message: /ENOSPC/ });
-  const later = await Promise.allSettled([j.append({ kind: 'after' }), j.checkpoint(), j.appendVault(1, 'f'.repeat(64))]);
-  for (const r of later) t.match(r, { status: 'rejected', reason: { code: 'audit_unavailable', message: /unusable: after a failed write \(ENOSPC\) it could not be cut back.*EPERM.*restart the daemon/ } });
+  const later = await Promise.allSettled([
+    j.append({ kind: 'after' }),
+    j.checkpoint(),
+    j.appendVault(1, 'f'.repeat(64)),
+  ]);
+  for (const r of later)
+    t.match(r, {
+      status: 'rejected',
+      reason: {
+        code: 'audit_unavailable',
+        message: /unusable: after a failed write \(ENOSPC\) it could not be cut back.*EPERM.*restart the daemon/,
+      },
+    });
   t.throws(() => j!.assertSameFile(), { code: 'audit_unavailable', message: /unusable/ });
   fs.rmSync(filler);
-  await t.rejects(j.append({ kind: 'space again' }), { code: 'audit_unavailable', message: /unusable/ }, 'still refused with space free');
+  await t.rejects(
+    j.append({ kind: 'space again' }),
+    { code: 'audit_unavailable', message: /unusable/ },
+    'still refused with space free',
+  );
   await j.close();
   const size = fs.statSync(file).size;
   const torn = fs.readFileSync(file).at(-1) !== 0x0a;
@@ -118,10 +145,14 @@ t.test('the cut fails too: the journal refuses everything after (fail closed)', 
   const r = readJournal(file);
   t.same(r.problems, []);
   const repair = r.entries.find((e) => e.entry.type === 'repair');
-  if (torn) t.match(repair?.entry, { at_offset: size - (repair?.entry as { cut_bytes: number } | undefined)!.cut_bytes });
+  if (torn)
+    t.match(repair?.entry, { at_offset: size - (repair?.entry as { cut_bytes: number } | undefined)!.cut_bytes });
   else t.notOk(repair);
   t.ok(torn, 'the refused write had left half a line (a partial write at the end of the disk)');
   const present = new Map(r.entries.map((e) => [e.entry.seq, e.hash]));
-  t.ok(acked.every((h) => present.get(h.seq) === h.hash), 'every acknowledged append survived');
+  t.ok(
+    acked.every((h) => present.get(h.seq) === h.hash),
+    'every acknowledged append survived',
+  );
   t.same(await verify(file, { pubkey: keys.sign.publicKey.toString('base64') }), { ok: true, problem: null });
 });

@@ -53,7 +53,11 @@ t.test('the next durable entry syncs the lazy ones before it with one fdatasync'
   t.same(durable, heads);
   t.equal(j.stats().syncs - before.syncs, 1, 'one fdatasync covered the intent and the lazy entries');
   await j.close();
-  t.same(await verify(file, { pubkey: keys.sign.publicKey.toString('base64') }), { ok: true, problem: null }, 'the journal verifies');
+  t.same(
+    await verify(file, { pubkey: keys.sign.publicKey.toString('base64') }),
+    { ok: true, problem: null },
+    'the journal verifies',
+  );
 });
 
 t.test('close syncs what is still lazy', async (t) => {
@@ -74,5 +78,9 @@ t.test('many lazy and durable entries interleaved: the chain holds', async (t) =
   }
   await Promise.all(all);
   await j.close();
-  t.same(await verify(file, { pubkey: keys.sign.publicKey.toString('base64') }), { ok: true, problem: null }, 'verifies');
+  t.same(
+    await verify(file, { pubkey: keys.sign.publicKey.toString('base64') }),
+    { ok: true, problem: null },
+    'verifies',
+  );
 });

@@ -34,7 +34,10 @@ const lines = (file: string): string[] => fs.readFileSync(file, 'utf8').split('\
 // What a crash (or a full disk) can leave after the last complete line.
 const TORN: Array<{ name: string; tail: (file: string) => Buffer }> = [
   { name: 'half a line', tail: (f) => Buffer.from(lines(f)[3]!.slice(0, 57)) },
-  { name: 'a line without its newline', tail: (f) => Buffer.from(lines(f)[3]!.replace('"seq":4,', `"seq":${lines(f).length},`)) },
+  {
+    name: 'a line without its newline',
+    tail: (f) => Buffer.from(lines(f)[3]!.replace('"seq":4,', `"seq":${lines(f).length},`)),
+  },
   { name: 'zero bytes (blocks allocated, never written)', tail: () => Buffer.alloc(3000) },
   { name: 'a complete line that is not an entry', tail: () => Buffer.from('{"v":1,"seq":\n') },
 ];
@@ -45,7 +48,11 @@ for (const c of TORN) {
     const good = fs.readFileSync(file);
     const tail = c.tail(file);
     fs.appendFileSync(file, tail);
-    t.equal((await verify(file, { pubkey: keys.sign.publicKey.toString('base64') })).ok, false, 'the verifier sees the torn tail');
+    t.equal(
+      (await verify(file, { pubkey: keys.sign.publicKey.toString('base64') })).ok,
+      false,
+      'the verifier sees the torn tail',
+    );
 
     const j = await Journal.open({ path: file, segmentSize: BIG });
     await j.setSigningKey(keys.sign.privateKey);
@@ -53,7 +60,11 @@ for (const c of TORN) {
     const repair = before.find((e) => e.entry.type === 'repair');
     t.ok(repair, 'a repair entry');
     t.match(repair?.entry, { type: 'repair', cut_bytes: tail.length, at_offset: good.length, seq: 14 });
-    t.same(before.slice(-2).map((e) => e.entry.type), ['repair', 'key'], 'then a fresh key');
+    t.same(
+      before.slice(-2).map((e) => e.entry.type),
+      ['repair', 'key'],
+      'then a fresh key',
+    );
     t.ok(fs.readFileSync(file).subarray(0, good.length).equals(good), 'everything before the cut is unchanged');
     const h = await j.append({ kind: 'after' });
     await j.close();
@@ -127,7 +138,9 @@ for (const c of DAMAGE) {
     c.mangle(file);
     const bytes = fs.readFileSync(file);
     await t.rejects(Journal.open({ path: file, segmentSize: BIG }), { code: 'audit_unavailable', message: c.why });
-    await t.rejects(Journal.open({ path: file, segmentSize: BIG }), { message: /damaged at byte \d+.*postern audit verify/ });
+    await t.rejects(Journal.open({ path: file, segmentSize: BIG }), {
+      message: /damaged at byte \d+.*postern audit verify/,
+    });
     t.ok(fs.readFileSync(file).equals(bytes), 'not a byte changed');
   });
 }
@@ -138,7 +151,10 @@ t.test('a damaged earlier segment end is refused', async (t) => {
   for (let i = 0; !fs.existsSync(segmentPath(file, 2)); i++) await j.append({ kind: 's', i, pad: 'q'.repeat(100) });
   await j.close();
   fs.appendFileSync(segmentPath(file, 1), 'half a li');
-  await t.rejects(Journal.open({ path: file, segmentSize: 2048 }), { code: 'audit_unavailable', message: /journal\.1 is damaged.*earlier segment/ });
+  await t.rejects(Journal.open({ path: file, segmentSize: 2048 }), {
+    code: 'audit_unavailable',
+    message: /journal\.1 is damaged.*earlier segment/,
+  });
 });
 
 t.test('a symlink at the journal path is refused, never followed', async (t) => {
@@ -147,7 +163,10 @@ t.test('a symlink at the journal path is refused, never followed', async (t) => 
   const link = path.join(dir, 'journal');
   fs.symlinkSync(real, link);
   const before = fs.readFileSync(real);
-  await t.rejects(Journal.open({ path: link, segmentSize: BIG }), { code: 'audit_unavailable', message: /ELOOP.*symbolic link/ });
+  await t.rejects(Journal.open({ path: link, segmentSize: BIG }), {
+    code: 'audit_unavailable',
+    message: /ELOOP.*symbolic link/,
+  });
   t.ok(fs.readFileSync(real).equals(before), 'the link target is untouched');
 
   // The last segment being a link is refused too.
@@ -155,7 +174,10 @@ t.test('a symlink at the journal path is refused, never followed', async (t) => 
   const elsewhere = path.join(dir, 'elsewhere');
   fs.writeFileSync(elsewhere, '');
   fs.symlinkSync(elsewhere, seg1);
-  await t.rejects(Journal.open({ path: real, segmentSize: BIG }), { code: 'audit_unavailable', message: /journal\.1.*ELOOP/ });
+  await t.rejects(Journal.open({ path: real, segmentSize: BIG }), {
+    code: 'audit_unavailable',
+    message: /journal\.1.*ELOOP/,
+  });
   t.equal(fs.readFileSync(elsewhere, 'utf8'), '');
 });
 
@@ -167,7 +189,10 @@ t.test('anything but a regular file at the path is refused', async (t) => {
   const fifo = path.join(dir, 'journal-fifo');
   execFileSync('mkfifo', [fifo]);
   await t.rejects(Journal.open({ path: fifo, segmentSize: BIG }), { code: 'audit_unavailable', message: /ENOTREG/ });
-  await t.rejects(Journal.open({ path: path.join(dir, 'missing'), segmentSize: BIG }), { code: 'audit_unavailable', message: /ENOENT/ });
+  await t.rejects(Journal.open({ path: path.join(dir, 'missing'), segmentSize: BIG }), {
+    code: 'audit_unavailable',
+    message: /ENOENT/,
+  });
 });
 
 t.test('assertSameFile: the path must still name the open file', async (t) => {
@@ -193,7 +218,11 @@ t.test('assertSameFile: the path must still name the open file', async (t) => {
   fs.renameSync(file, moved);
   t.throws(() => j2.assertSameFile(), { code: 'audit_unavailable', message: /removed or renamed/ });
   fs.symlinkSync(moved, file);
-  t.throws(() => j2.assertSameFile(), { code: 'audit_unavailable', message: /symbolic link/ }, 'a link to the very same file is still refused');
+  t.throws(
+    () => j2.assertSameFile(),
+    { code: 'audit_unavailable', message: /symbolic link/ },
+    'a link to the very same file is still refused',
+  );
   fs.rmSync(file);
   fs.renameSync(moved, file);
   t.doesNotThrow(() => j2.assertSameFile(), 'put back: the same file again');

@@ -6,7 +6,16 @@ import t, { Test } from 'tap';
 import * as fs from 'node:fs';
 import { Journal } from '../../daemon/audit/journal';
 import { segmentPath, sodiumReady } from '../../shared/audit-format';
-import { AuditKeys, ReadEntry, auditKeys, decryptAll, newJournal, readJournal, verify, scratchDir } from '../helpers/journal-writer-driver';
+import {
+  AuditKeys,
+  ReadEntry,
+  auditKeys,
+  decryptAll,
+  newJournal,
+  readJournal,
+  verify,
+  scratchDir,
+} from '../helpers/journal-writer-driver';
 
 const SEGMENT = 4096;
 // The checkpoint that ends a segment may go past segmentSize.
@@ -29,7 +38,11 @@ function bySegment(entries: ReadEntry[]): ReadEntry[][] {
 }
 
 // A journal rotated through `segments` segments with a vault entry in segment 0.
-async function rotated(t: Test, segments: number, sign: boolean): Promise<{ file: string; vaultSeq: number; heads: { seq: number; hash: string }[] }> {
+async function rotated(
+  t: Test,
+  segments: number,
+  sign: boolean,
+): Promise<{ file: string; vaultSeq: number; heads: { seq: number; hash: string }[] }> {
   const file = await newJournal(tmpdir(t), keys);
   const j = await Journal.open({ path: file, segmentSize: SEGMENT });
   if (sign) await j.setSigningKey(keys.sign.privateKey);
@@ -37,7 +50,8 @@ async function rotated(t: Test, segments: number, sign: boolean): Promise<{ file
   const heads = [];
   for (let i = 0; !fs.existsSync(segmentPath(file, segments)); i++) {
     // A mix of single and concurrent appends, so rotations happen inside batches too.
-    if (i % 3 === 0) heads.push(...(await Promise.all(Array.from({ length: 5 }, (_, k) => j.append({ kind: 'burst', i, k })))));
+    if (i % 3 === 0)
+      heads.push(...(await Promise.all(Array.from({ length: 5 }, (_, k) => j.append({ kind: 'burst', i, k })))));
     else heads.push(await j.append({ kind: 'one', i, pad: 'p'.repeat(i % 300) }));
   }
   await j.close();
@@ -71,12 +85,18 @@ t.test('rotation at 4 KiB across more than 5 segments: one continuous, signed ch
   // Every event uses the key of its own segment.
   for (const seg of segs.slice(1)) {
     const keyId = seg[1]!.entry.seq;
-    t.ok(seg.every((e) => e.entry.type !== 'event' || e.entry.key_id === keyId), 'events use their segment’s key');
+    t.ok(
+      seg.every((e) => e.entry.type !== 'event' || e.entry.key_id === keyId),
+      'events use their segment’s key',
+    );
   }
   const events = decryptAll(r.entries, keys.box.publicKey, keys.box.privateKey);
   t.equal(events.size, heads.length, 'every event decrypts');
   const present = new Map(r.entries.map((e) => [e.entry.seq, e.hash]));
-  t.ok(heads.every((h) => present.get(h.seq) === h.hash), 'every acknowledged head is in the files');
+  t.ok(
+    heads.every((h) => present.get(h.seq) === h.hash),
+    'every acknowledged head is in the files',
+  );
 
   // Reopened: appends go to the last segment, the vault state is the restated one.
   const j = await Journal.open({ path: file, segmentSize: SEGMENT });
@@ -125,7 +145,10 @@ t.test('a file already at the next segment path: the rotation fails closed, noth
   }
   t.match(refusal, { code: 'audit_unavailable', message: new RegExp(`${stray}.*EEXIST.*not performed`) });
   t.equal(fs.readFileSync(stray, 'utf8'), 'not yours\n', 'the stray file is untouched');
-  t.same(readJournal(file).problems.filter((p) => !p.startsWith('segment 1')), []);
+  t.same(
+    readJournal(file).problems.filter((p) => !p.startsWith('segment 1')),
+    [],
+  );
   t.equal(fs.readFileSync(file, 'utf8').at(-1), '\n', 'segment 0 ends on a complete line (its checkpoint)');
   // Once the file is moved away the journal rotates and carries on.
   fs.rmSync(stray);
@@ -142,7 +165,11 @@ const CUT_SHORT: Array<{ name: string; keep: (lines: string[]) => string; repair
   { name: 'half of the segment entry', keep: (l) => l[0]!.slice(0, 40), repair: true },
   { name: 'the segment entry only', keep: (l) => `${l[0]}\n`, repair: false },
   { name: 'segment and key, no restated vault', keep: (l) => `${l[0]}\n${l[1]}\n`, repair: false },
-  { name: 'segment, key and half the vault entry', keep: (l) => `${l[0]}\n${l[1]}\n${l[2]!.slice(0, 30)}`, repair: true },
+  {
+    name: 'segment, key and half the vault entry',
+    keep: (l) => `${l[0]}\n${l[1]}\n${l[2]!.slice(0, 30)}`,
+    repair: true,
+  },
 ];
 
 for (const c of CUT_SHORT) {
@@ -152,7 +179,9 @@ for (const c of CUT_SHORT) {
     const lines = fs.readFileSync(last, 'utf8').split('\n');
     const prefix = c.keep(lines);
     fs.writeFileSync(last, prefix);
-    const vaultBefore = readJournal(file).entries.filter((e) => e.entry.type === 'vault').at(-1)!.entry;
+    const vaultBefore = readJournal(file)
+      .entries.filter((e) => e.entry.type === 'vault')
+      .at(-1)!.entry;
 
     const j = await Journal.open({ path: file, segmentSize: SEGMENT });
     await j.setSigningKey(keys.sign.privateKey);
@@ -168,11 +197,17 @@ for (const c of CUT_SHORT) {
     t.equal(types.includes('repair'), c.repair, c.repair ? 'the cut is recorded' : 'nothing was cut');
     if (c.repair) {
       const rep = seg2.find((e) => e.entry.type === 'repair')!.entry;
-      t.match(rep, { cut_bytes: Buffer.byteLength(prefix.slice(prefix.lastIndexOf('\n') + 1)), at_offset: prefix.lastIndexOf('\n') + 1 });
+      t.match(rep, {
+        cut_bytes: Buffer.byteLength(prefix.slice(prefix.lastIndexOf('\n') + 1)),
+        at_offset: prefix.lastIndexOf('\n') + 1,
+      });
     }
     const restatedVault = seg2.filter((e) => e.entry.type === 'vault');
     t.equal(restatedVault.length, 1, 'the last segment holds the vault state exactly once');
-    t.match(restatedVault[0]!.entry, { generation: (vaultBefore as { generation: number }).generation, vault_hash: (vaultBefore as { vault_hash: string }).vault_hash });
+    t.match(restatedVault[0]!.entry, {
+      generation: (vaultBefore as { generation: number }).generation,
+      vault_hash: (vaultBefore as { vault_hash: string }).vault_hash,
+    });
     t.equal(vault?.seq, restatedVault[0]!.entry.seq);
     t.ok(seg2.some((e) => e.entry.seq === h.seq));
   });

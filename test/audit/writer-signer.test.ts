@@ -72,7 +72,11 @@ async function verified(t: Test, file: string, pinned: KeyPair[], expectKeys: Ar
   for (const p of [null, ...pinned]) {
     const r: VerifyReport = await verifyJournal(file, p ? { pubkey: pub(p) } : {});
     const label = p ? `pinned ${pub(p).slice(0, 8)}…` : 'unpinned';
-    t.equal(r.problem, null, `${label}: no problem${r.problem ? ` (${r.problem.kind} at ${r.problem.seq}: ${r.problem.message})` : ''}`);
+    t.equal(
+      r.problem,
+      null,
+      `${label}: no problem${r.problem ? ` (${r.problem.kind} at ${r.problem.seq}: ${r.problem.message})` : ''}`,
+    );
     t.equal(r.ok, true, `${label}: verifies`);
     t.same(r.signingKeys, want, `${label}: signing keys`);
   }
@@ -121,9 +125,13 @@ t.test('changeSigner with 64 appends in flight, then more until it resolves', as
 
   const lines = readAll(file);
   const bySeq = new Map(lines.map((l) => [l.entry.seq, l]));
-  t.ok(lines.every((l, i) => l.entry.seq === i + 1), 'line order is seq order');
+  t.ok(
+    lines.every((l, i) => l.entry.seq === i + 1),
+    'line order is seq order',
+  );
   for (const h of heads) {
-    if (bySeq.get(h.seq)?.hash !== h.hash) t.fail(`append resolved with ${h.seq}:${h.hash} but that line hashes otherwise`);
+    if (bySeq.get(h.seq)?.hash !== h.hash)
+      t.fail(`append resolved with ${h.seq}:${h.hash} but that line hashes otherwise`);
   }
   t.equal(new Set(heads.map((h) => h.seq)).size, heads.length, 'every append has its own seq');
   t.equal(lines.filter((l) => l.entry.type === 'signer').length, 1, 'one signer entry');
@@ -135,20 +143,50 @@ t.test('changeSigner with 64 appends in flight, then more until it resolves', as
   const before = lines.slice(0, index).filter((l) => l.entry.type === 'checkpoint');
   const after = lines.slice(index + 2).filter((l) => l.entry.type === 'checkpoint');
   t.ok(before.length >= 1, `${before.length} checkpoints before the change`);
-  t.ok(before.every((l) => signKeyOf(l.entry) === pub(k0)), 'checkpoints before the change name the old key');
+  t.ok(
+    before.every((l) => signKeyOf(l.entry) === pub(k0)),
+    'checkpoints before the change name the old key',
+  );
   t.ok(after.length >= 2, `${after.length} checkpoints after the change`);
-  t.ok(after.every((l) => signKeyOf(l.entry) === pub(k1)), 'checkpoints after the change name the new key');
+  t.ok(
+    after.every((l) => signKeyOf(l.entry) === pub(k1)),
+    'checkpoints after the change name the new key',
+  );
   t.equal(lines.at(-1)?.entry.type, 'checkpoint', 'close signed the end');
-  const events = decryptAll(lines.map((l) => ({ ...l, offset: 0, end: 0 })), keys.box.publicKey, keys.box.privateKey);
-  t.equal([...events.values()].filter((p) => p['kind'] === 'wave').length, 64, 'all 64 events of the wave are in the journal');
-  t.equal([...events.values()].filter((p) => p['kind'] === 'during').length, during.length, `and the ${during.length} made during the change`);
-  await verified(t, file, [k0, k1], [[k0, 1], [k1, signer.entry.seq]]);
+  const events = decryptAll(
+    lines.map((l) => ({ ...l, offset: 0, end: 0 })),
+    keys.box.publicKey,
+    keys.box.privateKey,
+  );
+  t.equal(
+    [...events.values()].filter((p) => p['kind'] === 'wave').length,
+    64,
+    'all 64 events of the wave are in the journal',
+  );
+  t.equal(
+    [...events.values()].filter((p) => p['kind'] === 'during').length,
+    during.length,
+    `and the ${during.length} made during the change`,
+  );
+  await verified(
+    t,
+    file,
+    [k0, k1],
+    [
+      [k0, 1],
+      [k1, signer.entry.seq],
+    ],
+  );
 
   t.test('reopened: the new key is in force', async (t) => {
     const j2 = await Journal.open({ path: file, segmentSize: BIG });
     t.teardown(() => j2.close().catch(() => undefined));
     t.equal(await j2.keyInForce(), pub(k1));
-    await t.rejects(j2.setSigningKey(k0.privateKey), { code: 'audit_unavailable', message: /not the key in force/ }, 'the retired key is refused');
+    await t.rejects(
+      j2.setSigningKey(k0.privateKey),
+      { code: 'audit_unavailable', message: /not the key in force/ },
+      'the retired key is refused',
+    );
     await j2.setSigningKey(k1.privateKey);
     await j2.append({ kind: 'reopened' });
     // A second change, K1 -> K2, from the reopened journal.
@@ -161,7 +199,16 @@ t.test('changeSigner with 64 appends in flight, then more until it resolves', as
     t.same(cp2, { seq: second.vouch.entry.seq, hash: second.vouch.hash });
     t.equal(signKeyOf(second.vouch.entry), pub(k1), 'the second change is vouched for by K1');
     t.equal(signKeyOf(all.at(-1)!.entry), pub(k2), 'the final checkpoint names K2');
-    await verified(t, file, [k0, k1, k2], [[k0, 1], [k1, signer.entry.seq], [k2, second.signer.entry.seq]]);
+    await verified(
+      t,
+      file,
+      [k0, k1, k2],
+      [
+        [k0, 1],
+        [k1, signer.entry.seq],
+        [k2, second.signer.entry.seq],
+      ],
+    );
   });
 });
 
@@ -174,7 +221,12 @@ t.test('two changes in one batch: K0 -> K1 -> K2', async (t) => {
   t.teardown(() => j.close().catch(() => undefined));
   await j.setSigningKey(k0.privateKey);
   await j.append({ kind: 'x' });
-  const [a, , b] = await Promise.all([j.changeSigner(k1.privateKey), j.append({ kind: 'between' }), j.changeSigner(k2.privateKey), j.append({ kind: 'after' })]);
+  const [a, , b] = await Promise.all([
+    j.changeSigner(k1.privateKey),
+    j.append({ kind: 'between' }),
+    j.changeSigner(k2.privateKey),
+    j.append({ kind: 'after' }),
+  ]);
   await j.close();
   const lines = readAll(file);
   const c1 = findChange(lines, k1);
@@ -183,7 +235,16 @@ t.test('two changes in one batch: K0 -> K1 -> K2', async (t) => {
   t.same(b, { seq: c2.vouch.entry.seq, hash: c2.vouch.hash });
   t.equal(signKeyOf(c1.vouch.entry), pub(k0));
   t.equal(signKeyOf(c2.vouch.entry), pub(k1), 'the second change is vouched for by the key the first one put in force');
-  await verified(t, file, [k0, k1, k2], [[k0, 1], [k1, c1.signer.entry.seq], [k2, c2.signer.entry.seq]]);
+  await verified(
+    t,
+    file,
+    [k0, k1, k2],
+    [
+      [k0, 1],
+      [k1, c1.signer.entry.seq],
+      [k2, c2.signer.entry.seq],
+    ],
+  );
 });
 
 t.test('a change near a segment end; the key in force read back through segments', async (t) => {
@@ -198,7 +259,14 @@ t.test('a change near a segment end; the key in force read back through segments
   // Line lengths (with "\n") of the signer entry and its checkpoint at about this seq.
   const time = new Date().toISOString();
   const signerLen = encodeEntry(100, '0'.repeat(64), time, { type: 'signer', sign_pub: pub(k1) }).length + 1;
-  const cpLen = encodeEntry(100, '0'.repeat(64), time, { type: 'checkpoint', head_seq: 99, head: '0'.repeat(64), sign_pub: pub(k0), sig: Buffer.alloc(64).toString('base64') }).length + 1;
+  const cpLen =
+    encodeEntry(100, '0'.repeat(64), time, {
+      type: 'checkpoint',
+      head_seq: 99,
+      head: '0'.repeat(64),
+      sign_pub: pub(k0),
+      sig: Buffer.alloc(64).toString('base64'),
+    }).length + 1;
   // Leave room for the signer entry but not for both.
   const target = signerLen + Math.floor(cpLen / 2);
   const size = (): number => fs.statSync(segmentPath(file, 0)).size;
@@ -212,7 +280,10 @@ t.test('a change near a segment end; the key in force read back through segments
   }
   const room = SEGMENT - size();
   t.equal(segments(file), 1, 'still in segment 0');
-  t.ok(room >= signerLen && room < signerLen + cpLen, `${room} bytes left: the signer entry (${signerLen}) fits, with its checkpoint (${cpLen}) it does not`);
+  t.ok(
+    room >= signerLen && room < signerLen + cpLen,
+    `${room} bytes left: the signer entry (${signerLen}) fits, with its checkpoint (${cpLen}) it does not`,
+  );
 
   const cpHead = await j.changeSigner(k1.privateKey);
   let lines = readAll(file);
@@ -223,17 +294,37 @@ t.test('a change near a segment end; the key in force read back through segments
   t.same(cpHead, { seq: change.vouch.entry.seq, hash: change.vouch.hash });
   t.equal(change.signer.segment, 1, 'the change moved to a new segment first');
   const endOf0 = lines.filter((l) => l.segment === 0).at(-1)!;
-  t.same({ type: endOf0.entry.type, key: signKeyOf(endOf0.entry) }, { type: 'checkpoint', key: pub(k0) }, 'segment 0 ends with a checkpoint by the old key');
+  t.same(
+    { type: endOf0.entry.type, key: signKeyOf(endOf0.entry) },
+    { type: 'checkpoint', key: pub(k0) },
+    'segment 0 ends with a checkpoint by the old key',
+  );
   await j.close();
   const signerSeq = change.signer.entry.seq;
   // Nothing after the vouching checkpoint yet: K1 has signed nothing, so only K0 can be pinned.
-  await verified(t, file, [k0], [[k0, 1], [k1, signerSeq]]);
-  t.match(await verifyJournal(file, { pubkey: pub(k1) }), { ok: false, problem: { kind: 'wrong_key', seq: 1 } }, 'pinned K1 before K1 signed anything');
+  await verified(
+    t,
+    file,
+    [k0],
+    [
+      [k0, 1],
+      [k1, signerSeq],
+    ],
+  );
+  t.match(
+    await verifyJournal(file, { pubkey: pub(k1) }),
+    { ok: false, problem: { kind: 'wrong_key', seq: 1 } },
+    'pinned K1 before K1 signed anything',
+  );
 
   // Without a signing key: segments that hold no checkpoint and no signer entry.
   const locked = await Journal.open({ path: file, segmentSize: SEGMENT });
   t.teardown(() => locked.close().catch(() => undefined));
-  t.equal(await locked.keyInForce(), pub(k1), 'read from the last segment, whose checkpoint after the signer names the old key');
+  t.equal(
+    await locked.keyInForce(),
+    pub(k1),
+    'read from the last segment, whose checkpoint after the signer names the old key',
+  );
   for (let i = 0; segments(file) < 4; i++) await locked.append({ kind: 'locked', i, pad: 'q'.repeat(600) });
   await locked.close();
   lines = readAll(file);
@@ -255,7 +346,15 @@ t.test('a change near a segment end; the key in force read back through segments
   await j3.close();
   lines = readAll(file);
   t.equal(signKeyOf(lines.at(-1)!.entry), pub(k1), 'the new checkpoint names the new key');
-  await verified(t, file, [k0, k1], [[k0, 1], [k1, signerSeq]]);
+  await verified(
+    t,
+    file,
+    [k0, k1],
+    [
+      [k0, 1],
+      [k1, signerSeq],
+    ],
+  );
 });
 
 // The signer entry and its checkpoint are one write: if a crash keeps the
@@ -281,14 +380,20 @@ t.test('a change cut short: signer entry kept, its checkpoint torn or missing', 
       const cutShort = await verifyJournal(file, { allowUnsignedTail: true });
       t.same(
         { kind: cutShort.problem?.kind, seq: cutShort.problem?.seq, keys: cutShort.signingKeys },
-        cut === 'torn' ? { kind: 'torn_last_write', seq: change.vouch.entry.seq, keys: [{ key: pub(k0), since: 1 }] } : { kind: undefined, seq: undefined, keys: [{ key: pub(k0), since: 1 }] },
+        cut === 'torn'
+          ? { kind: 'torn_last_write', seq: change.vouch.entry.seq, keys: [{ key: pub(k0), since: 1 }] }
+          : { kind: undefined, seq: undefined, keys: [{ key: pub(k0), since: 1 }] },
         'as left by the crash: the change is not in force',
       );
 
       const j2 = await Journal.open({ path: file, segmentSize: BIG });
       t.teardown(() => j2.close().catch(() => undefined));
       t.equal(await j2.keyInForce(), pub(k0), 'the key in force is still the old one');
-      await t.rejects(j2.setSigningKey(k1.privateKey), { code: 'audit_unavailable', message: /not the key in force/ }, 'the key never vouched for is refused');
+      await t.rejects(
+        j2.setSigningKey(k1.privateKey),
+        { code: 'audit_unavailable', message: /not the key in force/ },
+        'the key never vouched for is refused',
+      );
       await j2.setSigningKey(k0.privateKey);
       await j2.append({ kind: 'after restart' });
       await j2.close();
@@ -334,7 +439,10 @@ t.test('changeSigner with a malformed key: TypeError, nothing written', async (t
   for (const [what, key] of bad) {
     await t.rejects(j.changeSigner(key as Buffer), TypeError, what);
   }
-  await t.rejects(j.changeSigner(Buffer.concat([k1.privateKey.subarray(0, 32), other.publicKey])), { name: 'TypeError', message: /do not belong together/ });
+  await t.rejects(j.changeSigner(Buffer.concat([k1.privateKey.subarray(0, 32), other.publicKey])), {
+    name: 'TypeError',
+    message: /do not belong together/,
+  });
   t.same(snapshot(file), before, 'the files are unchanged byte for byte');
   t.equal(await j.keyInForce(), pub(keys.sign));
   await j.close();

@@ -32,11 +32,21 @@ interface Call {
 // returns the calls of all threads in time order. `-y` names each fd's file.
 function traced(dir: string, ...args: string[]): { calls: Call[]; stdout: string } {
   const log = path.join(dir, 'trace');
-  const stdout = execFileSync('/usr/bin/strace', [
-    '-f', '-ff', '-ttt', '-y', '-o', log,
-    '-e', 'trace=openat,pwrite64,write,fsync,fdatasync,ftruncate',
-    ...driverArgv(...args),
-  ], { encoding: 'utf8', env: process.env });
+  const stdout = execFileSync(
+    '/usr/bin/strace',
+    [
+      '-f',
+      '-ff',
+      '-ttt',
+      '-y',
+      '-o',
+      log,
+      '-e',
+      'trace=openat,pwrite64,write,fsync,fdatasync,ftruncate',
+      ...driverArgv(...args),
+    ],
+    { encoding: 'utf8', env: process.env },
+  );
   const lines: Array<[number, string]> = [];
   for (const name of fs.readdirSync(dir).filter((n) => n.startsWith('trace.'))) {
     for (const l of fs.readFileSync(path.join(dir, name), 'utf8').split('\n')) {
@@ -54,13 +64,19 @@ function traced(dir: string, ...args: string[]): { calls: Call[]; stdout: string
   return { calls, stdout };
 }
 
-const on = (file: string) => (c: Call): boolean => c.args.startsWith(`${/^\d+/.exec(c.args)?.[0]}<${file}>`);
+const on =
+  (file: string) =>
+  (c: Call): boolean =>
+    c.args.startsWith(`${/^\d+/.exec(c.args)?.[0]}<${file}>`);
 
 t.test('64 concurrent appends: one pwrite and one fdatasync for all of them', async (t) => {
   const dir = tmpdir(t);
   const file = await newJournal(dir, keys);
   const { calls, stdout } = traced(dir, 'burst', file, String(64 * 1024 * 1024), '64');
-  const stats = JSON.parse(stdout) as { before: { syncs: number; entries: number }; after: { syncs: number; entries: number } };
+  const stats = JSON.parse(stdout) as {
+    before: { syncs: number; entries: number };
+    after: { syncs: number; entries: number };
+  };
   t.equal(stats.after.entries - stats.before.entries, 64, 'the driver appended 64 events');
   const syncs = calls.filter((c) => c.name === 'fdatasync' && on(file)(c));
   const writes = calls.filter((c) => c.name === 'pwrite64' && on(file)(c));
@@ -78,7 +94,13 @@ t.test('64 concurrent appends: one pwrite and one fdatasync for all of them', as
 t.test('createJournal: O_EXCL|O_NOFOLLOW 0600, fsync of the file, then of the directory', async (t) => {
   const dir = tmpdir(t);
   const file = path.join(dir, 'journal');
-  const { calls } = traced(dir, 'create', file, keys.sign.publicKey.toString('base64'), keys.box.publicKey.toString('base64'));
+  const { calls } = traced(
+    dir,
+    'create',
+    file,
+    keys.sign.publicKey.toString('base64'),
+    keys.box.publicKey.toString('base64'),
+  );
   const iOpen = calls.findIndex((c) => c.name === 'openat' && c.args.includes(`"${file}"`));
   t.ok(iOpen >= 0, 'the journal is opened');
   const open = calls[iOpen]!;
@@ -87,33 +109,50 @@ t.test('createJournal: O_EXCL|O_NOFOLLOW 0600, fsync of the file, then of the di
   const iWrite = calls.findIndex((c, i) => i > iOpen && c.name === 'pwrite64' && on(file)(c));
   const iSync = calls.findIndex((c, i) => i > iWrite && c.name === 'fsync' && on(file)(c));
   const iDirSync = calls.findIndex((c, i) => i > iSync && c.name === 'fsync' && on(dir)(c));
-  t.ok(iWrite > iOpen && iSync > iWrite && iDirSync > iSync, 'write, fsync of the file, fsync of the directory, in that order');
+  t.ok(
+    iWrite > iOpen && iSync > iWrite && iDirSync > iSync,
+    'write, fsync of the file, fsync of the directory, in that order',
+  );
   t.equal(fs.statSync(file).mode & 0o777, 0o600);
 });
 
-t.test('rotation: checkpoint durable in the old segment, the new one created exclusively, directory fsynced before it is written', async (t) => {
-  const dir = tmpdir(t);
-  const file = await newJournal(dir, keys);
-  const { calls } = traced(dir, 'burst', file, '4096', '60', keys.sign.privateKey.toString('hex'));
-  const seg1 = segmentPath(file, 1);
-  t.ok(fs.existsSync(seg1), 'rotated');
-  const iLastOld = calls.findLastIndex((c, i) => c.name === 'fdatasync' && on(file)(c) && i < calls.findIndex((d) => d.name === 'openat' && d.args.includes(`"${seg1}"`)));
-  const iCreate = calls.findIndex((c) => c.name === 'openat' && c.args.includes(`"${seg1}"`));
-  const create = calls[iCreate]!;
-  for (const flag of ['O_CREAT', 'O_EXCL', 'O_NOFOLLOW']) t.ok(create.args.includes(flag), `segment 1 opened with ${flag}`);
-  t.match(create.args, /, 0600$/);
-  const iDirSync = calls.findIndex((c, i) => i > iCreate && c.name === 'fsync' && on(dir)(c));
-  const iFirstWrite = calls.findIndex((c) => c.name === 'pwrite64' && on(seg1)(c));
-  t.ok(iLastOld >= 0 && iLastOld < iCreate, 'segment 0 was fdatasynced before segment 1 was created');
-  t.ok(iDirSync > iCreate && iDirSync < iFirstWrite, 'the directory is fsynced before segment 1 is written');
-  t.notOk(calls.slice(iCreate).some((c) => c.name === 'pwrite64' && on(file)(c)), 'nothing is written to segment 0 after that');
-  const r = readJournal(file);
-  t.same(r.problems, []);
-  const seg0 = r.entries.filter((e) => e.segment === 0);
-  t.equal(seg0.at(-1)!.entry.type, 'checkpoint', 'segment 0 ends with the checkpoint');
-  // Opening the last segment never follows a link.
-  const reopen = traced(tmpdir(t), 'burst', file, '4096', '1');
-  const last = segmentPath(file, r.segments - 1);
-  const openLast = reopen.calls.find((c) => c.name === 'openat' && c.args.includes(`"${last}"`) && c.args.includes('O_RDWR'));
-  t.ok(openLast?.args.includes('O_NOFOLLOW'), `the last segment is opened O_RDWR|O_NOFOLLOW: ${openLast?.args}`);
-});
+t.test(
+  'rotation: checkpoint durable in the old segment, the new one created exclusively, directory fsynced before it is written',
+  async (t) => {
+    const dir = tmpdir(t);
+    const file = await newJournal(dir, keys);
+    const { calls } = traced(dir, 'burst', file, '4096', '60', keys.sign.privateKey.toString('hex'));
+    const seg1 = segmentPath(file, 1);
+    t.ok(fs.existsSync(seg1), 'rotated');
+    const iLastOld = calls.findLastIndex(
+      (c, i) =>
+        c.name === 'fdatasync' &&
+        on(file)(c) &&
+        i < calls.findIndex((d) => d.name === 'openat' && d.args.includes(`"${seg1}"`)),
+    );
+    const iCreate = calls.findIndex((c) => c.name === 'openat' && c.args.includes(`"${seg1}"`));
+    const create = calls[iCreate]!;
+    for (const flag of ['O_CREAT', 'O_EXCL', 'O_NOFOLLOW'])
+      t.ok(create.args.includes(flag), `segment 1 opened with ${flag}`);
+    t.match(create.args, /, 0600$/);
+    const iDirSync = calls.findIndex((c, i) => i > iCreate && c.name === 'fsync' && on(dir)(c));
+    const iFirstWrite = calls.findIndex((c) => c.name === 'pwrite64' && on(seg1)(c));
+    t.ok(iLastOld >= 0 && iLastOld < iCreate, 'segment 0 was fdatasynced before segment 1 was created');
+    t.ok(iDirSync > iCreate && iDirSync < iFirstWrite, 'the directory is fsynced before segment 1 is written');
+    t.notOk(
+      calls.slice(iCreate).some((c) => c.name === 'pwrite64' && on(file)(c)),
+      'nothing is written to segment 0 after that',
+    );
+    const r = readJournal(file);
+    t.same(r.problems, []);
+    const seg0 = r.entries.filter((e) => e.segment === 0);
+    t.equal(seg0.at(-1)!.entry.type, 'checkpoint', 'segment 0 ends with the checkpoint');
+    // Opening the last segment never follows a link.
+    const reopen = traced(tmpdir(t), 'burst', file, '4096', '1');
+    const last = segmentPath(file, r.segments - 1);
+    const openLast = reopen.calls.find(
+      (c) => c.name === 'openat' && c.args.includes(`"${last}"`) && c.args.includes('O_RDWR'),
+    );
+    t.ok(openLast?.args.includes('O_NOFOLLOW'), `the last segment is opened O_RDWR|O_NOFOLLOW: ${openLast?.args}`);
+  },
+);

@@ -6,7 +6,15 @@ import * as path from 'node:path';
 import { Journal, createJournal } from '../../daemon/audit/journal';
 import { CHECKPOINT_EVERY, GENESIS_PREV, MAX_LINE_BYTES, sodiumReady } from '../../shared/audit-format';
 import { Refusal } from '../../shared/errors';
-import { AuditKeys, auditKeys, decryptAll, newJournal, readJournal, verify, scratchDir } from '../helpers/journal-writer-driver';
+import {
+  AuditKeys,
+  auditKeys,
+  decryptAll,
+  newJournal,
+  readJournal,
+  verify,
+  scratchDir,
+} from '../helpers/journal-writer-driver';
 
 const BIG = 64 * 1024 * 1024;
 
@@ -50,7 +58,14 @@ t.test('createJournal: genesis on a new 0600 file, never over an existing one', 
   t.same(r.problems, []);
   t.equal(r.entries.length, 1);
   const g = r.entries[0]!.entry;
-  t.match(g, { type: 'genesis', seq: 1, prev: GENESIS_PREV, journal_id: made.journalId, sign_pub: pub.signPublic, box_pub: pub.boxPublic });
+  t.match(g, {
+    type: 'genesis',
+    seq: 1,
+    prev: GENESIS_PREV,
+    journal_id: made.journalId,
+    sign_pub: pub.signPublic,
+    box_pub: pub.boxPublic,
+  });
   t.same(made.head, { seq: 1, hash: r.entries[0]!.hash });
 
   const before = fs.readFileSync(file);
@@ -64,7 +79,10 @@ t.test('createJournal: genesis on a new 0600 file, never over an existing one', 
 
   const second = await createJournal(path.join(dir, 'second'), pub);
   t.not(second.journalId, made.journalId, 'a random journal id each time');
-  await t.rejects(createJournal(path.join(dir, 'missing', 'journal'), pub), { code: 'audit_unavailable', message: /ENOENT/ });
+  await t.rejects(createJournal(path.join(dir, 'missing', 'journal'), pub), {
+    code: 'audit_unavailable',
+    message: /ENOENT/,
+  });
   await t.rejects(createJournal(path.join(dir, 'bad'), { signPublic: 'AAAA', boxPublic: pub.boxPublic }), TypeError);
 });
 
@@ -75,7 +93,10 @@ t.test('open: genesis fields, a key entry, the head', async (t) => {
   const r = readJournal(file);
   const genesis = r.entries[0]!.entry;
   t.equal(genesis.type === 'genesis' && genesis.journal_id, j.journalId);
-  t.same(r.entries.map((e) => e.entry.type), ['genesis', 'key']);
+  t.same(
+    r.entries.map((e) => e.entry.type),
+    ['genesis', 'key'],
+  );
   const key = r.entries[1]!.entry;
   t.equal(key.type === 'key' && key.key_id, 2, 'key_id is the key entry’s own seq');
   t.same(j.head(), { seq: 2, hash: r.entries[1]!.hash });
@@ -91,7 +112,11 @@ t.test('1000 appends: a valid chain, every event decrypts with the box key, time
   await j.close();
   const r = readJournal(file);
   t.same(r.problems, []);
-  t.same(await verify(file, { pubkey: keys.sign.publicKey.toString('base64') }), { ok: true, problem: null }, 'verifier agrees');
+  t.same(
+    await verify(file, { pubkey: keys.sign.publicKey.toString('base64') }),
+    { ok: true, problem: null },
+    'verifier agrees',
+  );
   const bySeq = new Map(r.entries.map((e) => [e.entry.seq, e]));
   for (const [i, h] of heads.entries()) {
     if (bySeq.get(h.seq)?.hash !== h.hash) {
@@ -103,7 +128,11 @@ t.test('1000 appends: a valid chain, every event decrypts with the box key, time
   t.equal(events.size, 1000);
   t.same(events.get(heads[500]!.seq), { kind: 'request', i: 500, host: 'api.example.com' });
   // The key entry (seq 2) took the first tick; seq 6 the fifth.
-  t.equal(r.entries[5]!.entry.time, new Date(Date.parse('2030-01-02T03:04:05.000Z') + 5000).toISOString(), 'time comes from opts.now');
+  t.equal(
+    r.entries[5]!.entry.time,
+    new Date(Date.parse('2030-01-02T03:04:05.000Z') + 5000).toISOString(),
+    'time comes from opts.now',
+  );
   // The ciphertext does not show the payload.
   t.notOk(fs.readFileSync(file, 'utf8').includes('api.example.com'));
 });
@@ -116,8 +145,20 @@ t.test('an event moved elsewhere in the chain no longer decrypts', async (t) => 
   const r = readJournal(file);
   const [e1, e2] = r.entries.filter((e) => e.entry.type === 'event').map((e) => e.entry);
   // e2's ciphertext under e1's place: the associated data (seq, prev) differs.
-  const swapped = { ...e1!, nonce: (e2 as typeof e1 & { nonce: string }).nonce, ct: (e2 as typeof e1 & { ct: string }).ct };
-  t.throws(() => decryptAll([r.entries[0]!, r.entries[1]!, { ...r.entries[2]!, entry: swapped }], keys.box.publicKey, keys.box.privateKey), /does not decrypt/);
+  const swapped = {
+    ...e1!,
+    nonce: (e2 as typeof e1 & { nonce: string }).nonce,
+    ct: (e2 as typeof e1 & { ct: string }).ct,
+  };
+  t.throws(
+    () =>
+      decryptAll(
+        [r.entries[0]!, r.entries[1]!, { ...r.entries[2]!, entry: swapped }],
+        keys.box.publicKey,
+        keys.box.privateKey,
+      ),
+    /does not decrypt/,
+  );
 });
 
 t.test('group commit: 64 concurrent appenders share fdatasyncs, seq order is line order', async (t) => {
@@ -140,7 +181,8 @@ t.test('group commit: 64 concurrent appenders share fdatasyncs, seq order is lin
   const two = j.stats();
   t.ok(two.syncs - one.syncs <= 40, `1920 appends took ${two.syncs - one.syncs} fdatasyncs`);
   for (const mine of perWriter) {
-    for (let i = 1; i < mine.length; i++) if (mine[i]!.seq <= mine[i - 1]!.seq) t.fail('one writer’s appends out of order');
+    for (let i = 1; i < mine.length; i++)
+      if (mine[i]!.seq <= mine[i - 1]!.seq) t.fail('one writer’s appends out of order');
   }
   const all = [...heads, ...perWriter.flat()].map((h) => h.seq);
   t.equal(new Set(all).size, all.length, 'every append has its own seq');
@@ -171,7 +213,10 @@ t.test('checkpoints: one after every 63 other entries, signed, and at close', as
   t.same(r.problems, [], 'every checkpoint signs the entry before it with the genesis key');
   const { gaps, tail } = checkpointGaps(file);
   t.ok(gaps.length >= Math.floor(602 / CHECKPOINT_EVERY), `${gaps.length} checkpoints`);
-  t.ok(gaps.every((g) => g <= CHECKPOINT_EVERY - 1), `at most 63 entries between checkpoints: ${gaps.join(',')}`);
+  t.ok(
+    gaps.every((g) => g <= CHECKPOINT_EVERY - 1),
+    `at most 63 entries between checkpoints: ${gaps.join(',')}`,
+  );
   t.same(gaps.slice(0, 5), [63, 63, 63, 63, 63]);
   t.equal(tail, 0, 'close wrote a checkpoint: nothing unsigned');
   t.same(await verify(file, { pubkey: keys.sign.publicKey.toString('base64') }), { ok: true, problem: null });
@@ -182,7 +227,11 @@ t.test('no signing key: an unsigned tail, no checkpoints; they start once the ke
   for (let i = 0; i < 100; i++) await j.append({ kind: 'locked', i });
   t.equal(await j.checkpoint(), null, 'checkpoint() without a key writes nothing');
   t.equal(checkpointGaps(file).gaps.length, 0, 'no checkpoint before the key');
-  t.match(await verify(file, {}), { ok: false, problem: /^unsigned_tail: entries 1 to 102 / }, 'an unsigned tail fails verification…');
+  t.match(
+    await verify(file, {}),
+    { ok: false, problem: /^unsigned_tail: entries 1 to 102 / },
+    'an unsigned tail fails verification…',
+  );
   t.same(await verify(file, { allowUnsignedTail: true }), { ok: true, problem: null }, '…unless allowed');
 
   await j.setSigningKey(keys.sign.privateKey);
@@ -211,7 +260,10 @@ t.test('close without a key leaves the tail unsigned; a later run signs it', asy
   const j2 = await Journal.open({ path: file, segmentSize: BIG });
   await j2.setSigningKey(keys.sign.privateKey);
   await j2.close();
-  t.same(readJournal(file).entries.map((e) => e.entry.type), ['genesis', 'key', 'event', 'key', 'checkpoint']);
+  t.same(
+    readJournal(file).entries.map((e) => e.entry.type),
+    ['genesis', 'key', 'event', 'key', 'checkpoint'],
+  );
   t.same(await verify(file, { pubkey: keys.sign.publicKey.toString('base64') }), { ok: true, problem: null });
 });
 
@@ -220,8 +272,15 @@ t.test('setSigningKey: copies the key, checks it against the key in force, ignor
   await t.rejects(j.setSigningKey(Buffer.alloc(32)), TypeError);
   const other = auditKeys();
   const mismatched = Buffer.concat([keys.sign.privateKey.subarray(0, 32), other.sign.publicKey]);
-  await t.rejects(j.setSigningKey(mismatched), { name: 'TypeError', message: /do not belong together/ }, 'a secret half with another public half');
-  await t.rejects(j.setSigningKey(other.sign.privateKey), { code: 'audit_unavailable', message: /not the key in force .*\(\S+=\)/ });
+  await t.rejects(
+    j.setSigningKey(mismatched),
+    { name: 'TypeError', message: /do not belong together/ },
+    'a secret half with another public half',
+  );
+  await t.rejects(j.setSigningKey(other.sign.privateKey), {
+    code: 'audit_unavailable',
+    message: /not the key in force .*\(\S+=\)/,
+  });
   const mine = Buffer.from(keys.sign.privateKey);
   await j.setSigningKey(mine);
   mine.fill(0); // the caller wipes its copy: the journal kept its own
@@ -252,7 +311,8 @@ t.test('contains: exact seq and hash, any segment', async (t) => {
   const heads = [];
   for (let i = 0; i < 200; i++) heads.push(await j.append({ kind: 'c', i }));
   t.ok(fs.existsSync(`${file}.3`), 'spans several segments');
-  for (const h of [heads[0]!, heads[77]!, heads[199]!, { seq: 1, hash: readJournal(file).entries[0]!.hash }]) t.ok(await j.contains(h.seq, h.hash), `contains ${h.seq}`);
+  for (const h of [heads[0]!, heads[77]!, heads[199]!, { seq: 1, hash: readJournal(file).entries[0]!.hash }])
+    t.ok(await j.contains(h.seq, h.hash), `contains ${h.seq}`);
   t.notOk(await j.contains(heads[77]!.seq, heads[78]!.hash), 'the wrong hash for that seq');
   t.notOk(await j.contains(j.head().seq + 1, heads[0]!.hash), 'past the head');
   t.notOk(await j.contains(0, heads[0]!.hash));
@@ -278,5 +338,10 @@ t.test('an event over the line limit is refused alone; the rest of its batch is 
   const r = readJournal(file);
   t.same(r.problems, []);
   t.equal(r.entries.filter((e) => e.entry.type === 'event').length, 3);
-  t.ok(fs.readFileSync(file, 'utf8').split('\n').every((l) => l.length < MAX_LINE_BYTES));
+  t.ok(
+    fs
+      .readFileSync(file, 'utf8')
+      .split('\n')
+      .every((l) => l.length < MAX_LINE_BYTES),
+  );
 });

@@ -50,7 +50,14 @@ t.test('fish: the script completes commands, options and files', async (t) => {
   const file = await script('fish');
   for (const [words, want, not] of CASES) {
     const line = words.join(' ');
-    const got = run('fish', ['--no-config', '-c', `source ${JSON.stringify(file)}; complete -C ${JSON.stringify(line)}`]).split('\n').map((l) => l.split('\t')[0]!).filter(Boolean);
+    const got = run('fish', [
+      '--no-config',
+      '-c',
+      `source ${JSON.stringify(file)}; complete -C ${JSON.stringify(line)}`,
+    ])
+      .split('\n')
+      .map((l) => l.split('\t')[0]!)
+      .filter(Boolean);
     for (const w of want) t.ok(got.includes(w), `fish ${line}⇥ offers ${w} (got ${got.join(' ')})`);
     for (const w of not) t.notOk(got.includes(w), `fish ${line}⇥ does not offer ${w}`);
   }
@@ -62,12 +69,17 @@ t.test('zsh: the script parses, and its function offers the right words', async 
   // compsys itself needs a terminal; its entry points are stood in for by
   // functions that print what the script hands them (filtered by the word
   // typed, as _describe does).
-  const stubs = 'compdef() {}; _describe() { local -a all=("${(@)${(@P)4}%%:*}"); print -rl -- "${(@M)all:#${words[CURRENT]}*}" }; _files() { print -r -- FILES }';
+  const stubs =
+    'compdef() {}; _describe() { local -a all=("${(@)${(@P)4}%%:*}"); print -rl -- "${(@M)all:#${words[CURRENT]}*}" }; _files() { print -r -- FILES }';
   for (const [words, want, not] of CASES) {
     const probe = `${stubs}; source ${JSON.stringify(file)}; words=(${words.map((w) => `'${w}'`).join(' ')}); CURRENT=${words.length}; _postern`;
     const got = run('zsh', ['-f', '-c', probe]).split('\n').filter(Boolean);
     const offered = got.includes('FILES') ? [...got, 'github.toml'] : got;
-    for (const w of want) t.ok(offered.some((g) => g === w), `zsh ${words.join(' ')}⇥ offers ${w} (got ${got.join(' ')})`);
+    for (const w of want)
+      t.ok(
+        offered.some((g) => g === w),
+        `zsh ${words.join(' ')}⇥ offers ${w} (got ${got.join(' ')})`,
+      );
     for (const w of not) t.notOk(got.includes(w), `zsh ${words.join(' ')}⇥ does not offer ${w}`);
   }
 });

@@ -4,7 +4,11 @@ import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanEnv, cli, init, makeHome } from '../helpers/postern';
 
-interface Finding { level: string; what: string; fix?: string }
+interface Finding {
+  level: string;
+  what: string;
+  fix?: string;
+}
 
 t.test('doctor on a fresh home, then with problems', async (t) => {
   const h = makeHome();
@@ -14,8 +18,14 @@ t.test('doctor on a fresh home, then with problems', async (t) => {
   const fresh = JSON.parse(r.stdout) as { result: string; findings: Finding[] };
   t.not(fresh.result, 'fail', JSON.stringify(fresh.findings.filter((f) => f.level === 'fail')));
   t.equal(r.code, 0);
-  t.ok(fresh.findings.some((f) => f.level === 'ok' && /config approved/.test(f.what)), 'reports the config approved');
-  t.ok(fresh.findings.some((f) => /socket/.test(f.what) && f.level === 'warn'), 'no daemon: sockets missing is a warning');
+  t.ok(
+    fresh.findings.some((f) => f.level === 'ok' && /config approved/.test(f.what)),
+    'reports the config approved',
+  );
+  t.ok(
+    fresh.findings.some((f) => /socket/.test(f.what) && f.level === 'warn'),
+    'no daemon: sockets missing is a warning',
+  );
 
   chmodSync(join(h.home, 'config.toml'), 0o644);
   const cfg = join(h.home, 'config.toml');
@@ -25,9 +35,20 @@ t.test('doctor on a fresh home, then with problems', async (t) => {
   const bad = JSON.parse(r.stdout) as { result: string; findings: Finding[] };
   t.equal(bad.result, 'fail');
   const fails = bad.findings.filter((f) => f.level === 'fail');
-  t.ok(fails.some((f) => /config .* mode 0644/.test(f.what) && /chmod 0600/.test(f.fix ?? '')), 'config mode, with the chmod to run');
-  t.ok(fails.some((f) => f.what === 'config changed since approval: http.timeout: 30s → 5s' && /config approve/.test(f.fix ?? '')), 'config changed, in the units of the file, with what to run');
-  t.ok(fails.some((f) => /NODE_OPTIONS/.test(f.what)), 'NODE_OPTIONS reported');
+  t.ok(
+    fails.some((f) => /config .* mode 0644/.test(f.what) && /chmod 0600/.test(f.fix ?? '')),
+    'config mode, with the chmod to run',
+  );
+  t.ok(
+    fails.some(
+      (f) => f.what === 'config changed since approval: http.timeout: 30s → 5s' && /config approve/.test(f.fix ?? ''),
+    ),
+    'config changed, in the units of the file, with what to run',
+  );
+  t.ok(
+    fails.some((f) => /NODE_OPTIONS/.test(f.what)),
+    'NODE_OPTIONS reported',
+  );
   const text = cli(h, ['doctor']);
   t.match(text.stdout, /\[fail\]/);
 });

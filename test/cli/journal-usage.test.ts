@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { journalUsage, MIN_FREE_BYTES, MIN_FREE_FRACTION } from '../../cli/commands/journal-usage';
 import { cli, init, makeHome, startDaemon } from '../helpers/postern';
 
-const line = (time: number, pad: number): string => `{"v":1,"seq":1,"prev":"00","time":"${new Date(time).toISOString()}","type":"event","x":"${'a'.repeat(pad)}"}\n`;
+const line = (time: number, pad: number): string =>
+  `{"v":1,"seq":1,"prev":"00","time":"${new Date(time).toISOString()}","type":"event","x":"${'a'.repeat(pad)}"}\n`;
 
 t.test('growth over the last hour: the bytes of the lines written within it, across segments', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'pt-ju-'));
@@ -25,16 +26,31 @@ t.test('growth over the last hour: the bytes of the lines written within it, acr
   writeFileSync(`${path}.1`, newest.join(''));
   const u = journalUsage(path, now);
   const bytes = [...old, ...recent, ...newest].reduce((n, l) => n + l.length, 0);
-  t.same(u, { bytes, segments: 2, last_hour_bytes: [...recent, ...newest].reduce((n, l) => n + l.length, 0), younger_than_an_hour: false });
+  t.same(u, {
+    bytes,
+    segments: 2,
+    last_hour_bytes: [...recent, ...newest].reduce((n, l) => n + l.length, 0),
+    younger_than_an_hour: false,
+  });
 
   // All of it recent.
   writeFileSync(path, recent.join(''));
-  t.same(journalUsage(path, now), { bytes: bytes - old.join('').length, segments: 2, last_hour_bytes: bytes - old.join('').length, younger_than_an_hour: true });
+  t.same(journalUsage(path, now), {
+    bytes: bytes - old.join('').length,
+    segments: 2,
+    last_hour_bytes: bytes - old.join('').length,
+    younger_than_an_hour: true,
+  });
 
   // Only old lines in segment 1, and a torn last line.
   writeFileSync(path, old.join(''));
   writeFileSync(`${path}.1`, old.join('') + '{"v":1,"seq":9,"ti');
-  t.same(journalUsage(path, now), { bytes: 2 * old.join('').length + 18, segments: 2, last_hour_bytes: 18, younger_than_an_hour: false });
+  t.same(journalUsage(path, now), {
+    bytes: 2 * old.join('').length + 18,
+    segments: 2,
+    last_hour_bytes: 18,
+    younger_than_an_hour: false,
+  });
 });
 
 t.test('postern status shows the journal size and its growth', async (t) => {
@@ -49,17 +65,31 @@ t.test('postern status shows the journal size and its growth', async (t) => {
   const s = JSON.parse(r.stdout) as { journal: Record<string, unknown> };
   const files = readdirSync(h.home).filter((f) => /^audit\.log(\.\d+)?$/.test(f));
   const size = files.reduce((n, f) => n + statSync(join(h.home, f)).size, 0);
-  t.same(s.journal, { path: join(h.home, 'audit.log'), bytes: size, segments: files.length, last_hour_bytes: size, younger_than_an_hour: true });
+  t.same(s.journal, {
+    path: join(h.home, 'audit.log'),
+    bytes: size,
+    segments: files.length,
+    last_hour_bytes: size,
+    younger_than_an_hour: true,
+  });
   const text = cli(h, ['status']);
-  t.match(text.stdout, /^journal: {6}\d+\.\d (KiB|MiB) in 1 segment file, \+\d+\.\d (KiB|MiB) in the last hour \(all of it: the journal is younger than an hour\)$/m);
+  t.match(
+    text.stdout,
+    /^journal: {6}\d+\.\d (KiB|MiB) in 1 segment file, \+\d+\.\d (KiB|MiB) in the last hour \(all of it: the journal is younger than an hour\)$/m,
+  );
 });
 
 t.test('doctor: the journal filesystem, ok with room, a warning when nearly full', async (t) => {
   const h = makeHome();
   t.teardown(() => h.cleanup());
   t.equal(init(h).code, 0);
-  interface Finding { level: string; what: string; fix?: string }
-  const findings = (): { result: string; findings: Finding[] } => JSON.parse(cli(h, ['doctor', '--json']).stdout) as { result: string; findings: Finding[] };
+  interface Finding {
+    level: string;
+    what: string;
+    fix?: string;
+  }
+  const findings = (): { result: string; findings: Finding[] } =>
+    JSON.parse(cli(h, ['doctor', '--json']).stdout) as { result: string; findings: Finding[] };
   const here = statfsSync(h.home);
   const roomy = here.bavail * here.bsize >= MIN_FREE_BYTES && here.bavail >= here.blocks * MIN_FREE_FRACTION;
   const f = findings().findings.find((x) => x.what.startsWith('journal filesystem'));
@@ -78,6 +108,11 @@ t.test('doctor: the journal filesystem, ok with room, a warning when nearly full
   const r = findings();
   const warn = r.findings.find((x) => x.what.startsWith('journal filesystem'));
   t.equal(warn?.level, 'warn');
-  t.match(warn?.what, new RegExp(`^journal filesystem \\(${mnt}\\): \\d+\\.\\d (KiB|MiB) free of 2\\.0 MiB, nearly full \\(less than 1\\.0 GiB or 5 %\\)$`));
+  t.match(
+    warn?.what,
+    new RegExp(
+      `^journal filesystem \\(${mnt}\\): \\d+\\.\\d (KiB|MiB) free of 2\\.0 MiB, nearly full \\(less than 1\\.0 GiB or 5 %\\)$`,
+    ),
+  );
   t.match(warn?.fix, /free space there, or move daemon\.audit_log to a larger filesystem/);
 });

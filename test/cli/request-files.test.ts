@@ -49,14 +49,33 @@ t.test('an option file that cannot be read', async (t) => {
     // h.dir is root's, mode 0700: another user cannot reach the file.
     const file = h.file('secret-input', 'x');
     const asNobody = (args: string[]): Result => {
-      const r = spawnSync('/usr/bin/setpriv', ['--reuid', String(NOBODY), '--regid', String(NOBODY), '--clear-groups', '/usr/bin/env', '-u', 'NODE_OPTIONS', process.execPath, CLI, ...args], { env: h.env, encoding: 'utf8', timeout: 60_000 });
+      const r = spawnSync(
+        '/usr/bin/setpriv',
+        [
+          '--reuid',
+          String(NOBODY),
+          '--regid',
+          String(NOBODY),
+          '--clear-groups',
+          '/usr/bin/env',
+          '-u',
+          'NODE_OPTIONS',
+          process.execPath,
+          CLI,
+          ...args,
+        ],
+        { env: h.env, encoding: 'utf8', timeout: 60_000 },
+      );
       return { code: r.status, stdout: r.stdout, stderr: r.stderr };
     };
     for (const args of [ssh, http]) {
       const r = asNobody([...args, file]);
       t.equal(r.code, 2, r.stderr);
       t.equal(r.stdout, '');
-      t.equal(r.stderr, `postern: ${args.at(-1)!} ${JSON.stringify(file)}: permission denied; check the file's permissions\n`);
+      t.equal(
+        r.stderr,
+        `postern: ${args.at(-1)!} ${JSON.stringify(file)}: permission denied; check the file's permissions\n`,
+      );
     }
   });
 });

@@ -30,11 +30,16 @@ function answer(req: IncomingMessage, _body: Buffer, res: ServerResponse): void 
     res.end(body);
   };
   switch (req.url) {
-    case '/v1/binary': return send(200, 'application/octet-stream', BINARY);
-    case '/v1/text': return send(200, 'text/plain', NO_NEWLINE);
-    case '/v1/large': return send(200, 'text/plain', LARGE);
-    case '/v1/echo-auth': return send(200, 'text/plain', `you sent ${req.headers['authorization'] ?? ''}`);
-    default: return send(404, 'text/plain', 'not here\n');
+    case '/v1/binary':
+      return send(200, 'application/octet-stream', BINARY);
+    case '/v1/text':
+      return send(200, 'text/plain', NO_NEWLINE);
+    case '/v1/large':
+      return send(200, 'text/plain', LARGE);
+    case '/v1/echo-auth':
+      return send(200, 'text/plain', `you sent ${req.headers['authorization'] ?? ''}`);
+    default:
+      return send(404, 'text/plain', 'not here\n');
   }
 }
 
@@ -55,7 +60,10 @@ t.test('postern request http: the body on stdout, the rest on stderr', async (t)
     return r;
   };
   const url = (path: string): string => s.url('api.example.test', path);
-  const statusLine = (status: number): RegExp => new RegExp(`^postern: status ${status} from api\\.example\\.test \\(127\\.0\\.0\\.1:${s.up.port}\\), audit #\\d+\\n$`);
+  const statusLine = (status: number): RegExp =>
+    new RegExp(
+      `^postern: status ${status} from api\\.example\\.test \\(127\\.0\\.0\\.1:${s.up.port}\\), audit #\\d+\\n$`,
+    );
 
   await t.test('binary and text bodies, byte for byte', async (t) => {
     const bin = await http(['--url', url('/v1/binary')]);
@@ -102,12 +110,19 @@ t.test('postern request http: the body on stdout, the rest on stderr', async (t)
     const failed = await http(['--url', url('/v1/missing'), '--fail']);
     t.equal(failed.code, 1, '--fail: exit 1');
     t.equal(failed.stdout.length, 0, '--fail: no body written');
-    t.match(failed.stderr, /\npostern: the upstream answered 404; with --fail its body is not written \(see it with --json\)\n$/);
+    t.match(
+      failed.stderr,
+      /\npostern: the upstream answered 404; with --fail its body is not written \(see it with --json\)\n$/,
+    );
     const ok = await http(['--url', url('/v1/text'), '--fail']);
     t.equal(ok.code, 0, '--fail with a 200: exit 0');
     const json = await http(['--url', url('/v1/missing'), '--fail', '--json']);
     t.equal(json.code, 1, '--fail --json: exit 1');
-    t.match(JSON.parse(json.stdout.toString()), { status: 404, body: 'not here\n', body_encoding: 'utf8', audit_seq: Number }, 'the whole reply');
+    t.match(
+      JSON.parse(json.stdout.toString()),
+      { status: 404, body: 'not here\n', body_encoding: 'utf8', audit_seq: Number },
+      'the whole reply',
+    );
     const jsonOk = await http(['--url', url('/v1/binary'), '--json']);
     t.equal(jsonOk.code, 0);
     const reply = JSON.parse(jsonOk.stdout.toString()) as Record<string, unknown>;
@@ -142,7 +157,10 @@ t.test('postern request http: the body on stdout, the rest on stderr', async (t)
     const gone = join(s.h.dir, 'no.sock');
     const missing = await http(['--url', url('/v1/text')], undefined, { ...env, POSTERN_AGENT_SOCKET: gone });
     t.equal(missing.code, 3, 'not reachable');
-    t.equal(missing.stderr, `postern: the postern daemon is not reachable at ${gone} (ENOENT); start it with \`postern daemon\`\n`);
+    t.equal(
+      missing.stderr,
+      `postern: the postern daemon is not reachable at ${gone} (ENOENT); start it with \`postern daemon\`\n`,
+    );
   });
 
   await t.test('a reader that closes the pipe early', async (t) => {
@@ -170,5 +188,9 @@ t.test('postern request http: the body on stdout, the rest on stderr', async (t)
     }
   });
 
-  t.same(findCanary(Buffer.concat(printed.map((p) => (typeof p === 'string' ? Buffer.from(p) : p))), secret), [], 'the secret in no byte the CLI printed');
+  t.same(
+    findCanary(Buffer.concat(printed.map((p) => (typeof p === 'string' ? Buffer.from(p) : p))), secret),
+    [],
+    'the secret in no byte the CLI printed',
+  );
 });

@@ -35,7 +35,18 @@ t.test('postern request ssh ends as ssh does', async (t) => {
   t.teardown(() => sshd.close());
   t.teardown(() => s.close());
   const password = sshd.password!.password;
-  const added = addSshCredential(s.h, { name: 'box', port: sshd.port, user: sshd.user, auth: 'password', hostKey: sshd.hostKeyFingerprint, commands: COMMANDS }, s.h.file('pw', password + '\n'));
+  const added = addSshCredential(
+    s.h,
+    {
+      name: 'box',
+      port: sshd.port,
+      user: sshd.user,
+      auth: 'password',
+      hostKey: sshd.hostKeyFingerprint,
+      commands: COMMANDS,
+    },
+    s.h.file('pw', password + '\n'),
+  );
   t.equal(added.code, 0, added.stderr);
   const cards: Card[] = [];
   await s.approver((card) => {
@@ -56,20 +67,30 @@ t.test('postern request ssh ends as ssh does', async (t) => {
     t.equal(r.stderr, 'err', 'the remote stderr alone on stderr');
     const bin = await ssh(['--command', BINARY]);
     t.equal(bin.code, 0, bin.stderr);
-    t.ok(bin.stdout.equals(Buffer.from([0xff, 0x00, 0x01])), `binary output byte for byte: ${bin.stdout.toString('hex')}`);
+    t.ok(
+      bin.stdout.equals(Buffer.from([0xff, 0x00, 0x01])),
+      `binary output byte for byte: ${bin.stdout.toString('hex')}`,
+    );
     const plain = await ssh(['--command', NO_NEWLINE]);
     t.equal(plain.stdout.toString(), 'abc', 'no newline added');
     t.equal(plain.stderr, '');
     const json = await ssh(['--command', BOTH, '--json']);
     t.equal(json.code, 2, '--json: exit 2 too');
-    t.match(JSON.parse(json.stdout.toString()), { exit_code: 2, signal: null, stdout: 'out\n', stderr: 'err', audit_seq: Number }, 'the whole reply');
+    t.match(
+      JSON.parse(json.stdout.toString()),
+      { exit_code: 2, signal: null, stdout: 'out\n', stderr: 'err', audit_seq: Number },
+      'the whole reply',
+    );
   });
 
   await t.test('a truncated output is said on stderr', async (t) => {
     const r = await ssh(['--command', OVER_CAP]);
     t.equal(r.code, 0, 'the remote status');
     t.equal(r.stdout.length, 4 * 1024 * 1024, 'stdout: what was kept, max_output');
-    t.ok(r.stdout.every((b) => b === 0x61), 'the remote bytes');
+    t.ok(
+      r.stdout.every((b) => b === 0x61),
+      'the remote bytes',
+    );
     t.match(r.stderr, /^postern: the remote output above is not exactly the command's: \[truncated\], audit #\d+\n$/);
   });
 
@@ -87,14 +108,21 @@ t.test('postern request ssh ends as ssh does', async (t) => {
     const refused = await ssh(['--command', 'rm -rf /']);
     t.equal(refused.code, 255, 'a refusal: 255');
     t.equal(refused.stdout.length, 0);
-    t.match(refused.stderr, /^postern: denied_policy: credential "box" does not allow this command; [^\n]*\n$/, 'the code and message, one line');
+    t.match(
+      refused.stderr,
+      /^postern: denied_policy: credential "box" does not allow this command; [^\n]*\n$/,
+      'the code and message, one line',
+    );
     const json = await ssh(['--command', 'rm -rf /', '--json']);
     t.equal(json.code, 255, '--json: 255');
     t.match(JSON.parse(json.stdout.toString()), { error: { code: 'denied_policy', audit_seq: Number } });
     const gone = join(s.h.dir, 'no.sock');
     const unreachable = await ssh(['--command', 'true'], { env: { ...s.h.env, POSTERN_AGENT_SOCKET: gone } });
     t.equal(unreachable.code, 255, 'the daemon not reachable: 255');
-    t.equal(unreachable.stderr, `postern: the postern daemon is not reachable at ${gone} (ENOENT); start it with \`postern daemon\`\n`);
+    t.equal(
+      unreachable.stderr,
+      `postern: the postern daemon is not reachable at ${gone} (ENOENT); start it with \`postern daemon\`\n`,
+    );
     const usage = await ssh(['--command', 'true', '--timeout-ms', '0']);
     t.equal(usage.code, 2, 'a usage error: 2, nothing sent');
     t.equal(usage.stderr, 'postern: --timeout-ms must be a positive whole number\n');

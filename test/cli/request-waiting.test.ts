@@ -32,7 +32,11 @@ function rawRequest(sock: string, body: unknown, extraHeaders: string): Promise<
     const s = net.connect(sock);
     const payload = JSON.stringify(body);
     let data = '';
-    s.on('connect', () => s.write(`POST /v1/http HTTP/1.1\r\nhost: postern\r\nconnection: close\r\n${extraHeaders}content-type: application/json\r\ncontent-length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`));
+    s.on('connect', () =>
+      s.write(
+        `POST /v1/http HTTP/1.1\r\nhost: postern\r\nconnection: close\r\n${extraHeaders}content-type: application/json\r\ncontent-length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`,
+      ),
+    );
     s.on('data', (d: Buffer) => (data += d.toString()));
     s.on('error', reject);
     s.on('close', () => resolve(data));
@@ -69,13 +73,24 @@ t.test('the waiting line', async (t) => {
 
   await t.test('on a terminal: the id and the expiry, then the answer', async (t) => {
     const out = join(s.h.dir, 'body.out');
-    const tm = Tmux.start([process.execPath, CLI, 'request', 'http', '--credential', 'api', '--url', url, '-o', out], { env: s.h.env, width: 200, height: 20 });
+    const tm = Tmux.start([process.execPath, CLI, 'request', 'http', '--credential', 'api', '--url', url, '-o', out], {
+      env: s.h.env,
+      width: 200,
+      height: 20,
+    });
     t.teardown(() => tm.kill());
     const card = await nextCard(1);
     const expires = `${card.expires_at.slice(0, 19).replace('T', ' ')} UTC`;
     const screen = await tm.waitFor(/waiting for approval/, 20_000);
     printed.push(screen);
-    t.match(screen, new RegExp(`^postern: waiting for approval of request ${card.id} at \`postern approver\`; it expires at ${expires} \\(in 1[12]\\d s\\)$`, 'm'), `the card's id and expiry:\n${screen}`);
+    t.match(
+      screen,
+      new RegExp(
+        `^postern: waiting for approval of request ${card.id} at \`postern approver\`; it expires at ${expires} \\(in 1[12]\\d s\\)$`,
+        'm',
+      ),
+      `the card's id and expiry:\n${screen}`,
+    );
     await decide(card);
     t.equal(await tm.waitExit(20_000), 0, 'exit 0 once approved');
     const after = tm.screen();
@@ -101,7 +116,12 @@ t.test('the waiting line', async (t) => {
     await decide(card);
     const raw = await asked;
     printed.push(raw);
-    t.ok(raw.startsWith(`HTTP/1.1 102 Processing\r\n${WAITING_NOTICE.id}: ${card.id}\r\n${WAITING_NOTICE.expires}: ${card.expires_at}\r\n\r\nHTTP/1.1 200 OK\r\n`), `102 with the card, then the answer:\n${raw.slice(0, 300)}`);
+    t.ok(
+      raw.startsWith(
+        `HTTP/1.1 102 Processing\r\n${WAITING_NOTICE.id}: ${card.id}\r\n${WAITING_NOTICE.expires}: ${card.expires_at}\r\n\r\nHTTP/1.1 200 OK\r\n`,
+      ),
+      `102 with the card, then the answer:\n${raw.slice(0, 300)}`,
+    );
     const plain = agentRequest(s.sock, 'POST', '/v1/http', body);
     await decide(await nextCard(4));
     const r = await plain;
@@ -111,12 +131,19 @@ t.test('the waiting line', async (t) => {
   });
 
   await t.test('Ctrl-C while waiting: the card withdrawn', async (t) => {
-    const tm = Tmux.start([process.execPath, CLI, 'request', 'http', '--credential', 'api', '--url', url], { env: s.h.env, width: 200, height: 20 });
+    const tm = Tmux.start([process.execPath, CLI, 'request', 'http', '--credential', 'api', '--url', url], {
+      env: s.h.env,
+      width: 200,
+      height: 20,
+    });
     t.teardown(() => tm.kill());
     const card = await nextCard(5);
     await tm.waitFor(new RegExp(`waiting for approval of request ${card.id}`), 20_000);
     tm.send('C-c');
-    t.ok(await eventually(() => admin.pushes.some((p) => p['push'] === 'withdrawn' && p['id'] === card.id), 10_000), 'the approver sees the card withdrawn');
+    t.ok(
+      await eventually(() => admin.pushes.some((p) => p['push'] === 'withdrawn' && p['id'] === card.id), 10_000),
+      'the approver sees the card withdrawn',
+    );
     // SIGINT ends the process as it ends any (a shell reports 130); the
     // wrapping shell of the pane gets it too, so the pane says the signal.
     const screen = await tm.waitFor(/Pane is dead \(signal 2\b/, 20_000);

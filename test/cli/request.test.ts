@@ -37,10 +37,20 @@ t.test('no daemon: exit 3, daemon_unreachable, nothing executed', async (t) => {
   const human = cli(h, args);
   t.equal(human.code, 3, 'exit 3');
   t.equal(human.stdout, '', 'nothing on stdout');
-  t.equal(human.stderr, `postern: the postern daemon is not reachable at ${sock} (ENOENT); start it with \`postern daemon\`\n`);
+  t.equal(
+    human.stderr,
+    `postern: the postern daemon is not reachable at ${sock} (ENOENT); start it with \`postern daemon\`\n`,
+  );
   const json = cli(h, [...args, '--json']);
   t.equal(json.code, 3, 'exit 3 with --json');
-  t.same(jsonError(json), { code: 'daemon_unreachable', message: `the postern daemon is not reachable at ${sock} (ENOENT); start it with \`postern daemon\`` }, 'no maybe_executed: the request never left');
+  t.same(
+    jsonError(json),
+    {
+      code: 'daemon_unreachable',
+      message: `the postern daemon is not reachable at ${sock} (ENOENT); start it with \`postern daemon\``,
+    },
+    'no maybe_executed: the request never left',
+  );
   oneLine(t, json, '--json');
 });
 
@@ -68,8 +78,16 @@ t.test('answers, refusals and usage errors', async (t) => {
 
   const human = await run(['-X', 'POST', '--data', 'hello', '--url', s.url('api.example.test', '/v1/items')]);
   t.equal(human.code, 0, `exit 0: ${human.stderr}`);
-  t.match(JSON.parse(human.stdout), { method: 'POST', url: '/v1/items', body: 'hello' }, 'stdout is the upstream\'s body alone');
-  t.match(human.stderr, /^postern: status 200 from api\.example\.test \(127\.0\.0\.1:\d+\), audit #\d+ \[1 redactions\]\n$/, 'the status line on stderr, naming the audit entry (the echoed Authorization redacted)');
+  t.match(
+    JSON.parse(human.stdout),
+    { method: 'POST', url: '/v1/items', body: 'hello' },
+    "stdout is the upstream's body alone",
+  );
+  t.match(
+    human.stderr,
+    /^postern: status 200 from api\.example\.test \(127\.0\.0\.1:\d+\), audit #\d+ \[1 redactions\]\n$/,
+    'the status line on stderr, naming the audit entry (the echoed Authorization redacted)',
+  );
 
   // Refused by policy: nothing sent, exit 1, the code and the entry kept.
   const refused = await run(['--url', s.url('api.example.test', '/admin'), '--json']);
@@ -84,9 +102,18 @@ t.test('answers, refusals and usage errors', async (t) => {
   // Usage errors: exit 2 before anything is sent.
   for (const [args, message] of [
     [['-H', 'no-colon', '--url', s.url('api.example.test', '/v1/x')], '-H "no-colon": write "name: value"'],
-    [['--timeout-ms', '0', '--url', s.url('api.example.test', '/v1/x')], '--timeout-ms must be a positive whole number'],
-    [['--timeout-ms', '1.5', '--url', s.url('api.example.test', '/v1/x')], '--timeout-ms must be a positive whole number'],
-    [['--data', 'a', '--data-file', '/etc/hostname', '--url', s.url('api.example.test', '/v1/x')], 'give --data or --data-file, not both'],
+    [
+      ['--timeout-ms', '0', '--url', s.url('api.example.test', '/v1/x')],
+      '--timeout-ms must be a positive whole number',
+    ],
+    [
+      ['--timeout-ms', '1.5', '--url', s.url('api.example.test', '/v1/x')],
+      '--timeout-ms must be a positive whole number',
+    ],
+    [
+      ['--data', 'a', '--data-file', '/etc/hostname', '--url', s.url('api.example.test', '/v1/x')],
+      'give --data or --data-file, not both',
+    ],
   ] as [string[], string][]) {
     const r = await run(args);
     t.equal(r.code, 2, `${args.join(' ')}: exit 2`);
@@ -108,7 +135,19 @@ t.test('the daemon killed after taking the request: exit 3, maybe_executed', asy
   s.addCredential('api', credential(s.up.port), secret);
   await s.approver();
 
-  const pending = cliAsync(s.h, ['request', 'http', '--json', '--credential', 'api', '-X', 'POST', '--data', 'once', '--url', s.url('api.example.test', '/v1/items')]);
+  const pending = cliAsync(s.h, [
+    'request',
+    'http',
+    '--json',
+    '--credential',
+    'api',
+    '-X',
+    'POST',
+    '--data',
+    'once',
+    '--url',
+    s.url('api.example.test', '/v1/items'),
+  ]);
   t.ok(await eventually(() => s.up.requests.length === 1, 10_000), 'the request reached the upstream');
   s.d.proc.kill('SIGKILL');
   t.equal(await s.d.exited, null, 'the daemon is gone');
@@ -117,13 +156,28 @@ t.test('the daemon killed after taking the request: exit 3, maybe_executed', asy
   const err = jsonError(r);
   t.equal(err['code'], 'daemon_unreachable');
   t.equal(err['maybe_executed'], true, 'the request may have been executed');
-  t.match(String(err['message']), /may have been executed — check `postern audit show` before retrying/, 'says what to check before a retry');
+  t.match(
+    String(err['message']),
+    /may have been executed — check `postern audit show` before retrying/,
+    'says what to check before a retry',
+  );
   oneLine(t, r, 'killed');
 
   // Without --json, the same words on stderr.
-  const after = await cliAsync(s.h, ['request', 'http', '--credential', 'api', '--url', s.url('api.example.test', '/v1/items')]);
+  const after = await cliAsync(s.h, [
+    'request',
+    'http',
+    '--credential',
+    'api',
+    '--url',
+    s.url('api.example.test', '/v1/items'),
+  ]);
   t.equal(after.code, 3, 'exit 3 once the daemon is gone');
-  t.match(after.stderr, /\(ECONNREFUSED\); start it with `postern daemon`/, 'a stale socket: not reachable, nothing executed');
+  t.match(
+    after.stderr,
+    /\(ECONNREFUSED\); start it with `postern daemon`/,
+    'a stale socket: not reachable, nothing executed',
+  );
   t.same(findCanary(r.stdout + r.stderr + after.stdout + after.stderr, secret), [], 'the secret in no CLI output');
   t.same(findCanary(journalBytes(s.h.home), secret), [], 'nor in the journal files');
   t.same(findCanary(await journalText(s.h), secret), [], 'nor in a decrypted journal entry');

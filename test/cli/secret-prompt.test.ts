@@ -34,7 +34,9 @@ function bodyLines(pem: string): string[] {
 // every secret line, so a line cut by the screen's width still counts).
 function shown(where: string, secrets: string[]): string[] {
   const flat = where.replace(/\n/g, '');
-  return secrets.flatMap((s) => [s.slice(0, 24), s.slice(-24)]).filter((piece) => where.includes(piece) || flat.includes(piece));
+  return secrets
+    .flatMap((s) => [s.slice(0, 24), s.slice(-24)])
+    .filter((piece) => where.includes(piece) || flat.includes(piece));
 }
 
 interface Scenario {
@@ -84,7 +86,15 @@ t.test('secrets pasted at the hidden prompts of cred add', async (t) => {
       tmux(tm, ['load-buffer', '-b', buffer, '-'], part);
       return buffer;
     });
-    const args = names.flatMap((b, i) => [...(i > 0 ? [';', 'run-shell', `sleep ${gap}`, ';'] : []), 'paste-buffer', '-d', '-b', b, '-t', tm.name]);
+    const args = names.flatMap((b, i) => [
+      ...(i > 0 ? [';', 'run-shell', `sleep ${gap}`, ';'] : []),
+      'paste-buffer',
+      '-d',
+      '-b',
+      b,
+      '-t',
+      tm.name,
+    ]);
     return new Promise((resolve, reject) => {
       const p = spawn('tmux', ['-L', tm.name, ...args], { env, stdio: ['ignore', 'ignore', 'pipe'] });
       let err = '';
@@ -93,9 +103,12 @@ t.test('secrets pasted at the hidden prompts of cred add', async (t) => {
     });
   };
   // The whole scrollback, wrapped lines joined.
-  const everything = (tm: Tmux): string => tmux(tm, ['capture-pane', '-p', '-J', '-S', '-', '-t', tm.name]).replace(/[ \t]+$/gm, '');
+  const everything = (tm: Tmux): string =>
+    tmux(tm, ['capture-pane', '-p', '-J', '-S', '-', '-t', tm.name]).replace(/[ \t]+$/gm, '');
   const pieces = (text: string, count: number): string[] =>
-    Array.from({ length: count }, (_, i) => text.slice(Math.floor((text.length * i) / count), Math.floor((text.length * (i + 1)) / count)));
+    Array.from({ length: count }, (_, i) =>
+      text.slice(Math.floor((text.length * i) / count), Math.floor((text.length * (i + 1)) / count)),
+    );
   // The postern process running in a terminal, found from the pane's shell.
   const posternPid = (tm: Tmux): number => {
     const children = (pid: number): number[] => {
@@ -120,7 +133,10 @@ t.test('secrets pasted at the hidden prompts of cred add', async (t) => {
   };
   const credNames = async (): Promise<string[]> => {
     const r = await cliAsync(s.h, ['cred', 'list', '--json']);
-    return (JSON.parse(r.stdout) as { credentials: { name: string; kind: string }[] }).credentials.filter((c) => c.kind === 'ssh').map((c) => c.name).sort();
+    return (JSON.parse(r.stdout) as { credentials: { name: string; kind: string }[] }).credentials
+      .filter((c) => c.kind === 'ssh')
+      .map((c) => c.name)
+      .sort();
   };
 
   // `cred add` in a terminal of its own; once it exits, the terminal's
@@ -132,14 +148,35 @@ t.test('secrets pasted at the hidden prompts of cred add', async (t) => {
     const stty = join(scratch, `stty-${n}`);
     const left = join(scratch, `left-${n}`);
     const done = join(scratch, `done-${n}`);
-    const def = s.h.file(`${sc.name}.toml`, sshDefinition({ name: sc.name, port: sshd.port, user: sshd.user, auth: sc.auth, hostKey: sshd.hostKeyFingerprint, commands: ['id -un'] }));
-    const script = '"$0" "$1" cred add --file "$2" --passphrase-file "$3"; echo "rc=$?"; stty -a > "$4"; stty -icanon min 0 time 10; cat -v > "$5"; stty sane; echo READER-DONE; : > "$6"';
-    const tm = Tmux.start(['/bin/sh', '-c', script, process.execPath, CLI, def, s.h.passFile, stty, left, done], { env, width: 200, height: 50 });
+    const def = s.h.file(
+      `${sc.name}.toml`,
+      sshDefinition({
+        name: sc.name,
+        port: sshd.port,
+        user: sshd.user,
+        auth: sc.auth,
+        hostKey: sshd.hostKeyFingerprint,
+        commands: ['id -un'],
+      }),
+    );
+    const script =
+      '"$0" "$1" cred add --file "$2" --passphrase-file "$3"; echo "rc=$?"; stty -a > "$4"; stty -icanon min 0 time 10; cat -v > "$5"; stty sane; echo READER-DONE; : > "$6"';
+    const tm = Tmux.start(['/bin/sh', '-c', script, process.execPath, CLI, def, s.h.passFile, stty, left, done], {
+      env,
+      width: 200,
+      height: 50,
+    });
     terminals.push(tm);
     await tm.waitFor(sc.prompt, 30_000);
     const checks = await sc.drive(tm);
-    if (!(await eventually(() => existsSync(done), 60_000))) throw new Error(`the reader did not finish; the screen shows:\n${everything(tm)}`);
-    return { screen: everything(tm), left: readFileSync(left, 'utf8'), stty: readFileSync(stty, 'utf8').split(/[\s;]+/), checks };
+    if (!(await eventually(() => existsSync(done), 60_000)))
+      throw new Error(`the reader did not finish; the screen shows:\n${everything(tm)}`);
+    return {
+      screen: everything(tm),
+      left: readFileSync(left, 'utf8'),
+      stty: readFileSync(stty, 'utf8').split(/[\s;]+/),
+      checks,
+    };
   };
 
   const key = (k: ClientKeyName, writes: number): Scenario => {
@@ -163,7 +200,9 @@ t.test('secrets pasted at the hidden prompts of cred add', async (t) => {
       rc: 0,
       outcome: new RegExp(`^added credential "${name}" \\(sha256:[0-9a-f]{64}\\)$`, 'm'),
       secrets: [...bodyLines(material.privateKey), ...(material.passphrase ? [material.passphrase] : [])],
-      login: new RegExp(`Accepted publickey for ${sshd.user} from 127\\.0\\.0\\.1 port \\d+ ssh2: [A-Z0-9-]+ ${material.fingerprint.replace(/[+/]/g, '\\$&')}`),
+      login: new RegExp(
+        `Accepted publickey for ${sshd.user} from 127\\.0\\.0\\.1 port \\d+ ssh2: [A-Z0-9-]+ ${material.fingerprint.replace(/[+/]/g, '\\$&')}`,
+      ),
     };
   };
 
@@ -228,7 +267,8 @@ t.test('secrets pasted at the hidden prompts of cred add', async (t) => {
         return [['the paste is over 64 KiB', big.length > 64 * 1024]];
       },
       rc: 1,
-      outcome: /^postern: the pasted private key is larger than 64 KiB, more than any supported key; check what was pasted, or give the key file with --secret-file$/m,
+      outcome:
+        /^postern: the pasted private key is larger than 64 KiB, more than any supported key; check what was pasted, or give the key file with --secret-file$/m,
       secrets: bigLines,
     },
     {
@@ -251,11 +291,13 @@ t.test('secrets pasted at the hidden prompts of cred add', async (t) => {
   // The terminals run a few at a time; each is checked on its own below.
   const outcomes = new Map<Scenario, Outcome | Error>();
   const queue = [...scenarios];
-  await Promise.all(Array.from({ length: 4 }, async () => {
-    for (let sc = queue.shift(); sc; sc = queue.shift()) {
-      outcomes.set(sc, await play(sc).catch((e: unknown) => (e instanceof Error ? e : new Error(String(e)))));
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      for (let sc = queue.shift(); sc; sc = queue.shift()) {
+        outcomes.set(sc, await play(sc).catch((e: unknown) => (e instanceof Error ? e : new Error(String(e)))));
+      }
+    }),
+  );
 
   for (const sc of scenarios) {
     await t.test(sc.title, async (t) => {
@@ -280,5 +322,12 @@ t.test('secrets pasted at the hidden prompts of cred add', async (t) => {
     });
   }
 
-  t.same(await credNames(), scenarios.filter((sc) => sc.rc === 0).map((sc) => sc.name).sort(), 'cred list: the added credentials, nothing from a refused or cancelled paste');
+  t.same(
+    await credNames(),
+    scenarios
+      .filter((sc) => sc.rc === 0)
+      .map((sc) => sc.name)
+      .sort(),
+    'cred list: the added credentials, nothing from a refused or cancelled paste',
+  );
 });

@@ -4,7 +4,16 @@
 // required: without it these tests fail rather than pass unchecked.
 import t, { Test } from 'tap';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cleanEnv, cli, CLI, makeHome, ROOT } from '../helpers/postern';
@@ -26,11 +35,23 @@ function verify(t: Test, unitText: string, uid = process.getuid?.() ?? 0): { cod
   chmodSync(dir, 0o755);
   if (uid !== process.getuid?.()) chownSync(runtime, uid, uid);
   const asUser = uid === process.getuid?.() ? [] : ['setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups'];
-  const argv = [...asUser, 'env', '-i', 'PATH=/usr/bin:/bin', `HOME=${runtime}`, `XDG_RUNTIME_DIR=${runtime}`, 'systemd-analyze', '--user', 'verify', unit];
+  const argv = [
+    ...asUser,
+    'env',
+    '-i',
+    'PATH=/usr/bin:/bin',
+    `HOME=${runtime}`,
+    `XDG_RUNTIME_DIR=${runtime}`,
+    'systemd-analyze',
+    '--user',
+    'verify',
+    unit,
+  ];
   const r = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', timeout: 60_000 });
   if (r.error) throw r.error;
   const output = `${r.stdout}${r.stderr}`;
-  if (/env: .*systemd-analyze.*No such file/.test(output)) throw new Error('systemd-analyze is missing: install Debian\'s systemd package');
+  if (/env: .*systemd-analyze.*No such file/.test(output))
+    throw new Error("systemd-analyze is missing: install Debian's systemd package");
   return { code: r.status, output };
 }
 
@@ -52,26 +73,55 @@ t.test('the unit runs the node and main.js in use, passes verify as root and as 
   t.equal(r.code, 0, r.stderr);
   t.equal(r.stderr, '');
   const unit = r.stdout;
-  t.equal(execStart(unit), `${realpathSync(process.execPath)} ${realpathSync(CLI)} daemon`, 'this node, this main.js, no --config');
+  t.equal(
+    execStart(unit),
+    `${realpathSync(process.execPath)} ${realpathSync(CLI)} daemon`,
+    'this node, this main.js, no --config',
+  );
   t.notMatch(unit, /POSTERN_HOME|--config/, 'nothing pinned that was not asked for');
-  t.match(unit, new RegExp(`^UnsetEnvironment=${FORBIDDEN_ENV.join(' ')}$`, 'm'), 'every variable postern refuses is unset');
-  for (const line of ['UMask=0077', 'LimitCORE=0', 'NoNewPrivileges=yes', 'RestrictSUIDSGID=yes', 'LockPersonality=yes', 'WantedBy=default.target']) {
+  t.match(
+    unit,
+    new RegExp(`^UnsetEnvironment=${FORBIDDEN_ENV.join(' ')}$`, 'm'),
+    'every variable postern refuses is unset',
+  );
+  for (const line of [
+    'UMask=0077',
+    'LimitCORE=0',
+    'NoNewPrivileges=yes',
+    'RestrictSUIDSGID=yes',
+    'LockPersonality=yes',
+    'WantedBy=default.target',
+  ]) {
     t.match(unit, new RegExp(`^${line}$`, 'm'), line);
   }
-  t.match(unit, new RegExp(`^Documentation=file:${join(ROOT, 'docs', 'operations.md')}$`, 'm'), 'a documentation link systemd accepts');
+  t.match(
+    unit,
+    new RegExp(`^Documentation=file:${join(ROOT, 'docs', 'operations.md')}$`, 'm'),
+    'a documentation link systemd accepts',
+  );
   t.same(verify(t, unit), { code: 0, output: '' }, 'verify: no error, no warning');
-  if (process.getuid?.() === 0) t.same(verify(t, unit, NOBODY), { code: 0, output: '' }, 'verify as a user other than root');
+  if (process.getuid?.() === 0)
+    t.same(verify(t, unit, NOBODY), { code: 0, output: '' }, 'verify as a user other than root');
 
   const json = cli({ env }, ['systemd-unit', '--json']);
   t.equal(json.code, 0);
-  t.same(JSON.parse(json.stdout), { unit, node: realpathSync(process.execPath), script: realpathSync(CLI), docs: join(ROOT, 'docs', 'operations.md') });
+  t.same(JSON.parse(json.stdout), {
+    unit,
+    node: realpathSync(process.execPath),
+    script: realpathSync(CLI),
+    docs: join(ROOT, 'docs', 'operations.md'),
+  });
 });
 
 t.test('verify finds what is wrong, so a clean verify means something', async (t) => {
   const good = systemdUnit({ node: realpathSync(process.execPath), script: realpathSync(CLI) });
   const missing = verify(t, good.replace(`ExecStart=${realpathSync(process.execPath)}`, 'ExecStart=/nonexistent/node'));
   t.not(missing.code, 0, 'a node that is not there fails');
-  t.match(verify(t, good.replace('[Unit]', '[Unit]\nDocumentation=see docs/operations.md')).output, /Invalid URL/, 'prose in Documentation= is reported');
+  t.match(
+    verify(t, good.replace('[Unit]', '[Unit]\nDocumentation=see docs/operations.md')).output,
+    /Invalid URL/,
+    'prose in Documentation= is reported',
+  );
 });
 
 t.test('--config, POSTERN_CONFIG and POSTERN_HOME are carried into the unit, quoted where needed', async (t) => {
@@ -96,7 +146,11 @@ t.test('--config, POSTERN_CONFIG and POSTERN_HOME are carried into the unit, quo
   t.match(execStart(fromEnv.stdout), / --config "[^\n]*config\.toml" daemon$/, 'POSTERN_CONFIG becomes --config');
   t.notMatch(fromEnv.stdout, /POSTERN_HOME/);
 
-  const relative = spawnSync('/usr/bin/env', ['-u', 'NODE_OPTIONS', process.execPath, CLI, '--config', 'my conf %i $HOME "q"/config.toml', 'systemd-unit'], { cwd: h.dir, env, encoding: 'utf8' });
+  const relative = spawnSync(
+    '/usr/bin/env',
+    ['-u', 'NODE_OPTIONS', process.execPath, CLI, '--config', 'my conf %i $HOME "q"/config.toml', 'systemd-unit'],
+    { cwd: h.dir, env, encoding: 'utf8' },
+  );
   t.equal(relative.status, 0, relative.stderr);
   t.equal(execStart(relative.stdout), execStart(r.stdout), 'a relative --config is made absolute');
 });

@@ -50,15 +50,24 @@ t.test('an unknown command, option or argument, or a missing one: exit 2, named 
     [['cred', 'list', '--bogus'], "postern: unknown option '--bogus'; see `postern cred list --help`\n"],
     [['audit', 'verify', '--bogus'], "postern: unknown option '--bogus'; see `postern audit verify --help`\n"],
     [['--verbose'], "postern: unknown option '--verbose'; see `postern --help`\n"],
-    [['sessions', 'bogus'], "postern: too many arguments for 'sessions'. Expected 0 arguments but got 1; see `postern sessions --help`\n"],
-    [['sessions', 'revoke'], 'postern: say which session to end: `postern sessions revoke ID` (see `postern sessions`), or --all\n'],
+    [
+      ['sessions', 'bogus'],
+      "postern: too many arguments for 'sessions'. Expected 0 arguments but got 1; see `postern sessions --help`\n",
+    ],
+    [
+      ['sessions', 'revoke'],
+      'postern: say which session to end: `postern sessions revoke ID` (see `postern sessions`), or --all\n',
+    ],
     [['cred', 'show'], "postern: missing required argument 'name'; see `postern cred show --help`\n"],
     [['cred', 'add'], "postern: required option '--file <def.toml>' not specified; see `postern cred add --help`\n"],
     // A near miss of a command or an option is named (SPEC §5).
     [['statsu'], "postern: unknown command 'statsu' (did you mean status?); see `postern --help`\n"],
     [['cred', 'lst'], "postern: unknown command 'lst' (did you mean list?); see `postern cred --help`\n"],
     [['status', '--jsn'], "postern: unknown option '--jsn' (did you mean --json?); see `postern status --help`\n"],
-    [['request', 'http', '--credential', 'x', '--url', 'https://a', '--metod', 'GET'], "postern: unknown option '--metod' (did you mean --method?); see `postern request http --help`\n"],
+    [
+      ['request', 'http', '--credential', 'x', '--url', 'https://a', '--metod', 'GET'],
+      "postern: unknown option '--metod' (did you mean --method?); see `postern request http --help`\n",
+    ],
   ];
   const results = await runAll(cases.map(([args]) => args));
   cases.forEach(([args, stderr], i) => {
@@ -103,7 +112,7 @@ t.test('help asked for: usage on stdout, exit 0', async (t) => {
   });
 });
 
-t.test('every command\'s --help ends with examples (SPEC §5)', async (t) => {
+t.test("every command's --help ends with examples (SPEC §5)", async (t) => {
   // The command tree as the program knows it: every path, from the fish
   // completion (one "complete ... -a WORD" per sub-command).
   const [fish] = await runAll([['completion', 'fish']]);
@@ -118,11 +127,16 @@ t.test('every command\'s --help ends with examples (SPEC §5)', async (t) => {
     tree.set(seen.join(' '), [...(tree.get(seen.join(' ')) ?? []), m[2]!]);
   }
   t.ok(paths.length > 25, `the tree has its commands (${paths.length})`);
-  for (const must of ['cred add', 'audit verify', 'request http', 'sessions revoke', 'completion']) t.ok(paths.includes(must), `${must} is in the tree`);
+  for (const must of ['cred add', 'audit verify', 'request http', 'sessions revoke', 'completion'])
+    t.ok(paths.includes(must), `${must} is in the tree`);
   const results = await runAll(paths.map((p) => [...(p ? p.split(' ') : []), '--help']));
   paths.forEach((p, i) => {
     const r = results[i]!;
     t.equal(r.code, 0, `postern ${p} --help: exit 0`);
-    t.match(r.stdout, /\nExamples:\n(  \$ postern .*\n|  \$ \S.*postern.*\n)+$/, `postern ${p} --help ends with examples`);
+    t.match(
+      r.stdout,
+      /\nExamples:\n(  \$ postern .*\n|  \$ \S.*postern.*\n)+$/,
+      `postern ${p} --help ends with examples`,
+    );
   });
 });

@@ -24,20 +24,29 @@ t.test('config approve on an unlocked daemon', async (t) => {
   const s = await startStack();
   t.teardown(() => s.close());
   const secret = makeCanary('CFG');
-  s.addCredential('api', `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\n`, secret);
+  s.addCredential(
+    'api',
+    `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\n`,
+    secret,
+  );
   await s.approver();
   const configFile = join(s.h.home, 'config.toml');
   const second = await startDnsServer(zone({ 'api.example.test': { A: ['127.0.0.1'] } }));
   t.teardown(() => second.close());
   const texts: string[] = [];
-  const write = (http: string, daemon = ''): void => writeFileSync(configFile, `[daemon]\n${daemon}\n[http]\n${http}\n`, { mode: 0o600 });
+  const write = (http: string, daemon = ''): void =>
+    writeFileSync(configFile, `[daemon]\n${daemon}\n[http]\n${http}\n`, { mode: 0o600 });
   const approve = (): { code: number | null; stdout: string; stderr: string } => {
     const r = cli(s.h, ['config', 'approve', '--passphrase-file', s.h.passFile]);
     texts.push(r.stdout, r.stderr);
     return r;
   };
   const get = async (sock = s.sock): Promise<{ status: number; json: unknown }> => {
-    const r = await agentRequest(sock, 'POST', '/v1/http', { credential: 'api', method: 'GET', url: s.url('api.example.test', '/item') });
+    const r = await agentRequest(sock, 'POST', '/v1/http', {
+      credential: 'api',
+      method: 'GET',
+      url: s.url('api.example.test', '/item'),
+    });
     texts.push(r.text);
     return r;
   };
@@ -47,13 +56,18 @@ t.test('config approve on an unlocked daemon', async (t) => {
   const caNamed = `${JSON.stringify(cert.subject.split('\n').join(', '))} (SHA-256 ${cert.fingerprint256})`;
 
   await t.test('a removed CA is not trusted again, even on a pooled connection', async (t) => {
-    for (let i = 0; i < 3; i++) t.match((await get()).json, { status: 200 }, `request ${i} served over the pooled connection`);
+    for (let i = 0; i < 3; i++)
+      t.match((await get()).json, { status: 200 }, `request ${i} served over the pooled connection`);
     t.equal(s.up.connections(), 1, 'one pooled connection');
     write(dns);
     const r = approve();
     t.equal(r.code, 0, r.stderr);
     t.match(r.stdout, /config approved \(.*\); it is in effect now/, 'the command says it is in effect now');
-    t.match(r.stdout, `\n  http.ca_file: ${JSON.stringify(s.ca.caFile)} → ""\n  http.ca_file certificates: removed ${caNamed}\n`, 'the removed CA by subject and fingerprint');
+    t.match(
+      r.stdout,
+      `\n  http.ca_file: ${JSON.stringify(s.ca.caFile)} → ""\n  http.ca_file certificates: removed ${caNamed}\n`,
+      'the removed CA by subject and fingerprint',
+    );
     const after = await get();
     t.equal(after.status, 502, 'the next request is refused');
     t.match(after.json, { error: { code: 'upstream_error', message: /not signed by a trusted CA/ } });

@@ -23,7 +23,19 @@ t.test('keys sort by code unit, not locale', async (t) => {
 });
 
 t.test('values JSON cannot represent exactly are refused', async (t) => {
-  for (const bad of [undefined, NaN, Infinity, -Infinity, 10n, () => 1, Symbol('s'), new Date(0), new Map(), { a: undefined }, [1, undefined]]) {
+  for (const bad of [
+    undefined,
+    NaN,
+    Infinity,
+    -Infinity,
+    10n,
+    () => 1,
+    Symbol('s'),
+    new Date(0),
+    new Map(),
+    { a: undefined },
+    [1, undefined],
+  ]) {
     t.throws(() => canonicalJson(bad), TypeError, String(typeof bad));
   }
 });

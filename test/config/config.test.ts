@@ -7,7 +7,16 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { rootCertificates } from 'node:tls';
-import { ConfigPath, defaultConfig, diffCanonical, loadConfig, LoadedConfig, parseDnsServer, resolveLocations, SETTINGS } from '../../shared/config';
+import {
+  ConfigPath,
+  defaultConfig,
+  diffCanonical,
+  loadConfig,
+  LoadedConfig,
+  parseDnsServer,
+  resolveLocations,
+  SETTINGS,
+} from '../../shared/config';
 import { describeChanges } from '../../shared/config-changes';
 import { X509Certificate } from 'node:crypto';
 import { isRefusal, Problem, Refusal } from '../../shared/errors';
@@ -116,7 +125,12 @@ max_output = "512B"
     ca_file: join(dir, 'ca.pem'),
   });
   t.same(c.config.ssh, { timeout: 30_000, max_output: 512, connection_idle: 10_000 });
-  t.same(c.paths, { agentSocket: '/run/postern/agent.sock', adminSocket: join(home, 'admin.sock'), vault: join(home, 'data/vault'), auditLog: join(home, 'audit.log') });
+  t.same(c.paths, {
+    agentSocket: '/run/postern/agent.sock',
+    adminSocket: join(home, 'admin.sock'),
+    vault: join(home, 'data/vault'),
+    auditLog: join(home, 'audit.log'),
+  });
   t.equal(c.caFileContents?.toString(), PEM_A + PEM_B);
   t.match(c.hash, /^sha256:[0-9a-f]{64}$/);
   const canonical = JSON.parse(c.canonical);
@@ -125,7 +139,11 @@ max_output = "512B"
   t.equal(canonical.http.max_response_body, 5_000_000);
   t.match(canonical.http.ca_file_sha256, /^[0-9a-f]{64}$/);
   t.notMatch(c.canonical.replace(/"(?:[^"\\]|\\.)*"/g, '""'), /\s/, 'no whitespace outside strings');
-  t.match(canonical.http.ca_certificates, [{ subject: /CN=/, sha256: /^([0-9A-F]{2}:){31}[0-9A-F]{2}$/ }, { subject: /CN=/ }], 'each CA certificate by subject and fingerprint');
+  t.match(
+    canonical.http.ca_certificates,
+    [{ subject: /CN=/, sha256: /^([0-9A-F]{2}:){31}[0-9A-F]{2}$/ }, { subject: /CN=/ }],
+    'each CA certificate by subject and fingerprint',
+  );
 });
 
 t.test('every kind of bad input is refused as bad_config naming its path', async (t) => {
@@ -175,10 +193,20 @@ t.test('every kind of bad input is refused as bad_config naming its path', async
     ['fractional concurrency', '[http]\nmax_concurrent = 1.5', 'http.max_concurrent'],
     ['timeout above max_timeout', '[http]\ntimeout = "20m"', 'http.timeout', /max_timeout/],
     ['two roles one path', '[daemon]\naudit_log = "vault"', 'daemon.audit_log', /same path as daemon.vault/],
-    ['socket path too long', `[daemon]\nagent_socket = "/tmp/${'a'.repeat(120)}"`, 'daemon.agent_socket', /at most 107/],
+    [
+      'socket path too long',
+      `[daemon]\nagent_socket = "/tmp/${'a'.repeat(120)}"`,
+      'daemon.agent_socket',
+      /at most 107/,
+    ],
     ['missing ca_file', `[http]\nca_file = "${join(dir, 'nope.pem')}"`, 'http.ca_file', /ENOENT/],
     ['ca_file without PEM', `[http]\nca_file = "${join(dir, 'not-pem.txt')}"`, 'http.ca_file', /no PEM certificate/],
-    ['ca_file with a broken certificate', `[http]\nca_file = "${join(dir, 'broken.pem')}"`, 'http.ca_file', /cannot be parsed/],
+    [
+      'ca_file with a broken certificate',
+      `[http]\nca_file = "${join(dir, 'broken.pem')}"`,
+      'http.ca_file',
+      /cannot be parsed/,
+    ],
     ['ca_file a directory', `[http]\nca_file = "${dir}"`, 'http.ca_file', /not a regular file/],
     ['mcp result beyond a client line', '[mcp]\nmax_result = "9MiB"', 'mcp.max_result', /at most "8MiB"/],
     ['mcp result too small for its envelope', '[mcp]\nmax_result = "1KiB"', 'mcp.max_result', /at least "4KiB"/],
@@ -224,7 +252,9 @@ x = 1
   );
   const r = refusalOf(() => loadConfig({ configFlag: file, env: { POSTERN_HOME: dir } }));
   t.equal(r.code, 'bad_config');
-  const paths = problemsOf(r).map((p) => p.path).sort();
+  const paths = problemsOf(r)
+    .map((p) => p.path)
+    .sort();
   t.same(paths, [
     '[unknown key] http.foo',
     '[unknown key] surprise',
@@ -253,10 +283,22 @@ t.test('config location: --config, else POSTERN_CONFIG, else <home>/config.toml'
   t.equal(loadConfig({ configFlag: flag, env }).config.daemon.log_level, 'warn', 'flag wins');
   t.equal(loadConfig({ env }).config.daemon.log_level, 'error', 'then POSTERN_CONFIG');
   t.equal(loadConfig({ env: { POSTERN_HOME: home } }).config.daemon.log_level, 'fatal', 'then the home');
-  t.equal(loadConfig({ env: { POSTERN_HOME: home, POSTERN_CONFIG: '' } }).configPath, join(home, 'config.toml'), 'empty variable is unset');
-  t.same(resolveLocations({ configFlag: flag, env }), { configPath: flag, homeFromEnvOrDefault: home, configExplicit: true });
+  t.equal(
+    loadConfig({ env: { POSTERN_HOME: home, POSTERN_CONFIG: '' } }).configPath,
+    join(home, 'config.toml'),
+    'empty variable is unset',
+  );
+  t.same(resolveLocations({ configFlag: flag, env }), {
+    configPath: flag,
+    homeFromEnvOrDefault: home,
+    configExplicit: true,
+  });
   t.same(resolveLocations({ env }), { configPath: envFile, homeFromEnvOrDefault: home, configExplicit: true });
-  t.same(resolveLocations({ env: { POSTERN_HOME: home } }), { configPath: join(home, 'config.toml'), homeFromEnvOrDefault: home, configExplicit: false });
+  t.same(resolveLocations({ env: { POSTERN_HOME: home } }), {
+    configPath: join(home, 'config.toml'),
+    homeFromEnvOrDefault: home,
+    configExplicit: false,
+  });
   t.same(resolveLocations({ env: {} }), {
     configPath: join(homedir(), '.postern', 'config.toml'),
     homeFromEnvOrDefault: join(homedir(), '.postern'),
@@ -276,17 +318,33 @@ t.test('home: the config\'s, else POSTERN_HOME, else ~/.postern; "~/" expands', 
   const file = join(dir, 'c.toml');
 
   writeFileSync(file, `[daemon]\nhome = "${join(dir, 'from-config')}"\n`);
-  t.equal(loadConfig({ configFlag: file, env: { POSTERN_HOME: join(dir, 'from-env') } }).home, join(dir, 'from-config'), 'config home wins');
+  t.equal(
+    loadConfig({ configFlag: file, env: { POSTERN_HOME: join(dir, 'from-env') } }).home,
+    join(dir, 'from-config'),
+    'config home wins',
+  );
 
   writeFileSync(file, '[daemon]\nhome = "~/elsewhere"\n');
-  t.equal(loadConfig({ configFlag: file, env: {} }).home, join(userHome, 'elsewhere'), '~/ is the user\'s home directory');
+  t.equal(
+    loadConfig({ configFlag: file, env: {} }).home,
+    join(userHome, 'elsewhere'),
+    "~/ is the user's home directory",
+  );
 
   writeFileSync(file, '[daemon]\nhome = "~"\n');
   t.equal(loadConfig({ configFlag: file, env: {} }).home, userHome, '~ alone');
 
   writeFileSync(file, '');
-  t.equal(loadConfig({ configFlag: file, env: { POSTERN_HOME: join(dir, 'from-env') } }).home, join(dir, 'from-env'), 'then POSTERN_HOME');
-  t.equal(loadConfig({ configFlag: file, env: { POSTERN_HOME: '~/envhome' } }).home, join(userHome, 'envhome'), 'POSTERN_HOME expands ~/ too');
+  t.equal(
+    loadConfig({ configFlag: file, env: { POSTERN_HOME: join(dir, 'from-env') } }).home,
+    join(dir, 'from-env'),
+    'then POSTERN_HOME',
+  );
+  t.equal(
+    loadConfig({ configFlag: file, env: { POSTERN_HOME: '~/envhome' } }).home,
+    join(userHome, 'envhome'),
+    'POSTERN_HOME expands ~/ too',
+  );
   t.equal(loadConfig({ configFlag: file, env: {} }).home, join(userHome, '.postern'), 'then ~/.postern');
 
   writeFileSync(join(userHome, '.postern', 'config.toml'), '[http]\nmax_concurrent = 3\n');
@@ -295,12 +353,24 @@ t.test('home: the config\'s, else POSTERN_HOME, else ~/.postern; "~/" expands', 
   t.equal(found.config.http.max_concurrent, 3);
 
   writeFileSync(file, '[daemon]\nagent_socket = "~/agent.sock"\n');
-  t.equal(loadConfig({ configFlag: file, env: { POSTERN_HOME: join(dir, 'h') } }).paths.agentSocket, join(userHome, 'agent.sock'), '~/ in other paths');
+  t.equal(
+    loadConfig({ configFlag: file, env: { POSTERN_HOME: join(dir, 'h') } }).paths.agentSocket,
+    join(userHome, 'agent.sock'),
+    '~/ in other paths',
+  );
 });
 
 t.test('relative paths are relative to home, absolute ones stay', async (t) => {
-  const c = load(t, '[daemon]\nhome = "/srv/postern"\nagent_socket = "/run/agent.sock"\nadmin_socket = "sub/../admin.sock"\nvault = "v/vault"\n');
-  t.same(c.paths, { agentSocket: '/run/agent.sock', adminSocket: '/srv/postern/admin.sock', vault: '/srv/postern/v/vault', auditLog: '/srv/postern/audit.log' });
+  const c = load(
+    t,
+    '[daemon]\nhome = "/srv/postern"\nagent_socket = "/run/agent.sock"\nadmin_socket = "sub/../admin.sock"\nvault = "v/vault"\n',
+  );
+  t.same(c.paths, {
+    agentSocket: '/run/agent.sock',
+    adminSocket: '/srv/postern/admin.sock',
+    vault: '/srv/postern/v/vault',
+    auditLog: '/srv/postern/audit.log',
+  });
 });
 
 t.test('a config inside a home that names another home is refused as ambiguous', async (t) => {
@@ -311,12 +381,23 @@ t.test('a config inside a home that names another home is refused as ambiguous',
   writeFileSync(inHome, `[daemon]\nhome = "${join(dir, 'other')}"\n`);
   const r = refusalOf(() => loadConfig({ env: { POSTERN_HOME: home } }));
   t.equal(r.code, 'bad_config');
-  t.same(problemsOf(r).map((p) => p.path), ['daemon.home']);
+  t.same(
+    problemsOf(r).map((p) => p.path),
+    ['daemon.home'],
+  );
   t.match(r.message, /remove daemon\.home/);
   t.match(r.message, /--config/);
 
-  t.equal(loadConfig({ configFlag: inHome, env: { POSTERN_HOME: home } }).home, join(dir, 'other'), 'with --config the config names its home');
-  t.equal(loadConfig({ env: { POSTERN_HOME: home, POSTERN_CONFIG: inHome } }).home, join(dir, 'other'), 'and with POSTERN_CONFIG');
+  t.equal(
+    loadConfig({ configFlag: inHome, env: { POSTERN_HOME: home } }).home,
+    join(dir, 'other'),
+    'with --config the config names its home',
+  );
+  t.equal(
+    loadConfig({ env: { POSTERN_HOME: home, POSTERN_CONFIG: inHome } }).home,
+    join(dir, 'other'),
+    'and with POSTERN_CONFIG',
+  );
 
   writeFileSync(inHome, `[daemon]\nhome = "${home}/"\n`);
   t.equal(loadConfig({ env: { POSTERN_HOME: home } }).home, home, 'the same home written differently is fine');
@@ -340,7 +421,11 @@ t.test('the config must be a regular file, not a symlink', async (t) => {
   mkdirSync(home);
   symlinkSync(real, join(home, 'config.toml'));
   t.match(refusalOf(() => loadConfig({ env: { POSTERN_HOME: home } })).message, /symbolic link/, 'in the home too');
-  t.match(refusalOf(() => loadConfig({ env: { POSTERN_HOME: home }, allowMissing: true })).message, /symbolic link/, 'a link is not "missing"');
+  t.match(
+    refusalOf(() => loadConfig({ env: { POSTERN_HOME: home }, allowMissing: true })).message,
+    /symbolic link/,
+    'a link is not "missing"',
+  );
 
   t.match(refusalOf(() => loadConfig({ configFlag: dir, env: {} })).message, /not a regular file/, 'a directory');
   const under = refusalOf(() => loadConfig({ configFlag: join(real, 'sub.toml'), env: {}, allowMissing: true }));
@@ -411,7 +496,10 @@ const ALTERNATIVES: Record<ConfigPath, string> = {
 
 t.test('the hash ignores order, whitespace and comments, and explicit defaults', async (t) => {
   const a = load(t, '[http]\nmax_concurrent = 10\ntimeout = "5s"\n[daemon]\nlog_level = "warn"\n');
-  const b = load(t, '# a comment\n[daemon]\n  log_level   =   "warn"   # trailing\n\n[http]\ntimeout="5s"\nmax_concurrent=10\nmax_timeout = "10m"\n[ssh]\n');
+  const b = load(
+    t,
+    '# a comment\n[daemon]\n  log_level   =   "warn"   # trailing\n\n[http]\ntimeout="5s"\nmax_concurrent=10\nmax_timeout = "10m"\n[ssh]\n',
+  );
   t.equal(a.canonical, b.canonical);
   t.equal(a.hash, b.hash);
   const c = load(t, '[daemon]\nagent_uids = [2, 1, 2]\n');
@@ -439,7 +527,10 @@ t.test('any value change changes the hash, and the diff names the key', async (t
     seen.add(changed.hash);
     const paths = diffCanonical(base.canonical, changed.canonical).map((c) => c.path);
     t.ok(paths.includes(s.path), `${s.path}: named in the diff (${paths.join(', ')})`);
-    t.match(describeChanges(diffCanonical(base.canonical, changed.canonical)), s.path === 'http.ca_file' ? /http\.ca_file/ : new RegExp(`${s.path.replace('.', '\\.')}: `));
+    t.match(
+      describeChanges(diffCanonical(base.canonical, changed.canonical)),
+      s.path === 'http.ca_file' ? /http\.ca_file/ : new RegExp(`${s.path.replace('.', '\\.')}: `),
+    );
   }
 });
 
@@ -454,7 +545,10 @@ t.test('a changed CA file changes the hash although the path did not', async (t)
   const after = loadConfig({ configFlag: file, env: { POSTERN_HOME: dir } });
   t.not(after.hash, before.hash);
   const changes = diffCanonical(before.canonical, after.canonical);
-  t.same(changes.map((c) => c.path), ['http.ca_file_sha256', 'http.ca_certificates']);
+  t.same(
+    changes.map((c) => c.path),
+    ['http.ca_file_sha256', 'http.ca_certificates'],
+  );
   // Each certificate by its subject and SHA-256 fingerprint, as openssl
   // x509 -fingerprint -sha256 prints it.
   const named = (pem: string): string => {
@@ -463,37 +557,67 @@ t.test('a changed CA file changes the hash although the path did not', async (t)
   };
   t.match(named(PEM_B), /^"[^"]*CN=[^"]+" \(SHA-256 ([0-9A-F]{2}:){31}[0-9A-F]{2}\)$/);
   t.equal(describeChanges(changes), `http.ca_file certificates: added ${named(PEM_B)}`);
-  t.equal(describeChanges(diffCanonical(after.canonical, before.canonical)), `http.ca_file certificates: removed ${named(PEM_B)}`);
+  t.equal(
+    describeChanges(diffCanonical(after.canonical, before.canonical)),
+    `http.ca_file certificates: removed ${named(PEM_B)}`,
+  );
   writeFileSync(ca, PEM_B);
   const swapped = loadConfig({ configFlag: file, env: { POSTERN_HOME: dir } });
-  t.equal(describeChanges(diffCanonical(before.canonical, swapped.canonical)), `http.ca_file certificates: added ${named(PEM_B)}; removed ${named(PEM_A)}`);
+  t.equal(
+    describeChanges(diffCanonical(before.canonical, swapped.canonical)),
+    `http.ca_file certificates: added ${named(PEM_B)}; removed ${named(PEM_A)}`,
+  );
   writeFileSync(ca, `# a comment\n${PEM_A}`);
   const commented = loadConfig({ configFlag: file, env: { POSTERN_HOME: dir } });
-  t.equal(describeChanges(diffCanonical(before.canonical, commented.canonical)), 'http.ca_file contents changed (the same certificates)');
+  t.equal(
+    describeChanges(diffCanonical(before.canonical, commented.canonical)),
+    'http.ca_file contents changed (the same certificates)',
+  );
   writeFileSync(ca, PEM_A);
   // A record approved before certificates were listed: the same file is no
   // change (an upgrade does not lock anyone out); another file is.
   const older = JSON.parse(before.canonical) as { http: Record<string, unknown> };
   delete older.http['ca_certificates'];
   t.same(diffCanonical(JSON.stringify(older), before.canonical), [], 'the same file: no change');
-  t.equal(describeChanges(diffCanonical(JSON.stringify(older), swapped.canonical)), `http.ca_file certificates: added ${named(PEM_B)}`, 'another file: its certificates are added');
+  t.equal(
+    describeChanges(diffCanonical(JSON.stringify(older), swapped.canonical)),
+    `http.ca_file certificates: added ${named(PEM_B)}`,
+    'another file: its certificates are added',
+  );
 
   writeFileSync(file, '');
   const none = loadConfig({ configFlag: file, env: { POSTERN_HOME: dir } });
-  t.notMatch(none.canonical, /ca_certificates/, 'no CA file: no list, so records approved before the list existed still match');
-  t.equal(describeChanges(diffCanonical(none.canonical, before.canonical)), `http.ca_file: "" → ${JSON.stringify(ca)}; http.ca_file certificates: added ${named(PEM_A)}`);
-  t.equal(describeChanges(diffCanonical(before.canonical, none.canonical)), `http.ca_file: ${JSON.stringify(ca)} → ""; http.ca_file certificates: removed ${named(PEM_A)}`);
+  t.notMatch(
+    none.canonical,
+    /ca_certificates/,
+    'no CA file: no list, so records approved before the list existed still match',
+  );
+  t.equal(
+    describeChanges(diffCanonical(none.canonical, before.canonical)),
+    `http.ca_file: "" → ${JSON.stringify(ca)}; http.ca_file certificates: added ${named(PEM_A)}`,
+  );
+  t.equal(
+    describeChanges(diffCanonical(before.canonical, none.canonical)),
+    `http.ca_file: ${JSON.stringify(ca)} → ""; http.ca_file certificates: removed ${named(PEM_A)}`,
+  );
 
   writeFileSync(ca, PEM_A + PEM_B);
   const link = join(dir, 'link.pem');
   symlinkSync(ca, link);
   writeFileSync(file, `[http]\nca_file = "link.pem"\n`);
-  t.equal(loadConfig({ configFlag: file, env: { POSTERN_HOME: dir } }).caFileContents?.toString(), PEM_A + PEM_B, 'a linked CA bundle is followed, relative to home');
+  t.equal(
+    loadConfig({ configFlag: file, env: { POSTERN_HOME: dir } }).caFileContents?.toString(),
+    PEM_A + PEM_B,
+    'a linked CA bundle is followed, relative to home',
+  );
 });
 
 t.test('diffCanonical and describeChanges', async (t) => {
   const base = load(t, '');
-  const smaller = load(t, '[http]\nmax_response_body = "1MiB"\n[daemon]\nlog_level = "warn"\napproval_timeout = "60s"\nauto_lock = "1500ms"\n');
+  const smaller = load(
+    t,
+    '[http]\nmax_response_body = "1MiB"\n[daemon]\nlog_level = "warn"\napproval_timeout = "60s"\nauto_lock = "1500ms"\n',
+  );
   const changes = diffCanonical(base.canonical, smaller.canonical);
   t.same(changes, [
     { path: 'daemon.log_level', from: 'info', to: 'warn' },
@@ -502,9 +626,19 @@ t.test('diffCanonical and describeChanges', async (t) => {
     { path: 'http.max_response_body', from: 8_388_608, to: 1_048_576 },
   ]);
   // In the units of the file, not raw numbers.
-  t.equal(describeChanges(changes), 'daemon.log_level: "info" → "warn"; daemon.auto_lock: 8h → 1500ms; daemon.approval_timeout: 2m → 1m; http.max_response_body: 8MiB → 1MiB');
-  const counts = diffCanonical(base.canonical, load(t, '[http]\nmax_concurrent = 8\nmax_request_body = "1500B"\n').canonical);
-  t.equal(describeChanges(counts), 'http.max_request_body: 1MiB → 1500B; http.max_concurrent: 64 → 8', 'a count stays a number; a size no larger unit divides is said in bytes');
+  t.equal(
+    describeChanges(changes),
+    'daemon.log_level: "info" → "warn"; daemon.auto_lock: 8h → 1500ms; daemon.approval_timeout: 2m → 1m; http.max_response_body: 8MiB → 1MiB',
+  );
+  const counts = diffCanonical(
+    base.canonical,
+    load(t, '[http]\nmax_concurrent = 8\nmax_request_body = "1500B"\n').canonical,
+  );
+  t.equal(
+    describeChanges(counts),
+    'http.max_request_body: 1MiB → 1500B; http.max_concurrent: 64 → 8',
+    'a count stays a number; a size no larger unit divides is said in bytes',
+  );
   t.same(diffCanonical(base.canonical, base.canonical), []);
   t.equal(describeChanges([]), 'no changes');
 
@@ -515,21 +649,43 @@ t.test('diffCanonical and describeChanges', async (t) => {
     { path: 'daemon.retired', from: 1, to: undefined },
   ]);
   t.equal(describeChanges(oneSided), 'daemon.fresh: (absent) → [1]; daemon.retired: 1 → (absent)');
-  t.equal(diffCanonical('', base.canonical).length, SETTINGS.length + 1, 'no approved record: every key, and the CA hash');
+  t.equal(
+    diffCanonical('', base.canonical).length,
+    SETTINGS.length + 1,
+    'no approved record: every key, and the CA hash',
+  );
   t.equal(refusalOf(() => diffCanonical('{not json', base.canonical)).code, 'internal_error');
   t.equal(refusalOf(() => diffCanonical('[]', base.canonical)).code, 'internal_error');
 });
 
-t.test('a CA record with hidden characters or of the wrong shape is shown escaped, never trusted as data', async (t) => {
-  const sneaky = [{ subject: 'CN=Good CA\u202e\u001b[2J', sha256: 'AA:BB\u200b' }];
-  const text = describeChanges([{ path: 'http.ca_file_sha256', from: 'a', to: 'b' }, { path: 'http.ca_certificates', from: undefined, to: sneaky }]);
-  t.equal(text, 'http.ca_file certificates: added "CN=Good CA\\u{202e}\\u001b[2J" (SHA-256 AA:BB\\u{200b})');
-  // Hand-written records: not a list, or entries without subject/sha256.
-  t.equal(describeChanges([{ path: 'http.ca_file_sha256', from: 'a', to: 'b' }, { path: 'http.ca_certificates', from: 'junk', to: [{ subject: 1 }, null] }]), 'http.ca_file certificates: the record changed but names no readable certificate');
-  const pem = { subject: 'CN=A', sha256: '01' };
-  const other = { subject: 'CN=B', sha256: '02' };
-  t.equal(describeChanges([{ path: 'http.ca_file_sha256', from: 'a', to: 'b' }, { path: 'http.ca_certificates', from: [pem, other], to: [other, pem] }]), 'http.ca_file certificates: the same ones, in another order');
-});
+t.test(
+  'a CA record with hidden characters or of the wrong shape is shown escaped, never trusted as data',
+  async (t) => {
+    const sneaky = [{ subject: 'CN=Good CA\u202e\u001b[2J', sha256: 'AA:BB\u200b' }];
+    const text = describeChanges([
+      { path: 'http.ca_file_sha256', from: 'a', to: 'b' },
+      { path: 'http.ca_certificates', from: undefined, to: sneaky },
+    ]);
+    t.equal(text, 'http.ca_file certificates: added "CN=Good CA\\u{202e}\\u001b[2J" (SHA-256 AA:BB\\u{200b})');
+    // Hand-written records: not a list, or entries without subject/sha256.
+    t.equal(
+      describeChanges([
+        { path: 'http.ca_file_sha256', from: 'a', to: 'b' },
+        { path: 'http.ca_certificates', from: 'junk', to: [{ subject: 1 }, null] },
+      ]),
+      'http.ca_file certificates: the record changed but names no readable certificate',
+    );
+    const pem = { subject: 'CN=A', sha256: '01' };
+    const other = { subject: 'CN=B', sha256: '02' };
+    t.equal(
+      describeChanges([
+        { path: 'http.ca_file_sha256', from: 'a', to: 'b' },
+        { path: 'http.ca_certificates', from: [pem, other], to: [other, pem] },
+      ]),
+      'http.ca_file certificates: the same ones, in another order',
+    );
+  },
+);
 
 t.test('describeChanges escapes characters that could mislead the approver', async (t) => {
   const base = load(t, '');
@@ -548,7 +704,8 @@ t.test('parseDnsServer accepts the documented forms', async (t) => {
     ['[::1]', '::1', 53, 6],
     ['[2001:DB8::1]:853', '2001:db8::1', 853, 6],
   ];
-  for (const [text, address, port, family] of good) t.same(parseDnsServer(text), { ok: true, value: { address, port, family } }, text);
+  for (const [text, address, port, family] of good)
+    t.same(parseDnsServer(text), { ok: true, value: { address, port, family } }, text);
   for (const bad of ['', 'localhost', '1.2.3.4:', '1.2.3.4:0', '1.2.3', '[::1]:x', '::1:53:', '01.2.3.4']) {
     t.equal(parseDnsServer(bad).ok, false, bad);
   }

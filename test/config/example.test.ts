@@ -53,7 +53,10 @@ const SPEC_DEFAULTS = {
 
 // Settings postern adds where SPEC §3 is silent, each documented in
 // docs/design-notes.md.
-const BEYOND_SPEC = { daemon: { audit_segment_size: 64 * 1024 * 1024, agent_request_timeout: 10_000 }, ssh: { connection_idle: 10_000 } };
+const BEYOND_SPEC = {
+  daemon: { audit_segment_size: 64 * 1024 * 1024, agent_request_timeout: 10_000 },
+  ssh: { connection_idle: 10_000 },
+};
 
 const PATH_KEYS = new Set(['agent_socket', 'admin_socket', 'vault', 'audit_log']);
 
@@ -67,15 +70,23 @@ t.test('the defaults are those of SPEC §3', async (t) => {
       t.same(got, PATH_KEYS.has(key) ? join(home, value as string) : value, `${table}.${key}`);
     }
   }
-  for (const [key, value] of Object.entries(BEYOND_SPEC.daemon)) t.same((d.daemon as Record<string, unknown>)[key], value, `daemon.${key}`);
-  for (const [key, value] of Object.entries(BEYOND_SPEC.ssh)) t.same((d.ssh as Record<string, unknown>)[key], value, `ssh.${key}`);
-  const listed = [SPEC_DEFAULTS, BEYOND_SPEC].flatMap((o) => Object.values(o)).reduce((n, o) => n + Object.keys(o).length, 0);
+  for (const [key, value] of Object.entries(BEYOND_SPEC.daemon))
+    t.same((d.daemon as Record<string, unknown>)[key], value, `daemon.${key}`);
+  for (const [key, value] of Object.entries(BEYOND_SPEC.ssh))
+    t.same((d.ssh as Record<string, unknown>)[key], value, `ssh.${key}`);
+  const listed = [SPEC_DEFAULTS, BEYOND_SPEC]
+    .flatMap((o) => Object.values(o))
+    .reduce((n, o) => n + Object.keys(o).length, 0);
   t.equal(SETTINGS.length, 1 + listed, 'no setting beyond SPEC §3 and the documented additions');
   t.equal(SETTINGS.find((s) => s.path === 'daemon.home')?.default, '~/.postern');
 });
 
 t.test('executor.example.toml is the text derived from the table', async (t) => {
-  t.equal(readFileSync(EXAMPLE, 'utf8'), exampleConfigText(), 'regenerate executor.example.toml from exampleConfigText() after changing SETTINGS');
+  t.equal(
+    readFileSync(EXAMPLE, 'utf8'),
+    exampleConfigText(),
+    'regenerate executor.example.toml from exampleConfigText() after changing SETTINGS',
+  );
 });
 
 t.test('the example names every setting, in the order of the table, each with a reason', async (t) => {
@@ -148,12 +159,16 @@ t.test('the config `postern init` writes sets nothing and loads to the defaults'
   const parsed = parseToml(text) as Record<string, Record<string, unknown>>;
   t.same(parsed, { daemon: {}, http: {}, ssh: {}, audit: {}, mcp: {} }, 'every setting commented out');
   t.notMatch(text, /^home\s*=/m, 'no home key set');
-  for (const s of SETTINGS) t.match(text, new RegExp(`^# ${s.key} = .*# \\S`, 'm'), `${s.path} shown with its default and reason`);
+  for (const s of SETTINGS)
+    t.match(text, new RegExp(`^# ${s.key} = .*# \\S`, 'm'), `${s.path} shown with its default and reason`);
   const dir = tempDir(t);
   const home = join(dir, 'home');
   mkdirSync(home);
   writeFileSync(join(home, 'config.toml'), text);
   const c = loadConfig({ env: { POSTERN_HOME: home } });
   t.same(c.config, defaultConfig(home));
-  t.equal(c.hash, loadConfig({ env: { POSTERN_HOME: home }, allowMissing: true, configFlag: join(dir, 'absent.toml') }).hash);
+  t.equal(
+    c.hash,
+    loadConfig({ env: { POSTERN_HOME: home }, allowMissing: true, configFlag: join(dir, 'absent.toml') }).hash,
+  );
 });

@@ -41,18 +41,31 @@ t.test('agents are told config_not_approved, naming the change, until a human ap
   let d = await startDaemon(h);
   t.teardown(() => d.stop());
   const cfg = join(h.home, 'config.toml');
-  writeFileSync(cfg, readFileSync(cfg, 'utf8').replace('# max_response_body = "8MiB"', 'max_response_body = "1MiB"').replace('# approval_timeout = "120s"', 'approval_timeout = "60s"'));
+  writeFileSync(
+    cfg,
+    readFileSync(cfg, 'utf8')
+      .replace('# max_response_body = "8MiB"', 'max_response_body = "1MiB"')
+      .replace('# approval_timeout = "120s"', 'approval_timeout = "60s"'),
+  );
 
   let r = cli(h, ['unlock', '--passphrase-file', h.passFile]);
   t.equal(r.code, 1);
-  t.equal(r.stderr, `postern: the config changed since it was approved (${CHANGE}); review it and run \`postern config approve\`, then \`postern unlock\`\n`, 'the human is told what changed, in the units of the file');
+  t.equal(
+    r.stderr,
+    `postern: the config changed since it was approved (${CHANGE}); review it and run \`postern config approve\`, then \`postern unlock\`\n`,
+    'the human is told what changed, in the units of the file',
+  );
 
   const expected = `the daemon stays locked because its config changed since it was approved (${CHANGE}); a human must review the change and run \`postern config approve\` (unlocking is refused until then)`;
   for (const e of await agentsAreTold(h)) {
     t.equal(e.status, 423);
     t.equal(e.code, 'config_not_approved');
     t.equal(e.message, expected);
-    t.match(e.changes, [{ path: 'daemon.approval_timeout', from: 120000, to: 60000 }, { path: 'http.max_response_body' }], 'the changes, as data');
+    t.match(
+      e.changes,
+      [{ path: 'daemon.approval_timeout', from: 120000, to: 60000 }, { path: 'http.max_response_body' }],
+      'the changes, as data',
+    );
     t.notMatch(e.message, /run `postern unlock`/, 'an unlock is not offered as the fix');
   }
   let st = JSON.parse(cli(h, ['status', '--json']).stdout) as { lock_reason: string; lock_code: string };
@@ -69,7 +82,10 @@ t.test('agents are told config_not_approved, naming the change, until a human ap
   await t.test('config approve shows the change in the same words; then agents wait for an unlock', async (t) => {
     r = cli(h, ['config', 'approve', '--passphrase-file', h.passFile]);
     t.equal(r.code, 0, r.stderr);
-    t.match(r.stdout, `differs from the approved one:\n  daemon.approval_timeout: 2m → 1m\n  http.max_response_body: 8MiB → 1MiB\n`);
+    t.match(
+      r.stdout,
+      `differs from the approved one:\n  daemon.approval_timeout: 2m → 1m\n  http.max_response_body: 8MiB → 1MiB\n`,
+    );
     t.notMatch(r.stdout, /120000|8388608/, 'no raw numbers');
     t.match(r.stdout, /it applies at unlock: now run `postern unlock`/);
     const json = cli(h, ['config', 'approve', '--json', '--passphrase-file', h.passFile]);
@@ -77,7 +93,10 @@ t.test('agents are told config_not_approved, naming the change, until a human ap
     for (const e of await agentsAreTold(h)) {
       t.equal(e.status, 423);
       t.equal(e.code, 'vault_locked');
-      t.equal(e.message, 'the vault is locked (the config was approved; waiting for `postern unlock`); a human must run `postern unlock`');
+      t.equal(
+        e.message,
+        'the vault is locked (the config was approved; waiting for `postern unlock`); a human must run `postern unlock`',
+      );
     }
     st = JSON.parse(cli(h, ['status', '--json']).stdout) as { lock_reason: string; lock_code: string };
     t.equal(st.lock_code, 'vault_locked');

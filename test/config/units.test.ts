@@ -101,6 +101,7 @@ t.test('format picks the largest exact unit and round-trips', async (t) => {
   t.equal(formatSize(1_000_000), '1MB');
   t.equal(formatSize(1536), '1536B');
   t.equal(formatSize(0), '0B');
-  for (const text of ['500ms', '30s', '10m', '8h', '1d', '86401s']) t.equal(formatDuration(parseDuration(text, 'x')), text);
+  for (const text of ['500ms', '30s', '10m', '8h', '1d', '86401s'])
+    t.equal(formatDuration(parseDuration(text, 'x')), text);
   for (const text of ['512B', '64KiB', '1MiB', '1GiB', '1KB', '3MB']) t.equal(formatSize(parseSize(text, 'x')), text);
 });

@@ -26,14 +26,23 @@ t.test('a setting missing from the approved record and set to another value: a c
   const doc = JSON.parse(current) as Record<string, Record<string, unknown>>;
   doc['mcp']!['max_result'] = 2 * 1024 * 1024;
   const changed = JSON.stringify(doc);
-  t.same(diffCanonical(without(current, ['mcp.max_result']), changed).map((c) => c.path), ['mcp.max_result']);
+  t.same(
+    diffCanonical(without(current, ['mcp.max_result']), changed).map((c) => c.path),
+    ['mcp.max_result'],
+  );
 });
 
 t.test('a path setting missing from the approved record is always a change', async (t) => {
-  t.same(diffCanonical(without(current, ['daemon.vault']), current).map((c) => c.path), ['daemon.vault']);
+  t.same(
+    diffCanonical(without(current, ['daemon.vault']), current).map((c) => c.path),
+    ['daemon.vault'],
+  );
 });
 
 t.test('a key removed from the current record, or no approved record at all, still counts', async (t) => {
-  t.same(diffCanonical(current, without(current, ['mcp.max_result'])).map((c) => c.path), ['mcp.max_result']);
+  t.same(
+    diffCanonical(current, without(current, ['mcp.max_result'])).map((c) => c.path),
+    ['mcp.max_result'],
+  );
   t.ok(diffCanonical('', current).length > 10, 'no approved record: every key');
 });

@@ -92,7 +92,10 @@ t.test('HTTP rule hosts: refused with a reason', async (t) => {
 });
 
 t.test('SSH hosts: one host, IPv6 bare, no wildcard', async (t) => {
-  t.same(parseSshHost('Build.Example.com.'), { ok: true, value: { host: 'build.example.com', wildcard: false, ip: null } });
+  t.same(parseSshHost('Build.Example.com.'), {
+    ok: true,
+    value: { host: 'build.example.com', wildcard: false, ip: null },
+  });
   t.same(parseSshHost('[2001:db8::1]'), { ok: true, value: { host: '2001:db8::1', wildcard: false, ip: 6 } });
   t.same(parseSshHost('2001:DB8::1'), { ok: true, value: { host: '2001:db8::1', wildcard: false, ip: 6 } });
   t.same(parseSshHost('192.0.2.7'), { ok: true, value: { host: '192.0.2.7', wildcard: false, ip: 4 } });
@@ -137,7 +140,8 @@ t.test('hostPatternMatches', async (t) => {
     ['[::1]', '[::1]', true],
     ['[::1]', '[::2]', false],
   ];
-  for (const [pattern, host, expected] of rows) t.equal(hostPatternMatches(pattern, host), expected, `${pattern} vs ${host}`);
+  for (const [pattern, host, expected] of rows)
+    t.equal(hostPatternMatches(pattern, host), expected, `${pattern} vs ${host}`);
   t.equal(normaliseUrlHost('example.com.'), 'example.com');
   t.equal(normaliseUrlHost('example.com'), 'example.com');
 });

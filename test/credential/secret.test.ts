@@ -11,7 +11,11 @@ import { join } from 'node:path';
 import { utils } from 'ssh2';
 import { isRefusal, Refusal } from '../../shared/errors';
 import {
-  checkHttpSecret, stripOneTrailingNewline, prepareSshSecret, sshKeyPublic, sshKeyFingerprint,
+  checkHttpSecret,
+  stripOneTrailingNewline,
+  prepareSshSecret,
+  sshKeyPublic,
+  sshKeyFingerprint,
 } from '../../shared/credential';
 
 function refusalOf(fn: () => unknown): Refusal {
@@ -55,7 +59,12 @@ t.test('stripOneTrailingNewline', async (t) => {
 });
 
 t.test('checkHttpSecret', async (t) => {
-  const good = ['ghp_abcdefghijklmnopqrstuvwxyz0123456789', 'with space and "quotes"', 't\u00f6k\u00e9n-utf8', '~!@#$%^&*()_+{}|:<>?'];
+  const good = [
+    'ghp_abcdefghijklmnopqrstuvwxyz0123456789',
+    'with space and "quotes"',
+    't\u00f6k\u00e9n-utf8',
+    '~!@#$%^&*()_+{}|:<>?',
+  ];
   for (const s of good) t.doesNotThrow(() => checkHttpSecret(Buffer.from(s)), JSON.stringify(s));
   const bad: [Buffer, RegExp, string][] = [
     [Buffer.alloc(0), /the secret is empty/, 'empty'],
@@ -109,7 +118,9 @@ function sshKeygen(dir: string, name: string, args: string[], pass: string | nul
   const file = join(dir, name);
   execFileSync('ssh-keygen', ['-q', ...args, '-N', pass ?? '', '-C', 'test key', '-f', file]);
   const pub = readFileSync(`${file}.pub`, 'utf8').trim().split(' ');
-  const fingerprint = execFileSync('ssh-keygen', ['-lf', `${file}.pub`]).toString().split(' ')[1] as string;
+  const fingerprint = execFileSync('ssh-keygen', ['-lf', `${file}.pub`])
+    .toString()
+    .split(' ')[1] as string;
   return { file, publicLine: `${pub[0]} ${pub[1]}`, fingerprint };
 }
 
@@ -118,7 +129,10 @@ function sshKeygen(dir: string, name: string, args: string[], pass: string | nul
 function nodeEd25519(dir: string, name: string, pass: string | null) {
   const file = join(dir, name);
   const { privateKey, publicKey } = generateKeyPairSync('ed25519', {
-    privateKeyEncoding: pass === null ? { type: 'pkcs8', format: 'pem' } : { type: 'pkcs8', format: 'pem', cipher: 'aes-256-cbc', passphrase: pass },
+    privateKeyEncoding:
+      pass === null
+        ? { type: 'pkcs8', format: 'pem' }
+        : { type: 'pkcs8', format: 'pem', cipher: 'aes-256-cbc', passphrase: pass },
     publicKeyEncoding: { type: 'spki', format: 'pem' },
   });
   writeFileSync(file, privateKey, { mode: 0o600 });
@@ -133,12 +147,36 @@ for (const pass of [null, PASS]) {
   const enc = pass === null ? 'plain' : 'encrypted';
   keyCases.push(
     { title: `ed25519 OpenSSH ${enc}`, pass, make: (d) => sshKeygen(d, `ed-${enc}`, ['-t', 'ed25519'], pass) },
-    { title: `rsa-2048 OpenSSH ${enc}`, pass, make: (d) => sshKeygen(d, `rsa-${enc}`, ['-t', 'rsa', '-b', '2048'], pass) },
-    { title: `rsa-3072 PEM ${enc}`, pass, make: (d) => sshKeygen(d, `rsa-pem-${enc}`, ['-t', 'rsa', '-b', '3072', '-m', 'PEM'], pass) },
-    { title: `rsa-2048 PKCS8 ${enc}`, pass, make: (d) => sshKeygen(d, `rsa-p8-${enc}`, ['-t', 'rsa', '-b', '2048', '-m', 'PKCS8'], pass) },
-    { title: `ecdsa-256 OpenSSH ${enc}`, pass, make: (d) => sshKeygen(d, `ec256-${enc}`, ['-t', 'ecdsa', '-b', '256'], pass) },
-    { title: `ecdsa-384 PEM ${enc}`, pass, make: (d) => sshKeygen(d, `ec384-pem-${enc}`, ['-t', 'ecdsa', '-b', '384', '-m', 'PEM'], pass) },
-    { title: `ecdsa-521 PKCS8 ${enc}`, pass, make: (d) => sshKeygen(d, `ec521-p8-${enc}`, ['-t', 'ecdsa', '-b', '521', '-m', 'PKCS8'], pass) },
+    {
+      title: `rsa-2048 OpenSSH ${enc}`,
+      pass,
+      make: (d) => sshKeygen(d, `rsa-${enc}`, ['-t', 'rsa', '-b', '2048'], pass),
+    },
+    {
+      title: `rsa-3072 PEM ${enc}`,
+      pass,
+      make: (d) => sshKeygen(d, `rsa-pem-${enc}`, ['-t', 'rsa', '-b', '3072', '-m', 'PEM'], pass),
+    },
+    {
+      title: `rsa-2048 PKCS8 ${enc}`,
+      pass,
+      make: (d) => sshKeygen(d, `rsa-p8-${enc}`, ['-t', 'rsa', '-b', '2048', '-m', 'PKCS8'], pass),
+    },
+    {
+      title: `ecdsa-256 OpenSSH ${enc}`,
+      pass,
+      make: (d) => sshKeygen(d, `ec256-${enc}`, ['-t', 'ecdsa', '-b', '256'], pass),
+    },
+    {
+      title: `ecdsa-384 PEM ${enc}`,
+      pass,
+      make: (d) => sshKeygen(d, `ec384-pem-${enc}`, ['-t', 'ecdsa', '-b', '384', '-m', 'PEM'], pass),
+    },
+    {
+      title: `ecdsa-521 PKCS8 ${enc}`,
+      pass,
+      make: (d) => sshKeygen(d, `ec521-p8-${enc}`, ['-t', 'ecdsa', '-b', '521', '-m', 'PKCS8'], pass),
+    },
     { title: `ed25519 PKCS8 ${enc}`, pass, make: (d) => nodeEd25519(d, `ed-p8-${enc}`, pass) },
   );
 }
@@ -153,7 +191,10 @@ t.test('SSH private keys: every type and format, encrypted or not', async (t) =>
       const pass = c.pass === null ? undefined : Buffer.from(c.pass);
 
       if (c.pass !== null) {
-        for (const [what, p] of [['no passphrase', undefined], ['empty passphrase', Buffer.alloc(0)]] as const) {
+        for (const [what, p] of [
+          ['no passphrase', undefined],
+          ['empty passphrase', Buffer.alloc(0)],
+        ] as const) {
           const r = refusalOf(() => prepareSshSecret(DEF, key, p));
           t.equal(r.code, 'invalid_definition', what);
           t.equal(r.detail?.['needs_key_passphrase'], true, `${what}: asks for the passphrase`);
@@ -167,12 +208,16 @@ t.test('SSH private keys: every type and format, encrypted or not', async (t) =>
 
       const prepared = prepareSshSecret(DEF, key, pass);
       t.ok(key.equals(untouched), 'the input is left as it was');
-      t.match(prepared.toString('latin1'), /^-----BEGIN OPENSSH PRIVATE KEY-----\n[A-Za-z0-9+/=\n]+-----END OPENSSH PRIVATE KEY-----\n$/);
+      t.match(
+        prepared.toString('latin1'),
+        /^-----BEGIN OPENSSH PRIVATE KEY-----\n[A-Za-z0-9+/=\n]+-----END OPENSSH PRIVATE KEY-----\n$/,
+      );
       const parsed = utils.parseKey(prepared);
       if (parsed instanceof Error) throw parsed;
       t.ok(parsed.isPrivateKey(), 'ssh2 reads it without a passphrase');
       t.equal(sshKeyPublic(prepared), made.publicLine, 'same public key as the original');
-      if (made.fingerprint !== null) t.equal(sshKeyFingerprint(prepared), made.fingerprint, 'same fingerprint as ssh-keygen -lf');
+      if (made.fingerprint !== null)
+        t.equal(sshKeyFingerprint(prepared), made.fingerprint, 'same fingerprint as ssh-keygen -lf');
 
       // OpenSSH reads the prepared key too, and derives the same public key.
       const out = join(dir, `${c.title.replace(/\W+/g, '-')}.prepared`);
@@ -189,7 +234,10 @@ t.test('SSH private keys: every type and format, encrypted or not', async (t) =>
       t.ok(publicKey.verify(data, parsed.sign(data, algo), algo), 'the prepared key signs for the original public key');
 
       t.ok(prepareSshSecret(DEF, prepared).equals(prepared), 'preparing again gives the same bytes');
-      t.ok(prepareSshSecret(DEF, Buffer.concat([prepared, Buffer.from('\n')])).equals(prepared), 'a trailing newline does not matter');
+      t.ok(
+        prepareSshSecret(DEF, Buffer.concat([prepared, Buffer.from('\n')])).equals(prepared),
+        'a trailing newline does not matter',
+      );
     });
   }
 });
@@ -200,7 +248,10 @@ t.test('SSH private keys that are refused', async (t) => {
   const edKey = readFileSync(ed.file);
   const rsa1024 = readFileSync(sshKeygen(dir, 'rsa1024', ['-t', 'rsa', '-b', '1024'], null).file);
   const dsa = readFileSync(sshKeygen(dir, 'dsa', ['-t', 'dsa'], null).file);
-  const k256 = generateKeyPairSync('ec', { namedCurve: 'secp256k1' }).privateKey.export({ type: 'pkcs8', format: 'pem' });
+  const k256 = generateKeyPairSync('ec', { namedCurve: 'secp256k1' }).privateKey.export({
+    type: 'pkcs8',
+    format: 'pem',
+  });
   const ed448 = generateKeyPairSync('ed448').privateKey.export({ type: 'pkcs8', format: 'pem' });
   const text = edKey.toString('latin1');
   const lines = text.trim().split('\n');
@@ -209,7 +260,11 @@ t.test('SSH private keys that are refused', async (t) => {
   const rows: [string, Buffer, RegExp][] = [
     ['empty', Buffer.alloc(0), /private key is empty/],
     ['a public key line', readFileSync(`${ed.file}.pub`), /this is a public key/],
-    ['a PEM public key', Buffer.from(createPublicKey(ed448).export({ type: 'spki', format: 'pem' }) as string), /this is a public key/],
+    [
+      'a PEM public key',
+      Buffer.from(createPublicKey(ed448).export({ type: 'spki', format: 'pem' }) as string),
+      /this is a public key/,
+    ],
     ['text that is no key', Buffer.from('hunter2-not-a-key'), /not a private key in OpenSSH or PEM format/],
     ['a PuTTY key', Buffer.from('PuTTY-User-Key-File-2: ssh-rsa\nEncryption: none\nComment: x\n'), /PuTTY/],
     ['a truncated key', Buffer.from(truncated), /could not be read/],
@@ -225,5 +280,9 @@ t.test('SSH private keys that are refused', async (t) => {
     t.equal((r.detail?.['problems'] as { path: string }[])[0]?.path, 'secret', `${what}: path`);
     assertSecretFree(t, r, secret, what);
   }
-  t.equal(refusalOf(() => sshKeyPublic(Buffer.from('nope'))).code, 'invalid_definition', 'sshKeyPublic needs a prepared key');
+  t.equal(
+    refusalOf(() => sshKeyPublic(Buffer.from('nope'))).code,
+    'invalid_definition',
+    'sshKeyPublic needs a prepared key',
+  );
 });

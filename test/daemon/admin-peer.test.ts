@@ -60,7 +60,21 @@ t.test('the daemon refuses admin connections from another uid', async (t) => {
     s.on('close', () => { process.stdout.write(got.subarray(8).toString()); });
     s.on('error', (e) => { process.stdout.write('ERR ' + e.code); });
   `;
-  const r = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', '/usr/bin/env', '-u', 'NODE_OPTIONS', process.execPath, '-e', client], { encoding: 'utf8', timeout: 20_000 });
+  const r = spawnSync(
+    'setpriv',
+    [
+      '--reuid=65534',
+      '--regid=65534',
+      '--clear-groups',
+      '/usr/bin/env',
+      '-u',
+      'NODE_OPTIONS',
+      process.execPath,
+      '-e',
+      client,
+    ],
+    { encoding: 'utf8', timeout: 20_000 },
+  );
   const reply = JSON.parse(r.stdout);
   t.equal(reply.ok, false);
   t.equal(reply.error.code, 'denied_peer');

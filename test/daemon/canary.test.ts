@@ -25,39 +25,79 @@ t.test('no form of the secret leaves the vault', async (t) => {
   t.teardown(() => d.stop());
   t.equal(run(['unlock', '--passphrase-file', h.passFile]).code, 0);
 
-  const def = h.file('api.toml', 'name = "api"\nkind = "http"\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.com"\n');
+  const def = h.file(
+    'api.toml',
+    'name = "api"\nkind = "http"\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.com"\n',
+  );
   const secretFile = h.file('secret', httpSecret + '\n');
   let r = run(['cred', 'add', '--file', def, '--secret-file', secretFile, '--passphrase-file', h.passFile]);
   t.equal(r.code, 0, r.stderr);
   // Same secret from stdin, for a second credential.
-  const def2 = h.file('api2.toml', 'name = "api2"\nkind = "http"\n[inject]\nquery = "key"\n[[allow]]\nhost = "api.example.com"\n');
+  const def2 = h.file(
+    'api2.toml',
+    'name = "api2"\nkind = "http"\n[inject]\nquery = "key"\n[[allow]]\nhost = "api.example.com"\n',
+  );
   r = run(['cred', 'add', '--file', def2, '--secret-file', '-', '--passphrase-file', h.passFile], httpSecret);
   t.equal(r.code, 0, r.stderr);
 
-  const sshDef = h.file('box.toml', `name = "box"\nkind = "ssh"\nhost = "build.example.com"\nuser = "deploy"\nauth = "password"\nhost_key = "SHA256:${'A'.repeat(43)}"\ncommands = ["uptime"]\n`);
-  r = run(['cred', 'add', '--file', sshDef, '--secret-file', h.file('pw', sshPassword), '--passphrase-file', h.passFile]);
+  const sshDef = h.file(
+    'box.toml',
+    `name = "box"\nkind = "ssh"\nhost = "build.example.com"\nuser = "deploy"\nauth = "password"\nhost_key = "SHA256:${'A'.repeat(43)}"\ncommands = ["uptime"]\n`,
+  );
+  r = run([
+    'cred',
+    'add',
+    '--file',
+    sshDef,
+    '--secret-file',
+    h.file('pw', sshPassword),
+    '--passphrase-file',
+    h.passFile,
+  ]);
   t.equal(r.code, 0, r.stderr);
 
   // Refusals that carry the secret in the request must not echo it.
   r = run(['cred', 'add', '--file', def, '--secret-file', secretFile, '--passphrase-file', h.passFile]);
   t.equal(r.code, 1, 'duplicate name refused');
   const badSecret = h.file('bad', `${httpSecret}\u0007tail`);
-  r = run(['cred', 'add', '--file', h.file('api3.toml', readFileSync(def, 'utf8').replace('"api"', '"api3"')), '--secret-file', badSecret, '--passphrase-file', h.passFile]);
+  r = run([
+    'cred',
+    'add',
+    '--file',
+    h.file('api3.toml', readFileSync(def, 'utf8').replace('"api"', '"api3"')),
+    '--secret-file',
+    badSecret,
+    '--passphrase-file',
+    h.passFile,
+  ]);
   t.equal(r.code, 1, 'a secret with a control character is refused');
   r = run(['cred', 'rm', 'api', '--passphrase-file', h.file('wrong', 'wrong passphrase here')]);
   t.equal(r.code, 1);
 
-  for (const args of [['cred', 'list'], ['cred', 'list', '--json'], ['cred', 'show', 'api'], ['cred', 'show', 'box', '--json'], ['status', '--json']]) {
+  for (const args of [
+    ['cred', 'list'],
+    ['cred', 'list', '--json'],
+    ['cred', 'show', 'api'],
+    ['cred', 'show', 'box', '--json'],
+    ['status', '--json'],
+  ]) {
     t.equal(run(args).code, 0, args.join(' '));
   }
   const update = h.file('api-upd.toml', readFileSync(def, 'utf8').replace('api.example.com', 'api2.example.com'));
   t.equal(run(['cred', 'update', 'api', '--file', update, '--passphrase-file', h.passFile]).code, 0);
-  t.equal(run(['cred', 'update', 'api', '--file', update, '--secret-file', secretFile, '--passphrase-file', h.passFile]).code, 0);
+  t.equal(
+    run(['cred', 'update', 'api', '--file', update, '--secret-file', secretFile, '--passphrase-file', h.passFile]).code,
+    0,
+  );
   const agent = await agentRequest(join(h.home, 'agent.sock'), 'GET', '/v1/credentials');
   t.equal(agent.status, 200);
   t.equal(run(['lock']).code, 0);
   t.equal(run(['unlock', '--passphrase-file', h.passFile]).code, 0);
-  t.equal(run(['passwd', '--passphrase-file', h.passFile, '--new-passphrase-file', h.file('new', 'another long passphrase')]).code, 0);
+  t.equal(
+    run(['passwd', '--passphrase-file', h.passFile, '--new-passphrase-file', h.file('new', 'another long passphrase')])
+      .code,
+    0,
+  );
   const newPass = h.file('new2', 'another long passphrase');
   t.equal(run(['cred', 'rm', 'api2', '--passphrase-file', newPass]).code, 0);
   await d.stop();

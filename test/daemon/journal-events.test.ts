@@ -16,7 +16,10 @@ type Entry = Record<string, unknown> & { seq: number; type: string; kind?: strin
 function show(h: { env: NodeJS.ProcessEnv }, passFile: string): Entry[] {
   const r = cli(h, ['audit', 'show', '--json', '--passphrase-file', passFile]);
   if (r.code !== 0) throw new Error(`audit show: ${r.stderr}`);
-  return r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Entry);
+  return r.stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Entry);
 }
 
 const HEX64 = /^[0-9a-f]{64}$/;
@@ -42,10 +45,41 @@ t.test('the life of a daemon, entry by entry', async (t) => {
 
   const d = await startDaemon(h);
   t.teardown(() => d.stop());
-  t.equal(run(['unlock', '--passphrase-file', h.file('wrong', 'not the passphrase at all\n')]), 1, 'a wrong passphrase');
+  t.equal(
+    run(['unlock', '--passphrase-file', h.file('wrong', 'not the passphrase at all\n')]),
+    1,
+    'a wrong passphrase',
+  );
   t.equal(run(['unlock', '--passphrase-file', h.passFile]), 0, 'unlocked');
-  t.equal(run(['cred', 'add', '--file', h.file('a.toml', definition('api', '/v1/*')), '--secret-file', h.file('a.secret', secret), '--passphrase-file', h.passFile]), 0, 'cred add');
-  t.equal(run(['cred', 'update', 'api', '--file', h.file('b.toml', definition('api', '/v2/*')), '--secret-file', h.file('b.secret', newSecret), '--passphrase-file', h.passFile]), 0, 'cred update');
+  t.equal(
+    run([
+      'cred',
+      'add',
+      '--file',
+      h.file('a.toml', definition('api', '/v1/*')),
+      '--secret-file',
+      h.file('a.secret', secret),
+      '--passphrase-file',
+      h.passFile,
+    ]),
+    0,
+    'cred add',
+  );
+  t.equal(
+    run([
+      'cred',
+      'update',
+      'api',
+      '--file',
+      h.file('b.toml', definition('api', '/v2/*')),
+      '--secret-file',
+      h.file('b.secret', newSecret),
+      '--passphrase-file',
+      h.passFile,
+    ]),
+    0,
+    'cred update',
+  );
   t.equal(run(['cred', 'rm', 'api', '--passphrase-file', h.passFile]), 0, 'cred rm');
   t.equal(run(['passwd', '--passphrase-file', h.passFile, '--new-passphrase-file', newPass]), 0, 'passwd');
   t.equal(run(['lock']), 0, 'lock');
@@ -62,20 +96,29 @@ t.test('the life of a daemon, entry by entry', async (t) => {
   // Events by kind, vault writes as "vault"; genesis, keys and checkpoints aside.
   const events = all.filter((e) => e.type === 'event' || e.type === 'vault');
   const kinds = events.map((e) => (e.type === 'vault' ? 'vault' : e.kind));
-  t.same(kinds, [
-    'daemon_start',
-    'passphrase_refused',
-    'unlock',
-    'cred_add', 'vault',
-    'cred_update', 'vault',
-    'cred_rm', 'vault',
-    'passwd', 'vault',
-    'lock',
-    'config_approve', 'vault',
-    'unlock',
-    'lock',
-    'daemon_stop',
-  ], `every event, in order: ${JSON.stringify(kinds)}`);
+  t.same(
+    kinds,
+    [
+      'daemon_start',
+      'passphrase_refused',
+      'unlock',
+      'cred_add',
+      'vault',
+      'cred_update',
+      'vault',
+      'cred_rm',
+      'vault',
+      'passwd',
+      'vault',
+      'lock',
+      'config_approve',
+      'vault',
+      'unlock',
+      'lock',
+      'daemon_stop',
+    ],
+    `every event, in order: ${JSON.stringify(kinds)}`,
+  );
   const byKind = (k: string): Entry[] => events.filter((e) => (e.type === 'vault' ? 'vault' : e.kind) === k);
 
   const [start] = byKind('daemon_start');
@@ -89,9 +132,19 @@ t.test('the life of a daemon, entry by entry', async (t) => {
   const [update] = byKind('cred_update');
   const [rm] = byKind('cred_rm');
   t.match(add, { credential: 'api', credential_kind: 'http', definition_hash: HASH, generation: 2 });
-  t.match(update, { credential: 'api', definition_hash: HASH, previous_definition_hash: add!['definition_hash'], secret_replaced: true, generation: 3 });
+  t.match(update, {
+    credential: 'api',
+    definition_hash: HASH,
+    previous_definition_hash: add!['definition_hash'],
+    secret_replaced: true,
+    generation: 3,
+  });
   t.not(update!['definition_hash'], add!['definition_hash'], 'the new definition has another hash');
-  t.match(rm, { credential: 'api', credential_kind: 'http', definition_hash: update!['definition_hash'], generation: 4 }, 'the removal names the definition it destroyed');
+  t.match(
+    rm,
+    { credential: 'api', credential_kind: 'http', definition_hash: update!['definition_hash'], generation: 4 },
+    'the removal names the definition it destroyed',
+  );
   t.match(byKind('passwd')[0], { generation: 5 });
   t.match(byKind('config_approve')[0], { config_hash: HASH, generation: 6 });
   t.not(byKind('config_approve')[0]!['config_hash'], start!['config_hash'], 'the approved config is the changed one');
@@ -100,10 +153,18 @@ t.test('the life of a daemon, entry by entry', async (t) => {
   // generation the event named and the file's hash.
   for (const v of byKind('vault')) {
     const before = events[events.indexOf(v) - 1]!;
-    t.equal(v['generation'], before['generation'], `vault entry ${v.seq} records the generation its event (${String(before.kind)}) announced`);
+    t.equal(
+      v['generation'],
+      before['generation'],
+      `vault entry ${v.seq} records the generation its event (${String(before.kind)}) announced`,
+    );
     t.match(v, { vault_hash: HEX64 });
   }
-  t.same(byKind('vault').map((v) => v['generation']), [2, 3, 4, 5, 6], 'one write per change, generations in order');
+  t.same(
+    byKind('vault').map((v) => v['generation']),
+    [2, 3, 4, 5, 6],
+    'one write per change, generations in order',
+  );
 
   const locks = byKind('lock');
   t.equal(locks[0]!['reason'], 'locked by `postern lock`');
@@ -111,7 +172,11 @@ t.test('the life of a daemon, entry by entry', async (t) => {
   t.equal(byKind('daemon_stop')[0]!['reason'], 'SIGTERM');
   // A checkpoint right after each lock and at shutdown.
   for (const l of [...locks, ...byKind('daemon_stop')]) {
-    t.match(all.find((e) => e.seq === l.seq + 1), { type: 'checkpoint', head_seq: l.seq }, `a checkpoint right after entry ${l.seq} (${String(l.kind)})`);
+    t.match(
+      all.find((e) => e.seq === l.seq + 1),
+      { type: 'checkpoint', head_seq: l.seq },
+      `a checkpoint right after entry ${l.seq} (${String(l.kind)})`,
+    );
   }
   t.equal(all[all.length - 1]!.type, 'checkpoint', 'the journal ends with a checkpoint');
 
@@ -141,14 +206,30 @@ t.test('a journal replaced behind the daemon takes no more entries', async (t) =
   const headBefore = cli(h, ['audit', 'head', '--log', log]).stdout.trim();
   t.match(headBefore, /^\d+:[0-9a-f]{64}$/, 'the copy has a head');
 
-  const r = cli(h, ['cred', 'add', '--file', h.file('a.toml', definition('api', '/v1/*')), '--secret-file', h.file('a.secret', 'a-secret-value-0123456789'), '--passphrase-file', h.passFile, '--json']);
+  const r = cli(h, [
+    'cred',
+    'add',
+    '--file',
+    h.file('a.toml', definition('api', '/v1/*')),
+    '--secret-file',
+    h.file('a.secret', 'a-secret-value-0123456789'),
+    '--passphrase-file',
+    h.passFile,
+    '--json',
+  ]);
   t.equal(r.code, 1, 'cred add is refused');
   t.equal(JSON.parse(r.stdout).error.code, 'audit_unavailable');
   t.match(r.stderr, /replaced by another file/, `says why: ${r.stderr}`);
   const list = JSON.parse(cli(h, ['cred', 'list', '--json']).stdout) as unknown[] | { credentials: unknown[] };
   t.same(Array.isArray(list) ? list : list.credentials, [], 'no credential was stored');
 
-  const p = cli(h, ['passwd', '--passphrase-file', h.passFile, '--new-passphrase-file', h.file('np', 'another passphrase, long enough\n')]);
+  const p = cli(h, [
+    'passwd',
+    '--passphrase-file',
+    h.passFile,
+    '--new-passphrase-file',
+    h.file('np', 'another passphrase, long enough\n'),
+  ]);
   t.equal(p.code, 1, 'passwd is refused too');
   t.match(p.stderr, /replaced by another file/);
   t.equal(cli(h, ['lock']).code, 0, 'a lock still happens (its record is best effort)');

@@ -71,7 +71,14 @@ t.test('every daemon command exits 3 while the daemon is down', async (t) => {
   const h = makeHome();
   t.teardown(() => h.cleanup());
   t.equal(init(h).code, 0);
-  for (const args of [['status'], ['lock'], ['unlock', '--passphrase-file', h.passFile], ['cred', 'list'], ['cred', 'show', 'x'], ['config', 'approve', '--passphrase-file', h.passFile]]) {
+  for (const args of [
+    ['status'],
+    ['lock'],
+    ['unlock', '--passphrase-file', h.passFile],
+    ['cred', 'list'],
+    ['cred', 'show', 'x'],
+    ['config', 'approve', '--passphrase-file', h.passFile],
+  ]) {
     const r = cli(h, args);
     t.equal(r.code, 3, `${args.join(' ')} → 3`);
     t.match(r.stderr, /not reachable.*postern daemon/, 'says to start the daemon');
@@ -240,10 +247,15 @@ t.test('hardening: NODE_OPTIONS refused; SIGUSR1 opens no inspector and the daem
   t.teardown(() => h.cleanup());
   t.equal(init(h).code, 0);
   const r = cli({ env: cleanEnv({ POSTERN_HOME: h.home, NODE_OPTIONS: '--no-warnings' }) }, ['daemon']);
-  const why = 'NODE_OPTIONS is set (it can inject code into Node through --require, --import or --inspect); unset it and start again';
+  const why =
+    'NODE_OPTIONS is set (it can inject code into Node through --require, --import or --inspect); unset it and start again';
   t.equal(r.code, 1);
   t.equal(r.stderr, `postern daemon refuses to run: ${why}\n`);
-  const u = cli({ env: cleanEnv({ POSTERN_HOME: h.home, NODE_OPTIONS: '--no-warnings' }) }, ['unlock', '--passphrase-file', h.passFile]);
+  const u = cli({ env: cleanEnv({ POSTERN_HOME: h.home, NODE_OPTIONS: '--no-warnings' }) }, [
+    'unlock',
+    '--passphrase-file',
+    h.passFile,
+  ]);
   t.equal(u.code, 1, 'the unlock command refuses too');
   t.equal(u.stderr, `postern unlock refuses to run: ${why}\n`);
 
@@ -254,10 +266,17 @@ t.test('hardening: NODE_OPTIONS refused; SIGUSR1 opens no inspector and the daem
   await new Promise((r) => setTimeout(r, 1000));
   const inspector = await new Promise<boolean>((resolve) => {
     const s = net.connect(9229, '127.0.0.1');
-    s.once('connect', () => { s.destroy(); resolve(true); });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
     s.once('error', () => resolve(false));
   });
   t.notOk(inspector, 'nothing listens on 9229');
-  t.same((await agentRequest(join(h.home, 'agent.sock'), 'GET', '/v1/health')).json, { locked: false }, 'still serving, still unlocked');
+  t.same(
+    (await agentRequest(join(h.home, 'agent.sock'), 'GET', '/v1/health')).json,
+    { locked: false },
+    'still serving, still unlocked',
+  );
   t.notMatch(d.logs(), /Debugger listening/);
 });

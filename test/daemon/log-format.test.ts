@@ -46,14 +46,27 @@ t.test('auto on a terminal: one short line per event, hostile values escaped', a
   const tm = daemonInTmux(t, h);
   await tm.waitFor(PRETTY, 20_000);
   t.equal(cli(h, ['unlock', '--passphrase-file', h.passFile]).code, 0);
-  const r = await agentRequest(join(h.home, 'agent.sock'), 'POST', '/v1/http', { credential: 'ghost', method: 'GET', url: 'https://api.example.test/x', reason: HOSTILE });
+  const r = await agentRequest(join(h.home, 'agent.sock'), 'POST', '/v1/http', {
+    credential: 'ghost',
+    method: 'GET',
+    url: 'https://api.example.test/x',
+    reason: HOSTILE,
+  });
   t.equal(r.status, 404, r.text);
   const screen = await tm.waitFor(/http_refused/);
   t.notMatch(screen, /[{]"level"/, 'no JSON on the terminal');
   const refused = screen.split('\n').filter((l) => l.includes('http_refused'));
   t.equal(refused.length, 1, 'the refusal is one line');
-  t.match(refused[0], /^\d\d:\d\d:\d\d info  http_refused code=unknown_credential peer_pid=\d+ /, 'time, level, message, then fields');
-  t.match(refused[0], /reason="ok\\u001b\[2J\\u001b\]0;owned\\u0007\\u\{9b\}31m\\u\{202e\}gnp\.exe\\nforged info  daemon stopped\\u\{2028\}forged2"/, 'the reason is shown escaped, in full');
+  t.match(
+    refused[0],
+    /^\d\d:\d\d:\d\d info  http_refused code=unknown_credential peer_pid=\d+ /,
+    'time, level, message, then fields',
+  );
+  t.match(
+    refused[0],
+    /reason="ok\\u001b\[2J\\u001b\]0;owned\\u0007\\u\{9b\}31m\\u\{202e\}gnp\.exe\\nforged info  daemon stopped\\u\{2028\}forged2"/,
+    'the reason is shown escaped, in full',
+  );
   t.notMatch(screen, /^forged/m, 'no line starts with the forged text');
   t.match(screen, PRETTY, 'the start line was not cleared from the screen');
   tm.send('C-c');
@@ -107,9 +120,21 @@ t.test('pretty values: bare when plain, quoted and escaped otherwise', async (t)
   t.equal(prettyValue(null), 'null');
   t.equal(prettyValue({ a: ['\u001b'] }), '{"a":["\\u001b"]}');
   t.equal(prettyValue('\u007f\u0085\u200e'), '"\\u{7f}\\u{85}\\u{200e}"');
-  const line = prettyLine(JSON.stringify({ level: 50, time: '2026-01-02T03:04:05.000Z', pid: 1, name: 'postern', msg: 'bad\nthing\u001b[K', 'k\u001b': 'v' }));
+  const line = prettyLine(
+    JSON.stringify({
+      level: 50,
+      time: '2026-01-02T03:04:05.000Z',
+      pid: 1,
+      name: 'postern',
+      msg: 'bad\nthing\u001b[K',
+      'k\u001b': 'v',
+    }),
+  );
   t.match(line, /^\d\d:\d\d:\d\d error bad\\u\{a\}thing\\u\{1b\}\[K "k\\u001b"=v\n$/);
   t.equal(line.split('\n').length, 2, 'one line');
-  t.match(prettyLine('not json\u001b[2J\n'), /^not json\\u\{1b\}\[2J\n$/, 'a line that is not JSON is escaped as it is');
+  t.match(
+    prettyLine('not json\u001b[2J\n'),
+    /^not json\\u\{1b\}\[2J\n$/,
+    'a line that is not JSON is escaped as it is',
+  );
 });
-

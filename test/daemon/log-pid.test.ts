@@ -34,7 +34,7 @@ function topLevelKeys(line: string): string[] {
   return keys;
 }
 
-t.test('every log line has one pid, the daemon\'s; a requester\'s is peer_pid', async (t) => {
+t.test("every log line has one pid, the daemon's; a requester's is peer_pid", async (t) => {
   const h = makeHome();
   t.teardown(() => h.cleanup());
   t.equal(init(h).code, 0);
@@ -42,18 +42,29 @@ t.test('every log line has one pid, the daemon\'s; a requester\'s is peer_pid', 
   t.teardown(() => d.stop());
   t.equal(cli(h, ['unlock', '--passphrase-file', h.passFile]).code, 0);
   const sock = join(h.home, 'agent.sock');
-  const r = await agentRequest(sock, 'POST', '/v1/http', { credential: 'ghost', method: 'GET', url: 'https://api.example.test/x' });
+  const r = await agentRequest(sock, 'POST', '/v1/http', {
+    credential: 'ghost',
+    method: 'GET',
+    url: 'https://api.example.test/x',
+  });
   t.equal(r.status, 404, r.text);
   t.equal(cli(h, ['lock']).code, 0);
   t.equal(await d.stop(), 0);
 
   const daemonPid = d.proc.pid;
-  const lines = d.logs().split('\n').filter((l) => l !== '');
+  const lines = d
+    .logs()
+    .split('\n')
+    .filter((l) => l !== '');
   t.ok(lines.length >= 4, 'start, unlock, refusal, lock and stop were logged');
   for (const line of lines) {
     const keys = topLevelKeys(line);
-    t.same(keys.filter((k) => k === 'pid'), ['pid'], `one pid key: ${line.slice(0, 120)}`);
-    t.equal((JSON.parse(line) as { pid: unknown }).pid, daemonPid, 'the daemon\'s own pid');
+    t.same(
+      keys.filter((k) => k === 'pid'),
+      ['pid'],
+      `one pid key: ${line.slice(0, 120)}`,
+    );
+    t.equal((JSON.parse(line) as { pid: unknown }).pid, daemonPid, "the daemon's own pid");
   }
   const parsed = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
   const refused = parsed.find((p) => p['kind'] === 'http_refused');
@@ -61,7 +72,7 @@ t.test('every log line has one pid, the daemon\'s; a requester\'s is peer_pid', 
   t.equal(refused?.['code'], 'unknown_credential');
   const started = parsed.find((p) => p['kind'] === 'daemon_start');
   t.ok(started, 'daemon_start logged');
-  t.notOk(started && 'peer_pid' in started, 'the daemon\'s own pid is not presented as a peer\'s');
+  t.notOk(started && 'peer_pid' in started, "the daemon's own pid is not presented as a peer's");
 });
 
 t.test('the key scanner sees a duplicated key and skips nested ones', async (t) => {

@@ -8,14 +8,26 @@ import { join } from 'node:path';
 import { PASSPHRASE, cli, init, makeHome, startDaemon } from '../helpers/postern';
 import { TestAdmin } from '../helpers/admin';
 
-const wrongMessage = (n: number): string => `wrong passphrase (or the vault was modified); ${n} in a row, each further attempt waits longer; check it and try again`;
+const wrongMessage = (n: number): string =>
+  `wrong passphrase (or the vault was modified); ${n} in a row, each further attempt waits longer; check it and try again`;
 
 t.test('failureDelay doubles from 250 ms and stops at 30 s', async (t) => {
   t.equal(FIRST_DELAY_MS, 250);
   t.equal(MAX_DELAY_MS, 30_000);
   const expected: [number, number][] = [
-    [0, 0], [1, 250], [2, 500], [3, 1000], [4, 2000], [5, 4000], [6, 8000], [7, 16_000],
-    [8, 30_000], [9, 30_000], [10, 30_000], [11, 30_000], [12, 30_000],
+    [0, 0],
+    [1, 250],
+    [2, 500],
+    [3, 1000],
+    [4, 2000],
+    [5, 4000],
+    [6, 8000],
+    [7, 16_000],
+    [8, 30_000],
+    [9, 30_000],
+    [10, 30_000],
+    [11, 30_000],
+    [12, 30_000],
   ];
   for (const [n, ms] of expected) t.equal(failureDelay(n), ms, `after ${n} consecutive failures`);
   t.equal(failureDelay(-1), 0, 'no failures, no delay');
@@ -51,7 +63,10 @@ t.test('the guard delays each failure by failureDelay(n); a success resets the c
 
   const again = await timed(guard, false);
   t.same(again.error, new Refusal('wrong_passphrase', wrongMessage(1)), 'counted from one again');
-  t.ok(again.ms >= failureDelay(1) && again.ms < failureDelay(3), `the first delay again (${again.ms} ms), not the third`);
+  t.ok(
+    again.ms >= failureDelay(1) && again.ms < failureDelay(3),
+    `the first delay again (${again.ms} ms), not the third`,
+  );
 });
 
 t.test('checks run one at a time: a check waits for the delay of the one before', async (t) => {
@@ -105,12 +120,24 @@ t.test('the real daemon answers later and later attempts later, measured against
     await new Promise((res) => setTimeout(res, 300));
     const { ms, reply } = await unlock('definitely not it');
     took.push(ms);
-    t.same(reply['error'], { code: 'wrong_passphrase', message: wrongMessage(n) }, n === 1 ? 'attempt 1: counted from 1 again after the success' : `attempt ${n}`);
+    t.same(
+      reply['error'],
+      { code: 'wrong_passphrase', message: wrongMessage(n) },
+      n === 1 ? 'attempt 1: counted from 1 again after the success' : `attempt ${n}`,
+    );
   }
   const [first, , , fourth, fifth] = took as [number, number, number, number, number];
   const times = `attempts took ${took.join(', ')} ms`;
-  t.ok(fourth - first >= failureDelay(2), `${times}: the 4th ${fourth - first} ms longer than the 1st (delays ${failureDelay(4)} vs ${failureDelay(1)})`);
-  t.ok(fifth - first >= failureDelay(4), `${times}: the 5th ${fifth - first} ms longer than the 1st (delays ${failureDelay(5)} vs ${failureDelay(1)})`);
-  const counts = [...d.logs().matchAll(/"kind":"passphrase_refused","during":"unlock","consecutive":(\d+)/g)].map((m) => Number(m[1]));
+  t.ok(
+    fourth - first >= failureDelay(2),
+    `${times}: the 4th ${fourth - first} ms longer than the 1st (delays ${failureDelay(4)} vs ${failureDelay(1)})`,
+  );
+  t.ok(
+    fifth - first >= failureDelay(4),
+    `${times}: the 5th ${fifth - first} ms longer than the 1st (delays ${failureDelay(5)} vs ${failureDelay(1)})`,
+  );
+  const counts = [...d.logs().matchAll(/"kind":"passphrase_refused","during":"unlock","consecutive":(\d+)/g)].map((m) =>
+    Number(m[1]),
+  );
   t.same(counts, [1, 1, 2, 3, 4, 5], 'each refusal is logged with its count');
 });

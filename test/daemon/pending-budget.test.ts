@@ -16,7 +16,17 @@ interface ErrorBody {
 
 const SECRET = makeCanary('PENDING');
 
-async function setUp(t: Test, config: string, httpConfig = ''): Promise<{ s: Stack; admin: TestAdmin; agents: (n: number) => Promise<Agent[]>; body: (cred: string, tag: string) => unknown; pending: () => number }> {
+async function setUp(
+  t: Test,
+  config: string,
+  httpConfig = '',
+): Promise<{
+  s: Stack;
+  admin: TestAdmin;
+  agents: (n: number) => Promise<Agent[]>;
+  body: (cred: string, tag: string) => unknown;
+  pending: () => number;
+}> {
   const s = await startStack({ config, httpConfig });
   const script = writeAgentScript();
   const started: Agent[] = [];
@@ -31,13 +41,19 @@ async function setUp(t: Test, config: string, httpConfig = ''): Promise<{ s: Sta
   s.addCredential('api', def('api', 'session'), SECRET);
   s.addCredential('each', def('each', 'each-use'), SECRET);
   // Cards for `each` stay undecided; `api` gets a session.
-  const admin = await s.approver((card) => (card.credential === 'each' ? null : { decision: 'session', root_key: card.process.key }));
+  const admin = await s.approver((card) =>
+    card.credential === 'each' ? null : { decision: 'session', root_key: card.process.key },
+  );
   const agents = async (n: number): Promise<Agent[]> => {
     const list = await Promise.all(Array.from({ length: n }, () => Agent.start(script)));
     started.push(...list);
     return list;
   };
-  const body = (cred: string, tag: string): unknown => ({ credential: cred, method: 'GET', url: s.url('api.example.test', `/p/${tag}`) });
+  const body = (cred: string, tag: string): unknown => ({
+    credential: cred,
+    method: 'GET',
+    url: s.url('api.example.test', `/p/${tag}`),
+  });
   const pending = (): number => {
     const open = new Set<string>();
     for (const p of admin.pushes) {
@@ -53,36 +69,44 @@ function noSecret(t: Test, r: AgentReply): void {
   for (const f of canaryForms(SECRET)) if (r.text.includes(f)) t.fail('the secret reached the agent');
 }
 
-t.test('64 pending cards (16 each from 4 processes) leave http.max_concurrent to requests a session covers', async (t) => {
-  // max_concurrent stays at its default, 64: before, the 64 waiting requests held every slot.
-  const { s, agents, body, pending } = await setUp(t, 'max_pending = 64');
-  const [covered, ...flooders] = await agents(5);
-  const first = await covered!.request(s.sock, body('api', 'session'));
-  t.equal(first.status, 200, `a session is granted: ${first.text}`);
+t.test(
+  '64 pending cards (16 each from 4 processes) leave http.max_concurrent to requests a session covers',
+  async (t) => {
+    // max_concurrent stays at its default, 64: before, the 64 waiting requests held every slot.
+    const { s, agents, body, pending } = await setUp(t, 'max_pending = 64');
+    const [covered, ...flooders] = await agents(5);
+    const first = await covered!.request(s.sock, body('api', 'session'));
+    t.equal(first.status, 200, `a session is granted: ${first.text}`);
 
-  const waiting: Promise<AgentReply>[] = [];
-  for (const [i, a] of flooders.entries()) for (let k = 0; k < 16; k++) waiting.push(a.request(s.sock, body('each', `${i}-${k}`)).catch(() => ({ status: 0, json: null, text: '' })));
-  t.ok(await eventually(() => pending() === 64, 20_000), `64 cards are pending (${pending()})`);
+    const waiting: Promise<AgentReply>[] = [];
+    for (const [i, a] of flooders.entries())
+      for (let k = 0; k < 16; k++)
+        waiting.push(a.request(s.sock, body('each', `${i}-${k}`)).catch(() => ({ status: 0, json: null, text: '' })));
+    t.ok(await eventually(() => pending() === 64, 20_000), `64 cards are pending (${pending()})`);
 
-  const served = await covered!.request(s.sock, body('api', 'covered'));
-  t.equal(served.status, 200, `the covered request is served: ${served.text}`);
-  t.match(served.json, { status: 200 });
-  noSecret(t, served);
+    const served = await covered!.request(s.sock, body('api', 'covered'));
+    t.equal(served.status, 200, `the covered request is served: ${served.text}`);
+    t.match(served.json, { status: 200 });
+    noSecret(t, served);
 
-  const seventeenth = await flooders[0]!.request(s.sock, body('each', '0-16'));
-  t.equal(seventeenth.status, 429, seventeenth.text);
-  const e = (seventeenth.json as ErrorBody).error;
-  t.equal(e.code, 'busy');
-  t.equal(e.limit, 'per_process');
-  t.match(e.message, /already has 16 requests waiting for approval \(the limit per process\); wait for them to be decided/);
-  t.equal(pending(), 64, 'the refused one made no card');
-  noSecret(t, seventeenth);
+    const seventeenth = await flooders[0]!.request(s.sock, body('each', '0-16'));
+    t.equal(seventeenth.status, 429, seventeenth.text);
+    const e = (seventeenth.json as ErrorBody).error;
+    t.equal(e.code, 'busy');
+    t.equal(e.limit, 'per_process');
+    t.match(
+      e.message,
+      /already has 16 requests waiting for approval \(the limit per process\); wait for them to be decided/,
+    );
+    t.equal(pending(), 64, 'the refused one made no card');
+    noSecret(t, seventeenth);
 
-  for (const a of flooders) a.kill();
-  const ends = await Promise.allSettled(waiting);
-  t.equal(ends.length, 64);
-  t.ok(await eventually(() => pending() === 0, 10_000), 'the cards of processes that went away are withdrawn');
-});
+    for (const a of flooders) a.kill();
+    const ends = await Promise.allSettled(waiting);
+    t.equal(ends.length, 64);
+    t.ok(await eventually(() => pending() === 0, 10_000), 'the cards of processes that went away are withdrawn');
+  },
+);
 
 t.test('daemon.max_pending (default 32) bounds the cards of all processes together', async (t) => {
   // As many slots as cards: the cards hold none of them.
@@ -91,7 +115,9 @@ t.test('daemon.max_pending (default 32) bounds the cards of all processes togeth
   const first = await covered!.request(s.sock, body('api', 'session'));
   t.equal(first.status, 200, `a session is granted: ${first.text}`);
   const waiting: Promise<AgentReply>[] = [];
-  for (const [i, x] of [a!, b!].entries()) for (let k = 0; k < 16; k++) waiting.push(x.request(s.sock, body('each', `${i}-${k}`)).catch(() => ({ status: 0, json: null, text: '' })));
+  for (const [i, x] of [a!, b!].entries())
+    for (let k = 0; k < 16; k++)
+      waiting.push(x.request(s.sock, body('each', `${i}-${k}`)).catch(() => ({ status: 0, json: null, text: '' })));
   t.ok(await eventually(() => pending() === 32, 20_000), `32 cards are pending (${pending()})`);
 
   const thirtyThird = await c!.request(s.sock, body('each', 'c-0'));
@@ -99,11 +125,18 @@ t.test('daemon.max_pending (default 32) bounds the cards of all processes togeth
   const e = (thirtyThird.json as ErrorBody).error;
   t.equal(e.code, 'busy');
   t.equal(e.limit, 'max_pending');
-  t.match(e.message, /32 requests are already waiting for approval \(daemon\.max_pending = 32, all processes together\); wait for the human to decide some, then retry/);
+  t.match(
+    e.message,
+    /32 requests are already waiting for approval \(daemon\.max_pending = 32, all processes together\); wait for the human to decide some, then retry/,
+  );
   t.equal(pending(), 32, 'the refused one made no card');
   noSecret(t, thirtyThird);
   const served = await covered!.request(s.sock, body('api', 'covered'));
-  t.equal(served.status, 200, `with 32 cards pending and max_concurrent = 32, the covered request is served: ${served.text}`);
+  t.equal(
+    served.status,
+    200,
+    `with 32 cards pending and max_concurrent = 32, the covered request is served: ${served.text}`,
+  );
   noSecret(t, served);
 
   // A card decided frees a place at once.

@@ -10,10 +10,15 @@ t.test('burst, summary, pointer to the last full entry, forgetting', async (t) =
   let now = 1_000_000_000_000;
   const written: Record<string, unknown>[] = [];
   let seq = 0;
-  const s = new RefusalSummaries(async (p) => {
-    written.push(p);
-    return { seq: ++seq };
-  }, () => 20, () => undefined, () => now);
+  const s = new RefusalSummaries(
+    async (p) => {
+      written.push(p);
+      return { seq: ++seq };
+    },
+    () => 20,
+    () => undefined,
+    () => now,
+  );
   const a: Refuser = { key: 'A', pid: 1, uid: 2, exe: '/bin/a' };
   const b: Refuser = { key: 'B', pid: 3, uid: 2, exe: '/bin/b' };
   const seqs: number[] = [];
@@ -23,7 +28,11 @@ t.test('burst, summary, pointer to the last full entry, forgetting', async (t) =
     if (r.full) r.done(100 + i);
     seqs.push(100 + i);
   }
-  const counted = [s.admit(a, 'http_refused', 'unknown_credential', 'x'), s.admit(a, 'http_refused', 'bad_request', null), s.admit(a, 'agent_refused', 'vault_locked', null)];
+  const counted = [
+    s.admit(a, 'http_refused', 'unknown_credential', 'x'),
+    s.admit(a, 'http_refused', 'bad_request', null),
+    s.admit(a, 'agent_refused', 'vault_locked', null),
+  ];
   for (const r of counted) {
     t.equal(r.full, false);
     if (!r.full) t.equal(await r.auditSeq, 119, 'the last written in full');
@@ -39,8 +48,15 @@ t.test('burst, summary, pointer to the last full entry, forgetting', async (t) =
   if (next.full) next.done(200);
   t.equal(written.length, 1, 'the summary of the past second');
   t.match(written[0], {
-    kind: 'refusals_summarised', instance: 'A', pid: 1, uid: 2, exe: '/bin/a', total: 3, journaled_in_full: 20,
-    first_at: new Date(now - 1000).toISOString(), last_at: new Date(now - 1000).toISOString(),
+    kind: 'refusals_summarised',
+    instance: 'A',
+    pid: 1,
+    uid: 2,
+    exe: '/bin/a',
+    total: 3,
+    journaled_in_full: 20,
+    first_at: new Date(now - 1000).toISOString(),
+    last_at: new Date(now - 1000).toISOString(),
     counts: [
       { kind: 'http_refused', code: 'unknown_credential', credential: 'x', count: 1 },
       { kind: 'http_refused', code: 'bad_request', credential: null, count: 1 },

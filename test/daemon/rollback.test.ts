@@ -7,10 +7,20 @@ import { copyFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cli, init, makeHome, startDaemon, Home } from '../helpers/postern';
 
-const DEF = (name: string): string => `name = "${name}"\nkind = "http"\n[inject]\nheader = "X-Key"\ntemplate = "{secret}"\n[[allow]]\nhost = "api.example.com"\n`;
+const DEF = (name: string): string =>
+  `name = "${name}"\nkind = "http"\n[inject]\nheader = "X-Key"\ntemplate = "{secret}"\n[[allow]]\nhost = "api.example.com"\n`;
 
 function add(h: Home, name: string): void {
-  const r = cli(h, ['cred', 'add', '--file', h.file(`${name}.toml`, DEF(name)), '--secret-file', h.file(`${name}.secret`, `s-${name}`), '--passphrase-file', h.passFile]);
+  const r = cli(h, [
+    'cred',
+    'add',
+    '--file',
+    h.file(`${name}.toml`, DEF(name)),
+    '--secret-file',
+    h.file(`${name}.secret`, `s-${name}`),
+    '--passphrase-file',
+    h.passFile,
+  ]);
   if (r.code !== 0) throw new Error(r.stderr);
 }
 
@@ -41,12 +51,16 @@ t.test('an older copy of the vault is refused until accepted', async (t) => {
 
   r = unlock(h, '--accept-rollback');
   t.equal(r.code, 0, r.stderr);
-  t.same(JSON.parse(cli(h, ['cred', 'list', '--json']).stdout).credentials.map((c: { name: string }) => c.name), ['one'], 'the accepted vault is the old one');
+  t.same(
+    JSON.parse(cli(h, ['cred', 'list', '--json']).stdout).credentials.map((c: { name: string }) => c.name),
+    ['one'],
+    'the accepted vault is the old one',
+  );
   t.equal(cli(h, ['lock']).code, 0);
   t.equal(unlock(h).code, 0, 'after acceptance the vault and journal agree again');
 });
 
-t.test('a journal cut back to before the vault\'s last write is refused', async (t) => {
+t.test("a journal cut back to before the vault's last write is refused", async (t) => {
   const h = makeHome();
   t.teardown(() => h.cleanup());
   t.equal(init(h).code, 0);
@@ -69,7 +83,10 @@ t.test('a journal cut back to before the vault\'s last write is refused', async 
 t.test('a journal from another vault is refused', async (t) => {
   const a = makeHome();
   const b = makeHome();
-  t.teardown(() => { a.cleanup(); b.cleanup(); });
+  t.teardown(() => {
+    a.cleanup();
+    b.cleanup();
+  });
   t.equal(init(a).code, 0);
   t.equal(init(b).code, 0);
   copyFileSync(join(b.home, 'audit.log'), join(a.home, 'audit.log'));

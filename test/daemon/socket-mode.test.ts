@@ -35,7 +35,10 @@ const probe = `
   s.on('error', (e) => process.stdout.write('error ' + e.code));
 `;
 function connectFromChild(path: string): string {
-  const r = spawnSync('/usr/bin/env', ['-u', 'NODE_OPTIONS', process.execPath, '-e', probe, path], { encoding: 'utf8', timeout: 10_000 });
+  const r = spawnSync('/usr/bin/env', ['-u', 'NODE_OPTIONS', process.execPath, '-e', probe, path], {
+    encoding: 'utf8',
+    timeout: 10_000,
+  });
   return r.stdout;
 }
 
@@ -45,7 +48,11 @@ t.test('Node binds and listens on a Unix path inside server.listen(), synchronou
   t.teardown(() => server.close());
   server.listen(p);
   t.ok(lstatSync(p).isSocket(), 'the socket file exists when listen() returns');
-  t.equal(connectFromChild(p), 'connected 700', 'and accepts connections before any callback ran (umask 077 gives 0700)');
+  t.equal(
+    connectFromChild(p),
+    'connected 700',
+    'and accepts connections before any callback ran (umask 077 gives 0700)',
+  );
 });
 
 for (const mode of [0o600, 0o660, 0o604]) {
@@ -99,7 +106,10 @@ t.test('a bad group is refused before any socket file exists; a failed bind rest
 
   const other = net.createServer();
   // libuv reports a bind in a missing directory as EACCES.
-  await t.rejects(listenUnix(other, join(dir, 'missing', 'agent.sock'), 0o600), { code: 'EACCES', message: /missing\/agent\.sock/ });
+  await t.rejects(listenUnix(other, join(dir, 'missing', 'agent.sock'), 0o600), {
+    code: 'EACCES',
+    message: /missing\/agent\.sock/,
+  });
   t.equal(octal(process.umask()), '0077', 'umask restored after the bind failed');
 });
 
@@ -137,7 +147,10 @@ t.test('the real daemon: every connection made while it starts sees mode 0600', 
   const raceDone = new Promise<void>((r) => race.on('close', () => r()));
   while (!out.startsWith('ready\n')) await new Promise((r) => setTimeout(r, 10));
 
-  const daemon = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', process.execPath, CLI, 'daemon'], { env: h.env, stdio: ['ignore', 'ignore', 'pipe'] });
+  const daemon = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', process.execPath, CLI, 'daemon'], {
+    env: h.env,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let logs = '';
   daemon.stderr.on('data', (d: Buffer) => (logs += d.toString()));
   const exited = new Promise<void>((r) => daemon.on('exit', () => r()));

@@ -40,8 +40,14 @@ t.test('approvers and lock deadlines in status', async (t) => {
   t.equal(st.unlock_max?.after, '90m');
   const autoAt = Date.parse(st.auto_lock!.at);
   const maxAt = Date.parse(st.unlock_max!.at);
-  t.ok(autoAt >= before + 600_000 && autoAt <= after + 600_000, `auto_lock at ${st.auto_lock!.at}: 10 minutes after the unlock`);
-  t.ok(maxAt >= before + 5_400_000 && maxAt <= after + 5_400_000, `unlock_max at ${st.unlock_max!.at}: 90 minutes after the unlock`);
+  t.ok(
+    autoAt >= before + 600_000 && autoAt <= after + 600_000,
+    `auto_lock at ${st.auto_lock!.at}: 10 minutes after the unlock`,
+  );
+  t.ok(
+    maxAt >= before + 5_400_000 && maxAt <= after + 5_400_000,
+    `unlock_max at ${st.unlock_max!.at}: 90 minutes after the unlock`,
+  );
 
   text = cli(h, ['status']).stdout;
   t.match(text, `auto-lock:    at ${st.auto_lock!.at} (after 10m without an agent request)\n`);
@@ -56,7 +62,22 @@ t.test('approvers and lock deadlines in status', async (t) => {
   t.equal(moved.unlock_max!.at, st.unlock_max!.at, 'unlock_max did not move');
 
   // A real approver, connected: counted.
-  const approver = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', process.execPath, CLI, 'approver', '--auto', 'deny', '--json', '--passphrase-file', h.passFile], { env: h.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const approver = spawn(
+    '/usr/bin/env',
+    [
+      '-u',
+      'NODE_OPTIONS',
+      process.execPath,
+      CLI,
+      'approver',
+      '--auto',
+      'deny',
+      '--json',
+      '--passphrase-file',
+      h.passFile,
+    ],
+    { env: h.env, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let out = '';
   approver.stdout.on('data', (b: Buffer) => (out += b.toString()));
   t.teardown(() => void approver.kill('SIGKILL'));

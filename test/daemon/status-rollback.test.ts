@@ -8,16 +8,27 @@ import { copyFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { agentRequest, cli, init, makeHome, startDaemon } from '../helpers/postern';
 
-const DEF = (name: string): string => `name = "${name}"\nkind = "http"\n[inject]\nheader = "X-Key"\ntemplate = "{secret}"\n[[allow]]\nhost = "api.example.com"\n`;
+const DEF = (name: string): string =>
+  `name = "${name}"\nkind = "http"\n[inject]\nheader = "X-Key"\ntemplate = "{secret}"\n[[allow]]\nhost = "api.example.com"\n`;
 
 t.test('agents are told rollback_detected while a rollback keeps the daemon locked', async (t) => {
   const h = makeHome();
   t.teardown(() => h.cleanup());
   t.equal(init(h).code, 0);
   let d = await startDaemon(h);
-  const unlock = (...extra: string[]): ReturnType<typeof cli> => cli(h, ['unlock', '--passphrase-file', h.passFile, ...extra]);
+  const unlock = (...extra: string[]): ReturnType<typeof cli> =>
+    cli(h, ['unlock', '--passphrase-file', h.passFile, ...extra]);
   const add = (name: string): void => {
-    const r = cli(h, ['cred', 'add', '--file', h.file(`${name}.toml`, DEF(name)), '--secret-file', h.file(`${name}.secret`, `s-${name}`), '--passphrase-file', h.passFile]);
+    const r = cli(h, [
+      'cred',
+      'add',
+      '--file',
+      h.file(`${name}.toml`, DEF(name)),
+      '--secret-file',
+      h.file(`${name}.secret`, `s-${name}`),
+      '--passphrase-file',
+      h.passFile,
+    ]);
     t.equal(r.code, 0, r.stderr);
   };
   t.equal(unlock().code, 0);
@@ -42,10 +53,17 @@ t.test('agents are told rollback_detected while a rollback keeps the daemon lock
     t.equal(r.status, 423, path);
     const e = (r.json as { error: { code: string; message: string } }).error;
     t.equal(e.code, 'rollback_detected');
-    t.match(e.message, /^the daemon stays locked because the vault or the journal was rolled back \(.*older copy of the vault.*\); a human must restore the matching vault and journal, or accept this state with `postern unlock --accept-rollback`$/);
+    t.match(
+      e.message,
+      /^the daemon stays locked because the vault or the journal was rolled back \(.*older copy of the vault.*\); a human must restore the matching vault and journal, or accept this state with `postern unlock --accept-rollback`$/,
+    );
   }
 
   t.equal(unlock('--accept-rollback').code, 0);
-  const r = await agentRequest(sock, 'POST', '/v1/http', { credential: 'two', method: 'GET', url: 'https://api.example.com/' });
+  const r = await agentRequest(sock, 'POST', '/v1/http', {
+    credential: 'two',
+    method: 'GET',
+    url: 'https://api.example.com/',
+  });
   t.match(r.json, { error: { code: 'unknown_credential' } }, 'unlocked: the accepted (older) vault answers');
 });

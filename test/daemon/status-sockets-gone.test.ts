@@ -8,7 +8,11 @@ import { unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { cli, init, makeHome, startDaemon } from '../helpers/postern';
 
-interface Finding { level: string; what: string; fix?: string }
+interface Finding {
+  level: string;
+  what: string;
+  fix?: string;
+}
 
 t.test('a running daemon whose sockets were deleted is named by its pid', async (t) => {
   const h = makeHome();
@@ -27,28 +31,52 @@ t.test('a running daemon whose sockets were deleted is named by its pid', async 
 
   const status = cli(h, ['status']);
   t.equal(status.code, 3, 'unreachable');
-  t.equal(status.stderr, `postern: the postern daemon (pid ${pid}) is running for ${h.home}, but its admin socket ${admin} is missing; ${restart}\n`);
+  t.equal(
+    status.stderr,
+    `postern: the postern daemon (pid ${pid}) is running for ${h.home}, but its admin socket ${admin} is missing; ${restart}\n`,
+  );
   t.notMatch(status.stderr, /start it with/, 'not told to start a daemon that runs');
 
   // Every command that needs the daemon says the same, not "start it".
   for (const args of [['lock'], ['sessions'], ['cred', 'list'], ['unlock', '--passphrase-file', h.passFile]]) {
     const r = cli(h, args);
     t.equal(r.code, 3, `${args[0]}: unreachable`);
-    t.equal(r.stderr, `postern: the postern daemon (pid ${pid}) is running for ${h.home}, but its admin socket ${admin} is missing; ${restart}\n`, `${args.join(' ')}: names the running daemon`);
+    t.equal(
+      r.stderr,
+      `postern: the postern daemon (pid ${pid}) is running for ${h.home}, but its admin socket ${admin} is missing; ${restart}\n`,
+      `${args.join(' ')}: names the running daemon`,
+    );
   }
 
   const second = cli(h, ['daemon']);
   t.equal(second.code, 1, 'a second daemon still refuses');
-  t.equal(second.stderr, `postern daemon: another postern daemon (pid ${pid}) is already running for ${h.home}; use it (\`postern status\`), or, if its sockets are gone, ${restart}\n`);
+  t.equal(
+    second.stderr,
+    `postern daemon: another postern daemon (pid ${pid}) is already running for ${h.home}; use it (\`postern status\`), or, if its sockets are gone, ${restart}\n`,
+  );
 
   const doctor = cli(h, ['doctor', '--json']);
   t.equal(doctor.code, 1);
   const findings = (JSON.parse(doctor.stdout) as { findings: Finding[] }).findings;
-  t.same(findings.filter((f) => /socket/.test(f.what)), [
-    { level: 'fail', what: `admin socket ${admin} does not exist, but the daemon (pid ${pid}) is running`, fix: restart },
-    { level: 'fail', what: `agent socket ${agent} does not exist, but the daemon (pid ${pid}) is running`, fix: restart },
-  ]);
-  t.match(cli(h, ['doctor']).stdout, `[fail] admin socket ${admin} does not exist, but the daemon (pid ${pid}) is running — ${restart}\n`);
+  t.same(
+    findings.filter((f) => /socket/.test(f.what)),
+    [
+      {
+        level: 'fail',
+        what: `admin socket ${admin} does not exist, but the daemon (pid ${pid}) is running`,
+        fix: restart,
+      },
+      {
+        level: 'fail',
+        what: `agent socket ${agent} does not exist, but the daemon (pid ${pid}) is running`,
+        fix: restart,
+      },
+    ],
+  );
+  t.match(
+    cli(h, ['doctor']).stdout,
+    `[fail] admin socket ${admin} does not exist, but the daemon (pid ${pid}) is running — ${restart}\n`,
+  );
 
   // The advice works: stop that pid, start again.
   process.kill(pid, 'SIGTERM');
@@ -56,8 +84,13 @@ t.test('a running daemon whose sockets were deleted is named by its pid', async 
   const gone = cli(h, ['status']);
   t.equal(gone.code, 3);
   t.match(gone.stderr, /not reachable at .*; start it with `postern daemon`/, 'no daemon: told to start one');
-  const noDaemon = (JSON.parse(cli(h, ['doctor', '--json']).stdout) as { findings: Finding[] }).findings.filter((f) => /socket/.test(f.what));
-  t.match(noDaemon, [{ level: 'warn', fix: 'start the daemon: `postern daemon`' }, { level: 'warn', fix: 'start the daemon: `postern daemon`' }]);
+  const noDaemon = (JSON.parse(cli(h, ['doctor', '--json']).stdout) as { findings: Finding[] }).findings.filter((f) =>
+    /socket/.test(f.what),
+  );
+  t.match(noDaemon, [
+    { level: 'warn', fix: 'start the daemon: `postern daemon`' },
+    { level: 'warn', fix: 'start the daemon: `postern daemon`' },
+  ]);
   const again = await startDaemon(h);
   t.teardown(() => again.stop());
   t.equal(cli(h, ['status']).code, 0, 'restarted: reachable again');

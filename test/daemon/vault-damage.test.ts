@@ -24,7 +24,10 @@ t.test('truncated, bit-flipped and cost-inflated vaults', async (t) => {
   t.notMatch(r.stderr, noStack);
 
   // A header asking for a 4 GiB / billion-pass derivation is refused at once.
-  for (const [offset, value, what] of [[14, 0xffffffff, 'memlimit'], [10, 1_000_000_000, 'opslimit']] as const) {
+  for (const [offset, value, what] of [
+    [14, 0xffffffff, 'memlimit'],
+    [10, 1_000_000_000, 'opslimit'],
+  ] as const) {
     const evil = Buffer.from(good);
     evil.writeUInt32LE(value, offset);
     writeFileSync(vault, evil);

@@ -42,7 +42,9 @@ t.test('a vault write refused by the filesystem leaves the vault as it was, and 
     execFileSync('umount', ['-l', h.home]);
     h.cleanup();
   });
-  fs.writeFileSync(join(h.home, 'config.toml'), `[daemon]\naudit_log = "${join(h.dir, 'audit.log')}"\n`, { mode: 0o600 });
+  fs.writeFileSync(join(h.home, 'config.toml'), `[daemon]\naudit_log = "${join(h.dir, 'audit.log')}"\n`, {
+    mode: 0o600,
+  });
   t.equal(init(h).code, 0);
   const d = await startDaemon(h);
   daemonStop = () => d.stop();
@@ -52,7 +54,17 @@ t.test('a vault write refused by the filesystem leaves the vault as it was, and 
   const secret = h.file('secret', `${canary}\n`);
   const outputs: string[] = [];
   const add = (name: string, ...extra: string[]) => {
-    const r = cli(h, ['cred', 'add', '--file', h.file(`${name}.toml`, def(name)), '--secret-file', secret, '--passphrase-file', h.passFile, ...extra]);
+    const r = cli(h, [
+      'cred',
+      'add',
+      '--file',
+      h.file(`${name}.toml`, def(name)),
+      '--secret-file',
+      secret,
+      '--passphrase-file',
+      h.passFile,
+      ...extra,
+    ]);
     outputs.push(r.stdout, r.stderr);
     return r;
   };
@@ -69,7 +81,14 @@ t.test('a vault write refused by the filesystem leaves the vault as it was, and 
     `postern: the vault ${vault} could not be written (${errno}: ${text}); nothing was changed; ${remedy}, then retry\n`;
   const unchanged = (what: string): void => {
     t.ok(fs.readFileSync(vault).equals(before), `${what}: the vault file is the one before`);
-    t.same(fs.readdirSync(h.home).filter((n) => n !== 'filler').sort(), homeFiles, `${what}: no temp file left in the home`);
+    t.same(
+      fs
+        .readdirSync(h.home)
+        .filter((n) => n !== 'filler')
+        .sort(),
+      homeFiles,
+      `${what}: no temp file left in the home`,
+    );
     t.same(names(), ['first'], `${what}: the daemon still serves the credentials it had`);
   };
 
@@ -80,16 +99,37 @@ t.test('a vault write refused by the filesystem leaves the vault as it was, and 
   t.equal(r.code, 1);
   // With --json the normalised definition is shown on stderr first.
   t.equal(r.stderr.slice(r.stderr.lastIndexOf('\n', r.stderr.length - 2) + 1), full, 'the last line of stderr');
-  t.same(JSON.parse(r.stdout).error, { code: 'bad_environment', message: full.slice('postern: '.length, -1), errno: 'ENOSPC', path: vault });
+  t.same(JSON.parse(r.stdout).error, {
+    code: 'bad_environment',
+    message: full.slice('postern: '.length, -1),
+    errno: 'ENOSPC',
+    path: vault,
+  });
   unchanged('ENOSPC');
-  t.ok(await eventually(() => d.logs().includes(`"event":"vault_write_failed","kind":"cred_add","path":${JSON.stringify(vault)},"errno":"ENOSPC","code":"bad_environment"`)), 'the log names the file and the errno');
+  t.ok(
+    await eventually(() =>
+      d
+        .logs()
+        .includes(
+          `"event":"vault_write_failed","kind":"cred_add","path":${JSON.stringify(vault)},"errno":"ENOSPC","code":"bad_environment"`,
+        ),
+    ),
+    'the log names the file and the errno',
+  );
   fs.rmSync(filler);
 
   // Immutable (chattr +i): no file can be created in the home.
   execFileSync('chattr', ['+i', h.home]);
   r = add('second');
   t.equal(r.code, 1);
-  t.equal(r.stderr, failed('EPERM', 'operation not permitted', `fix the permissions of ${h.home} (the daemon's user must be able to create and rename files in it; \`lsattr -d\` shows an immutable flag)`));
+  t.equal(
+    r.stderr,
+    failed(
+      'EPERM',
+      'operation not permitted',
+      `fix the permissions of ${h.home} (the daemon's user must be able to create and rename files in it; \`lsattr -d\` shows an immutable flag)`,
+    ),
+  );
   unchanged('EPERM');
   execFileSync('chattr', ['-i', h.home]);
 

@@ -49,7 +49,11 @@ async function fullDiskStack(t: Test): Promise<{ s: Stack; dir: string }> {
   const dir = smallDisk(t);
   const s = await startStack({ config: `audit_log = "${dir}/audit.log"` });
   t.teardown(() => s.close());
-  s.addCredential('api', `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\npaths = ["/v1/*"]\n`, 'disk-full-test-secret-0123456789');
+  s.addCredential(
+    'api',
+    `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\npaths = ["/v1/*"]\n`,
+    'disk-full-test-secret-0123456789',
+  );
   return { s, dir };
 }
 
@@ -114,14 +118,24 @@ t.test('ENOSPC: an unlock the journal cannot record leaves the daemon locked', a
   t.equal(st.lock_reason, 'the audit journal could not record the unlock');
   const r = await s.request({ credential: 'api', method: 'GET', url: s.url('api.example.test', '/v1/x') });
   t.equal(r.status, 423);
-  t.equal((r.json as { error: { code: string } }).error.code, 'vault_locked', 'agents are refused: the vault is not open');
+  t.equal(
+    (r.json as { error: { code: string } }).error.code,
+    'vault_locked',
+    'agents are refused: the vault is not open',
+  );
   t.equal(s.up.requests.length, 0, 'nothing sent');
 
   fs.rmSync(filler);
   const again = await cliAsync(s.h, ['unlock', '--passphrase-file', s.h.passFile]);
   t.equal(again.code, 0, `unlocked once there is space: ${again.stderr}`);
-  const unlocks = auditList<{ kind?: string; outcome?: string }>(s).filter((e) => e.kind === 'unlock' && e.outcome === 'ok');
-  t.equal(unlocks.length, 2, 'the journal holds both successful unlocks (start, and after the space came back), not the refused one');
+  const unlocks = auditList<{ kind?: string; outcome?: string }>(s).filter(
+    (e) => e.kind === 'unlock' && e.outcome === 'ok',
+  );
+  t.equal(
+    unlocks.length,
+    2,
+    'the journal holds both successful unlocks (start, and after the space came back), not the refused one',
+  );
 });
 
 t.test('ENOSPC: a session the journal cannot record is not granted', async (t) => {
@@ -150,7 +164,11 @@ t.test('ENOSPC: a session the journal cannot record is not granted', async (t) =
     })();
   `;
   const { spawn } = await import('node:child_process');
-  const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', process.execPath, '-e', agent, s.sock, s.url('api.example.test', '/v1/items')], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const child = spawn(
+    '/usr/bin/env',
+    ['-u', 'NODE_OPTIONS', process.execPath, '-e', agent, s.sock, s.url('api.example.test', '/v1/items')],
+    { stdio: ['pipe', 'pipe', 'inherit'] },
+  );
   t.teardown(() => child.kill());
   const lines: string[] = [];
   let wake: (() => void) | null = null;

@@ -40,12 +40,14 @@ async function call(sock: string, method: string, path: string, body?: unknown):
 async function inTurn<T>(jobs: (() => Promise<T>)[], n: number): Promise<T[]> {
   const out: T[] = new Array<T>(jobs.length);
   let next = 0;
-  await Promise.all(Array.from({ length: n }, async () => {
-    while (next < jobs.length) {
-      const i = next++;
-      out[i] = await jobs[i]!();
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      while (next < jobs.length) {
+        const i = next++;
+        out[i] = await jobs[i]!();
+      }
+    }),
+  );
   return out;
 }
 
@@ -69,26 +71,86 @@ t.test('SSH over broken networks: one clear refusal each, the daemon keeps servi
   t.teardown(() => n.close());
   const P = n.ports;
 
-  const { h, d, sock, pubkey } = await unlockedDaemonInNetns(t, n, () => `[daemon]\n[http]\ndns_servers = ["127.0.0.1:${n.dnsPort}"]\n[ssh]\ntimeout = "20s"\n`);
+  const { h, d, sock, pubkey } = await unlockedDaemonInNetns(
+    t,
+    n,
+    () => `[daemon]\n[http]\ndns_servers = ["127.0.0.1:${n.dnsPort}"]\n[ssh]\ntimeout = "20s"\n`,
+  );
   const pid = d.proc.pid!;
 
   // One credential per target; an HTTP one to show the daemon still serves.
-  interface Target { name: string; host: string; port: number; says: RegExp }
+  interface Target {
+    name: string;
+    host: string;
+    port: number;
+    says: RegExp;
+  }
   const kinds: { kind: string; targets: Target[] }[] = [
-    { kind: 'ENETUNREACH (no route)', targets: [{ name: 'offline-n', host: 'offline.example.test', port: 22, says: /unreachable \(ENETUNREACH/ }, { name: 'offline-l', host: '8.8.8.8', port: 22, says: /unreachable \(ENETUNREACH/ }] },
-    { kind: 'EHOSTUNREACH (unreachable route)', targets: [{ name: 'unreach-n', host: 'unreachable.example.test', port: 22, says: /unreachable \(EHOSTUNREACH/ }, { name: 'unreach-l', host: '1.1.1.1', port: 22, says: /unreachable \(EHOSTUNREACH/ }] },
-    { kind: 'ECONNREFUSED (closed port)', targets: [{ name: 'refused-n', host: 'refused.example.test', port: P['closed']!, says: /refused the SSH connection/ }, { name: 'refused-l', host: '127.0.0.1', port: P['closed']!, says: /refused the SSH connection/ }] },
-    { kind: 'a peer that closes at once', targets: [{ name: 'close-n', host: 'close.example.test', port: P['close']!, says: /SSH connection to .* failed/ }, { name: 'close-l', host: '127.0.0.1', port: P['close']!, says: /SSH connection to .* failed/ }] },
+    {
+      kind: 'ENETUNREACH (no route)',
+      targets: [
+        { name: 'offline-n', host: 'offline.example.test', port: 22, says: /unreachable \(ENETUNREACH/ },
+        { name: 'offline-l', host: '8.8.8.8', port: 22, says: /unreachable \(ENETUNREACH/ },
+      ],
+    },
+    {
+      kind: 'EHOSTUNREACH (unreachable route)',
+      targets: [
+        { name: 'unreach-n', host: 'unreachable.example.test', port: 22, says: /unreachable \(EHOSTUNREACH/ },
+        { name: 'unreach-l', host: '1.1.1.1', port: 22, says: /unreachable \(EHOSTUNREACH/ },
+      ],
+    },
+    {
+      kind: 'ECONNREFUSED (closed port)',
+      targets: [
+        { name: 'refused-n', host: 'refused.example.test', port: P['closed']!, says: /refused the SSH connection/ },
+        { name: 'refused-l', host: '127.0.0.1', port: P['closed']!, says: /refused the SSH connection/ },
+      ],
+    },
+    {
+      kind: 'a peer that closes at once',
+      targets: [
+        { name: 'close-n', host: 'close.example.test', port: P['close']!, says: /SSH connection to .* failed/ },
+        { name: 'close-l', host: '127.0.0.1', port: P['close']!, says: /SSH connection to .* failed/ },
+      ],
+    },
   ];
   for (const k of kinds) {
     for (const x of k.targets) {
-      const def = sshDefinition({ name: x.name, host: x.host, port: x.port, user: 'deploy', auth: 'password', hostKey: HOST_KEY, commands: ['uptime'], allow: ['127.0.0.0/8'] });
-      const add = cli(h, ['cred', 'add', '--file', h.file(`${x.name}.toml`, def), '--secret-file', h.file(`${x.name}.secret`, secret), '--passphrase-file', h.passFile]);
+      const def = sshDefinition({
+        name: x.name,
+        host: x.host,
+        port: x.port,
+        user: 'deploy',
+        auth: 'password',
+        hostKey: HOST_KEY,
+        commands: ['uptime'],
+        allow: ['127.0.0.0/8'],
+      });
+      const add = cli(h, [
+        'cred',
+        'add',
+        '--file',
+        h.file(`${x.name}.toml`, def),
+        '--secret-file',
+        h.file(`${x.name}.secret`, secret),
+        '--passphrase-file',
+        h.passFile,
+      ]);
       if (add.code !== 0) throw new Error(`cred add ${x.name}: ${add.stderr}`);
     }
   }
   const web = `name = "web"\nkind = "http"\nallow_addresses = ["127.0.0.0/8"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "ok.example.test"\nschemes = ["http"]\nports = [${P['ok-http']}]\n`;
-  const addWeb = cli(h, ['cred', 'add', '--file', h.file('web.toml', web), '--secret-file', h.file('web.secret', secret), '--passphrase-file', h.passFile]);
+  const addWeb = cli(h, [
+    'cred',
+    'add',
+    '--file',
+    h.file('web.toml', web),
+    '--secret-file',
+    h.file('web.secret', secret),
+    '--passphrase-file',
+    h.passFile,
+  ]);
   if (addWeb.code !== 0) throw new Error(`cred add web: ${addWeb.stderr}`);
 
   const admin = await approveSessions(join(h.home, 'admin.sock'), PASSPHRASE);
@@ -105,16 +167,37 @@ t.test('SSH over broken networks: one clear refusal each, the daemon keeps servi
     t.equal(d.proc.signalCode, null, `${when}: nor been killed`);
     const health = await call(sock, 'GET', '/v1/health');
     t.same(health.json, { locked: false }, `${when}: /v1/health answers, unlocked`);
-    const r = await call(sock, 'POST', '/v1/http', { credential: 'web', method: 'GET', url: `http://ok.example.test:${P['ok-http']}/ok` });
+    const r = await call(sock, 'POST', '/v1/http', {
+      credential: 'web',
+      method: 'GET',
+      url: `http://ok.example.test:${P['ok-http']}/ok`,
+    });
     texts.push(r.text);
     t.match(r.json, { status: 200 }, `${when}: a good HTTP request succeeds: ${r.text.slice(0, 200)}`);
   };
   const expectRefusals = (t: Test, x: Target, replies: Reply[], what: string): void => {
-    t.same([...new Set(replies.map((r) => r.status))], [502], `${what}: every one 502 (first: ${replies[0]!.text.slice(0, 300)})`);
-    const errors = replies.map((r) => (r.json as { error?: { code?: string; message?: string; audit_seq?: unknown; maybe_executed?: unknown } } | null)?.error);
+    t.same(
+      [...new Set(replies.map((r) => r.status))],
+      [502],
+      `${what}: every one 502 (first: ${replies[0]!.text.slice(0, 300)})`,
+    );
+    const errors = replies.map(
+      (r) =>
+        (
+          r.json as {
+            error?: { code?: string; message?: string; audit_seq?: unknown; maybe_executed?: unknown };
+          } | null
+        )?.error,
+    );
     t.same([...new Set(errors.map((e) => e?.code))], ['upstream_error'], `${what}: upstream_error`);
-    t.ok(errors.every((e) => typeof e?.audit_seq === 'number'), `${what}: each journaled`);
-    t.notOk(errors.some((e) => e?.maybe_executed === true), `${what}: the command was never sent`);
+    t.ok(
+      errors.every((e) => typeof e?.audit_seq === 'number'),
+      `${what}: each journaled`,
+    );
+    t.notOk(
+      errors.some((e) => e?.maybe_executed === true),
+      `${what}: the command was never sent`,
+    );
     for (const m of new Set(errors.map((e) => e?.message ?? ''))) {
       t.ok(m.includes(x.host), `${what}: names the host: ${m}`);
       t.match(m, x.says, `${what}: says what happened: ${m}`);
@@ -127,7 +210,10 @@ t.test('SSH over broken networks: one clear refusal each, the daemon keeps servi
   for (const k of kinds) {
     await t.test(k.kind, async (t) => {
       for (const x of k.targets) {
-        const replies = await inTurn(Array.from({ length: PER_CASE }, () => () => run(x.name)), CONCURRENCY);
+        const replies = await inTurn(
+          Array.from({ length: PER_CASE }, () => () => run(x.name)),
+          CONCURRENCY,
+        );
         expectRefusals(t, x, replies, `${k.kind} to ${x.host}`);
       }
       await stillServing(t, `after ${k.kind}`);
@@ -137,8 +223,17 @@ t.test('SSH over broken networks: one clear refusal each, the daemon keeps servi
   await t.test('all the kinds at once', async (t) => {
     const all = kinds.flatMap((k) => k.targets);
     const jobs = Array.from({ length: 5 }, () => all).flat();
-    const replies = await inTurn(jobs.map((x) => () => run(x.name)), 32);
-    for (const x of all) expectRefusals(t, x, replies.filter((_r, i) => jobs[i] === x), `burst: ${x.host}:${x.port}`);
+    const replies = await inTurn(
+      jobs.map((x) => () => run(x.name)),
+      32,
+    );
+    for (const x of all)
+      expectRefusals(
+        t,
+        x,
+        replies.filter((_r, i) => jobs[i] === x),
+        `burst: ${x.host}:${x.port}`,
+      );
     await stillServing(t, 'after the burst');
   });
 

@@ -118,7 +118,11 @@ t.test('broken networks: one clear refusal each, the daemon keeps serving', asyn
       { name: 'garbage', behaviour: 'garbage' },
       // TLS 1.3 with only a suite Node's client does not offer: the server
       // answers the ClientHello with a handshake_failure alert.
-      { name: 'alert', behaviour: 'echo', tls: { ...good, minVersion: 'TLSv1.3', ciphers: 'TLS_AES_128_CCM_8_SHA256' } },
+      {
+        name: 'alert',
+        behaviour: 'echo',
+        tls: { ...good, minVersion: 'TLSv1.3', ciphers: 'TLS_AES_128_CCM_8_SHA256' },
+      },
       // TLS 1.3: the client's handshake ends first; the server then asks for
       // a certificate the client does not have and answers certificate_required.
       { name: 'client-cert', behaviour: 'echo', tls: { ...good, requestCert: true } },
@@ -140,7 +144,10 @@ t.test('broken networks: one clear refusal each, the daemon keeps serving', asyn
       'client-cert.example.test': loop,
       'close.example.test': loop,
     },
-    routes: [['unreachable', '1.1.1.0/24'], ['unreachable', '2606:4700::/32']],
+    routes: [
+      ['unreachable', '1.1.1.0/24'],
+      ['unreachable', '2606:4700::/32'],
+    ],
   });
   t.teardown(() => n.close());
   const P = n.ports;
@@ -154,17 +161,49 @@ t.test('broken networks: one clear refusal each, the daemon keeps serving', asyn
     t.equal(await n.probe('127.0.0.1', P['ok-https']!), 'connected');
   });
 
-  const { h, d, sock, pubkey } = await unlockedDaemonInNetns(t, n, (h) => `[daemon]\n[http]\ndns_servers = ["127.0.0.1:${n.dnsPort}"]\nca_file = "${h.file('ca.pem', ca.caCert + other.caCert)}"\ntimeout = "20s"\n`);
+  const { h, d, sock, pubkey } = await unlockedDaemonInNetns(
+    t,
+    n,
+    (h) =>
+      `[daemon]\n[http]\ndns_servers = ["127.0.0.1:${n.dnsPort}"]\nca_file = "${h.file('ca.pem', ca.caCert + other.caCert)}"\ntimeout = "20s"\n`,
+  );
   const pid = d.proc.pid!;
   t.equal(netnsOf(pid), netnsOf(n.pid), 'the daemon is in the namespace');
-  t.not(netnsOf(pid), netnsOf('self'), 'the namespace is not the test\'s');
+  t.not(netnsOf(pid), netnsOf('self'), "the namespace is not the test's");
 
   const loopPorts = Object.values(P);
-  const rule = (host: string, ports: number[]): string => `[[allow]]\nhost = "${host}"\nschemes = ["http", "https"]\nports = [${ports.join(', ')}]\nmethods = ["GET", "POST"]\n`;
-  const far = ['offline.example.test', '8.8.8.8', 'offline6.example.test', '[2001:4860:4860::8888]', 'unreachable.example.test', '1.1.1.1', 'unreachable6.example.test', '[2606:4700::1111]'];
-  const near = ['127.0.0.1', ...['ok', 'refused', 'reset-headers', 'reset-body', 'alert', 'client-cert', 'garbage', 'mismatch', 'close'].map((k) => `${k}.example.test`)];
-  const definition = `name = "net"\nkind = "http"\nallow_addresses = ["127.0.0.0/8"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n` + far.map((host) => rule(host, [80, 443])).join('') + near.map((host) => rule(host, loopPorts)).join('');
-  const add = cli(h, ['cred', 'add', '--file', h.file('net.toml', definition), '--secret-file', h.file('net.secret', secret), '--passphrase-file', h.passFile]);
+  const rule = (host: string, ports: number[]): string =>
+    `[[allow]]\nhost = "${host}"\nschemes = ["http", "https"]\nports = [${ports.join(', ')}]\nmethods = ["GET", "POST"]\n`;
+  const far = [
+    'offline.example.test',
+    '8.8.8.8',
+    'offline6.example.test',
+    '[2001:4860:4860::8888]',
+    'unreachable.example.test',
+    '1.1.1.1',
+    'unreachable6.example.test',
+    '[2606:4700::1111]',
+  ];
+  const near = [
+    '127.0.0.1',
+    ...['ok', 'refused', 'reset-headers', 'reset-body', 'alert', 'client-cert', 'garbage', 'mismatch', 'close'].map(
+      (k) => `${k}.example.test`,
+    ),
+  ];
+  const definition =
+    `name = "net"\nkind = "http"\nallow_addresses = ["127.0.0.0/8"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n` +
+    far.map((host) => rule(host, [80, 443])).join('') +
+    near.map((host) => rule(host, loopPorts)).join('');
+  const add = cli(h, [
+    'cred',
+    'add',
+    '--file',
+    h.file('net.toml', definition),
+    '--secret-file',
+    h.file('net.secret', secret),
+    '--passphrase-file',
+    h.passFile,
+  ]);
   if (add.code !== 0) throw new Error(`cred add: ${add.stderr}`);
 
   const admin = await approveSessions(join(h.home, 'admin.sock'), PASSPHRASE);
@@ -174,7 +213,10 @@ t.test('broken networks: one clear refusal each, the daemon keeps serving', asyn
   const refusals: { what: string; seq: unknown; maybe: unknown }[] = [];
   const send = async (scheme: Scheme, host: string, port: number, path: string, i: number): Promise<Reply> => {
     const url = `${scheme}://${host}:${port}${path}`;
-    const body = i % 2 === 0 ? { credential: 'net', method: 'GET', url, timeout_ms: 10_000 } : { credential: 'net', method: 'POST', url, body: `payload ${i}`, timeout_ms: 10_000 };
+    const body =
+      i % 2 === 0
+        ? { credential: 'net', method: 'GET', url, timeout_ms: 10_000 }
+        : { credential: 'net', method: 'POST', url, body: `payload ${i}`, timeout_ms: 10_000 };
     const r = await call(sock, 'POST', '/v1/http', body);
     texts.push(r.text);
     return r;
@@ -194,12 +236,21 @@ t.test('broken networks: one clear refusal each, the daemon keeps serving', asyn
     t.equal(health.status, 200, `${when}: /v1/health ${health.text}`);
     t.same(health.json, { locked: false }, `${when}: still unlocked`);
     const checks: [Scheme, string][] = all
-      ? [['https', 'ok.example.test'], ['https', '127.0.0.1'], ['http', 'ok.example.test'], ['http', '127.0.0.1']]
+      ? [
+          ['https', 'ok.example.test'],
+          ['https', '127.0.0.1'],
+          ['http', 'ok.example.test'],
+          ['http', '127.0.0.1'],
+        ]
       : [['https', 'ok.example.test']];
     for (const [scheme, host] of checks) {
       const r = await send(scheme, host, P[`ok-${scheme}`]!, '/ok', 1);
       t.equal(r.status, 200, `${when}: a good ${scheme} request to ${host} succeeds: ${r.text.slice(0, 300)}`);
-      t.match(r.json, { status: 200, body: /"peer":"ok-https?","method":"POST","url":"\/ok","authorized":true/ }, `${when}: it reached the peer with the credential`);
+      t.match(
+        r.json,
+        { status: 200, body: /"peer":"ok-https?","method":"POST","url":"\/ok","authorized":true/ },
+        `${when}: it reached the peer with the credential`,
+      );
     }
   };
 
@@ -215,31 +266,101 @@ t.test('broken networks: one clear refusal each, the daemon keeps serving', asyn
     { form: 'name (IPv6)', host: v6name, port },
     { form: 'literal (IPv6)', host: v6, port },
   ];
-  const named = (name: string, targets: Target[]): Target[] => targets.map((x) => (x.host === '' ? { ...x, host: `${name}.example.test` } : x));
+  const named = (name: string, targets: Target[]): Target[] =>
+    targets.map((x) => (x.host === '' ? { ...x, host: `${name}.example.test` } : x));
 
   const kinds: Kind[] = [];
   for (const scheme of ['http', 'https'] as const) {
     const std = scheme === 'http' ? 80 : 443;
     kinds.push(
-      { kind: 'ENETUNREACH (no route)', scheme, targets: far4('offline.example.test', '8.8.8.8', 'offline6.example.test', '[2001:4860:4860::8888]', std), mayHaveRun: false, says: /unreach|no route/i },
-      { kind: 'EHOSTUNREACH (unreachable route)', scheme, targets: far4('unreachable.example.test', '1.1.1.1', 'unreachable6.example.test', '[2606:4700::1111]', std), mayHaveRun: false, says: /unreach|no route/i },
-      { kind: 'ECONNREFUSED (closed port)', scheme, targets: named('refused', loopback(P['closed']!)), mayHaveRun: false, says: /refused/i },
-      { kind: 'ECONNRESET during the response head', scheme, targets: named('reset-headers', loopback(P[`reset-headers-${scheme}`]!)), mayHaveRun: true, says: /reset/i },
-      { kind: 'ECONNRESET during the body', scheme, targets: named('reset-body', loopback(P[`reset-body-${scheme}`]!)), mayHaveRun: true, says: /reset/i },
-      { kind: 'a server that closes at once', scheme, targets: named('close', loopback(P['close']!)), mayHaveRun: scheme === 'http', says: /clos|reset/i },
+      {
+        kind: 'ENETUNREACH (no route)',
+        scheme,
+        targets: far4('offline.example.test', '8.8.8.8', 'offline6.example.test', '[2001:4860:4860::8888]', std),
+        mayHaveRun: false,
+        says: /unreach|no route/i,
+      },
+      {
+        kind: 'EHOSTUNREACH (unreachable route)',
+        scheme,
+        targets: far4('unreachable.example.test', '1.1.1.1', 'unreachable6.example.test', '[2606:4700::1111]', std),
+        mayHaveRun: false,
+        says: /unreach|no route/i,
+      },
+      {
+        kind: 'ECONNREFUSED (closed port)',
+        scheme,
+        targets: named('refused', loopback(P['closed']!)),
+        mayHaveRun: false,
+        says: /refused/i,
+      },
+      {
+        kind: 'ECONNRESET during the response head',
+        scheme,
+        targets: named('reset-headers', loopback(P[`reset-headers-${scheme}`]!)),
+        mayHaveRun: true,
+        says: /reset/i,
+      },
+      {
+        kind: 'ECONNRESET during the body',
+        scheme,
+        targets: named('reset-body', loopback(P[`reset-body-${scheme}`]!)),
+        mayHaveRun: true,
+        says: /reset/i,
+      },
+      {
+        kind: 'a server that closes at once',
+        scheme,
+        targets: named('close', loopback(P['close']!)),
+        mayHaveRun: scheme === 'http',
+        says: /clos|reset/i,
+      },
     );
   }
   kinds.push(
-    { kind: 'a TLS alert (no cipher in common)', scheme: 'https', targets: named('alert', loopback(P['alert']!)), mayHaveRun: false, says: /TLS|handshake|alert/i, mustNotSay: /ca_file|not trusted/i },
-    { kind: 'bytes that are not HTTP (a garbage server)', scheme: 'http', targets: named('garbage', loopback(P['garbage']!)), mayHaveRun: true, says: /invalid HTTP|not HTTP|protocol/i },
+    {
+      kind: 'a TLS alert (no cipher in common)',
+      scheme: 'https',
+      targets: named('alert', loopback(P['alert']!)),
+      mayHaveRun: false,
+      says: /TLS|handshake|alert/i,
+      mustNotSay: /ca_file|not trusted/i,
+    },
+    {
+      kind: 'bytes that are not HTTP (a garbage server)',
+      scheme: 'http',
+      targets: named('garbage', loopback(P['garbage']!)),
+      mayHaveRun: true,
+      says: /invalid HTTP|not HTTP|protocol/i,
+    },
     // In TLS 1.3 the client's side of the handshake ends before the server
     // judges it: the request is already written when the alert comes, and
     // undici reports only "other side closed", so postern cannot know the
     // peer refused it unread. "May have executed" is the honest answer.
-    { kind: 'a TLS alert after the handshake (client certificate required)', scheme: 'https', targets: named('client-cert', loopback(P['client-cert']!)), mayHaveRun: true, says: /reset|clos|TLS|alert|certificate/i, mustNotSay: /ca_file/i },
+    {
+      kind: 'a TLS alert after the handshake (client certificate required)',
+      scheme: 'https',
+      targets: named('client-cert', loopback(P['client-cert']!)),
+      mayHaveRun: true,
+      says: /reset|clos|TLS|alert|certificate/i,
+      mustNotSay: /ca_file/i,
+    },
     // The certificate is signed by a CA in ca_file: adding a CA cannot help.
-    { kind: 'a certificate for another name', scheme: 'https', targets: named('mismatch', loopback(P['mismatch']!)), mayHaveRun: false, says: /certificate|name/i, mustNotSay: /ca_file/i },
-    { kind: 'plain HTTP to a TLS port', scheme: 'http', targets: named('mismatch', loopback(P['mismatch']!)), mayHaveRun: true, says: /reset|clos|invalid HTTP|TLS/i },
+    {
+      kind: 'a certificate for another name',
+      scheme: 'https',
+      targets: named('mismatch', loopback(P['mismatch']!)),
+      mayHaveRun: false,
+      says: /certificate|name/i,
+      mustNotSay: /ca_file/i,
+    },
+    {
+      kind: 'plain HTTP to a TLS port',
+      scheme: 'http',
+      targets: named('mismatch', loopback(P['mismatch']!)),
+      mayHaveRun: true,
+      says: /reset|clos|invalid HTTP|TLS/i,
+    },
   );
 
   // The replies to `count` requests of kind `k` to `target`: each a 502
@@ -248,9 +369,16 @@ t.test('broken networks: one clear refusal each, the daemon keeps serving', asyn
   const expectRefusals = (t: Test, k: Kind, target: Target, replies: Reply[], what: string): void => {
     const count = replies.length;
     const errors = replies.map((r) => (r.json as ErrorBody | null)?.error);
-    t.same(histogram(replies.map((r) => r.status)), { 502: count }, `${what}: ${count} × 502 (first: ${replies[0]!.text.slice(0, 300)})`);
+    t.same(
+      histogram(replies.map((r) => r.status)),
+      { 502: count },
+      `${what}: ${count} × 502 (first: ${replies[0]!.text.slice(0, 300)})`,
+    );
     t.same(histogram(errors.map((e) => e?.code)), { upstream_error: count }, `${what}: upstream_error`);
-    t.ok(errors.every((e) => typeof e?.audit_seq === 'number'), `${what}: every refusal has its audit_seq`);
+    t.ok(
+      errors.every((e) => typeof e?.audit_seq === 'number'),
+      `${what}: every refusal has its audit_seq`,
+    );
     const bare = target.host.replace(/^\[|\]$/g, '');
     for (const m of new Set(errors.map((e) => e?.message ?? ''))) {
       t.ok(m.includes(bare), `${what}: the message names the host: ${m}`);
@@ -258,15 +386,23 @@ t.test('broken networks: one clear refusal each, the daemon keeps serving', asyn
       t.match(m, NEXT_STEP, `${what}: the message says what to do next: ${m}`);
       if (k.mustNotSay) t.notMatch(m, k.mustNotSay, `${what}: the message gives no advice that cannot help: ${m}`);
     }
-    if (k.mayHaveRun) t.same(histogram(errors.map((e) => e?.maybe_executed)), { true: count }, `${what}: maybe_executed: true`);
-    else t.notOk(errors.some((e) => e?.maybe_executed === true), `${what}: not maybe_executed, nothing was sent (got ${JSON.stringify(histogram(errors.map((e) => e?.maybe_executed)))})`);
+    if (k.mayHaveRun)
+      t.same(histogram(errors.map((e) => e?.maybe_executed)), { true: count }, `${what}: maybe_executed: true`);
+    else
+      t.notOk(
+        errors.some((e) => e?.maybe_executed === true),
+        `${what}: not maybe_executed, nothing was sent (got ${JSON.stringify(histogram(errors.map((e) => e?.maybe_executed)))})`,
+      );
     for (const e of errors) if (e) refusals.push({ what, seq: e.audit_seq, maybe: e.maybe_executed });
   };
 
   for (const k of kinds) {
     await t.test(`${k.kind} over ${k.scheme}`, async (t) => {
       for (const target of k.targets) {
-        const replies = await pooled(Array.from({ length: PER_CASE }, (_x, i) => () => send(k.scheme, target.host, target.port, `/fault/${i}`, i)), CONCURRENCY);
+        const replies = await pooled(
+          Array.from({ length: PER_CASE }, (_x, i) => () => send(k.scheme, target.host, target.port, `/fault/${i}`, i)),
+          CONCURRENCY,
+        );
         expectRefusals(t, k, target, replies, `${k.kind} over ${k.scheme} to the ${target.form} ${target.host}`);
       }
       await stillServing(t, `after ${k.kind} over ${k.scheme}`);
@@ -274,10 +410,15 @@ t.test('broken networks: one clear refusal each, the daemon keeps serving', asyn
   }
 
   await t.test('all the kinds at once, interleaved', async (t) => {
-    const jobs = kinds.flatMap((k) => k.targets.flatMap((target) => Array.from({ length: BURST }, (_x, i) => ({ k, target, i }))));
+    const jobs = kinds.flatMap((k) =>
+      k.targets.flatMap((target) => Array.from({ length: BURST }, (_x, i) => ({ k, target, i }))),
+    );
     // Interleave: the j-th request of every target before the (j+1)-th of any.
     jobs.sort((a, b) => a.i - b.i);
-    const replies = await pooled(jobs.map((j) => () => send(j.k.scheme, j.target.host, j.target.port, `/burst/${j.i}`, j.i)), BURST_CONCURRENCY);
+    const replies = await pooled(
+      jobs.map((j) => () => send(j.k.scheme, j.target.host, j.target.port, `/burst/${j.i}`, j.i)),
+      BURST_CONCURRENCY,
+    );
     for (const k of kinds) {
       for (const target of k.targets) {
         const mine = replies.filter((_r, idx) => jobs[idx]!.k === k && jobs[idx]!.target === target);
@@ -289,10 +430,19 @@ t.test('broken networks: one clear refusal each, the daemon keeps serving', asyn
 
   await t.test('the peers saw what each kind implies', async (t) => {
     const st = await n.stats();
-    for (const name of ['reset-headers-http', 'reset-headers-https', 'reset-body-http', 'reset-body-https', 'garbage']) {
+    for (const name of [
+      'reset-headers-http',
+      'reset-headers-https',
+      'reset-body-http',
+      'reset-body-https',
+      'garbage',
+    ]) {
       t.equal(st[name]?.requests, 2 * (PER_CASE + BURST), `${name} read every request sent to it`);
     }
-    t.ok((st['close']?.connections ?? 0) >= 4 * (PER_CASE + BURST), `the closing peer accepted each connection (${st['close']?.connections})`);
+    t.ok(
+      (st['close']?.connections ?? 0) >= 4 * (PER_CASE + BURST),
+      `the closing peer accepted each connection (${st['close']?.connections})`,
+    );
     t.equal(st['alert']?.requests, 0, 'the TLS alert peer never read a request');
     t.equal(st['client-cert']?.requests, 0, 'the peer requiring a client certificate never read a request');
     t.equal(st['mismatch']?.requests, 0, 'the peer with a certificate for another name never read a request');
@@ -314,9 +464,18 @@ t.test('broken networks: one clear refusal each, the daemon keeps serving', asyn
     }
     const wrong = refusals.filter((f) => {
       const out = entries.get(f.seq);
-      return out?.['kind'] !== 'http_outcome' || out['error'] !== 'upstream_error' || (out['maybe_executed'] ?? null) !== (f.maybe ?? null) || entries.get(out['intent_seq'])?.['kind'] !== 'http_intent';
+      return (
+        out?.['kind'] !== 'http_outcome' ||
+        out['error'] !== 'upstream_error' ||
+        (out['maybe_executed'] ?? null) !== (f.maybe ?? null) ||
+        entries.get(out['intent_seq'])?.['kind'] !== 'http_intent'
+      );
     });
-    t.same(wrong.slice(0, 3).map((f) => ({ what: f.what, entry: entries.get(f.seq) })), [], 'each refusal\'s audit_seq is its outcome (upstream_error, the same maybe_executed), after its intent');
+    t.same(
+      wrong.slice(0, 3).map((f) => ({ what: f.what, entry: entries.get(f.seq) })),
+      [],
+      "each refusal's audit_seq is its outcome (upstream_error, the same maybe_executed), after its intent",
+    );
     t.same(exposures(texts.join('\n'), secret), [], 'no form of the secret in any reply');
     t.same(exposures(d.logs(), secret), [], 'nor in the daemon log');
     t.same(exposures(journalBytes(h.home), secret), [], 'nor in the journal files');

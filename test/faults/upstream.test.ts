@@ -97,7 +97,9 @@ t.test('hostile upstreams: clear refusals, bounded memory, the daemon keeps serv
     req.on('end', () => {
       res.writeHead(200, { 'content-type': 'text/plain' });
       res.write(Buffer.alloc(16 * 1024, 'b'));
-      res.write(Buffer.alloc(16 * 1024, 'c'), () => setTimeout(() => raw.get(req.socket.remotePort!)?.resetAndDestroy(), 50));
+      res.write(Buffer.alloc(16 * 1024, 'c'), () =>
+        setTimeout(() => raw.get(req.socket.remotePort!)?.resetAndDestroy(), 50),
+      );
     });
   });
   await new Promise<void>((r) => resetter.listen(0, '127.0.0.1', () => r()));
@@ -126,8 +128,16 @@ t.test('hostile upstreams: clear refusals, bounded memory, the daemon keeps serv
   });
 
   const P = s.up.port;
-  const rule = (port: number): string => `[[allow]]\nhost = "api.example.test"\nports = [${port}]\nmethods = ["GET", "POST"]\n`;
-  s.addCredential('api', `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n` + rule(P) + rule(resetPort) + rule(mutePort), 'upstream-fault-secret');
+  const rule = (port: number): string =>
+    `[[allow]]\nhost = "api.example.test"\nports = [${port}]\nmethods = ["GET", "POST"]\n`;
+  s.addCredential(
+    'api',
+    `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n` +
+      rule(P) +
+      rule(resetPort) +
+      rule(mutePort),
+    'upstream-fault-secret',
+  );
   await s.approver();
 
   const url = (path: string, port = P): string => `https://api.example.test:${port}${path}`;
@@ -140,7 +150,14 @@ t.test('hostile upstreams: clear refusals, bounded memory, the daemon keeps serv
   // A 504 upstream_timeout (with maybe_executed: true when `mayHaveRun`),
   // answered between min and max ms after `started`; noted for the journal
   // checks at the end.
-  const timedOut = (t: Test, r: { status: number; text: string; json: unknown }, started: number, [min, max]: [number, number], mayHaveRun: boolean, what: string): void => {
+  const timedOut = (
+    t: Test,
+    r: { status: number; text: string; json: unknown },
+    started: number,
+    [min, max]: [number, number],
+    mayHaveRun: boolean,
+    what: string,
+  ): void => {
     const elapsed = Date.now() - started;
     t.equal(r.status, 504, r.text);
     const e = (r.json as ErrorBody | null)?.error;
@@ -161,7 +178,10 @@ t.test('hostile upstreams: clear refusals, bounded memory, the daemon keeps serv
       doneAt = Date.now();
       return r;
     });
-    t.ok(await eventually(() => s.up.requests.some((q) => q.url === '/trickle'), 5000), 'the trickling request reached the upstream');
+    t.ok(
+      await eventually(() => s.up.requests.some((q) => q.url === '/trickle'), 5000),
+      'the trickling request reached the upstream',
+    );
     for (let i = 0; i < 3; i++) {
       const n = await normal(`during-trickle-${i}`);
       t.equal(n.status, 200, n.text);
@@ -175,7 +195,7 @@ t.test('hostile upstreams: clear refusals, bounded memory, the daemon keeps serv
 
   await t.test('a 1 GiB body is capped; memory bounded; the upstream connection dropped', async (t) => {
     const pid = s.d.proc.pid!;
-    t.equal(readFileSync(`/proc/${pid}/comm`, 'utf8').trim(), 'node', 'the pid measured is the daemon\'s node process');
+    t.equal(readFileSync(`/proc/${pid}/comm`, 'utf8').trim(), 'node', "the pid measured is the daemon's node process");
     const before = rssKiB(pid);
     let peak = before;
     const sampler = setInterval(() => {
@@ -198,7 +218,10 @@ t.test('hostile upstreams: clear refusals, bounded memory, the daemon keeps serv
     t.equal(j?.body.length, CAP, 'the body is exactly max_response_body');
     t.ok(j?.body === 'a'.repeat(CAP), 'the body is the first bytes sent');
     t.ok(repliedAt - started < 10_000, `answered in ${repliedAt - started} ms`);
-    t.ok(peak - before < 96 * 1024, `daemon RSS grew by ${peak - before} KiB at most (before ${before} KiB, peak ${peak} KiB)`);
+    t.ok(
+      peak - before < 96 * 1024,
+      `daemon RSS grew by ${peak - before} KiB at most (before ${before} KiB, peak ${peak} KiB)`,
+    );
     t.ok(await eventually(() => huge.closedAt !== 0, 5000), 'the upstream saw its connection closed');
     t.ok(huge.closedAt - repliedAt < 5000, `closed ${huge.closedAt - repliedAt} ms after the reply`);
     t.ok(huge.sent < 64 * 1024 * 1024, `the upstream wrote ${huge.sent} bytes before postern stopped reading`);
@@ -215,7 +238,13 @@ t.test('hostile upstreams: clear refusals, bounded memory, the daemon keeps serv
 
   await t.test('an upstream that reads the request and never answers: 504 at timeout_ms', async (t) => {
     const started = Date.now();
-    const slow = s.request({ credential: 'api', method: 'POST', url: url('/silent'), body: 'payload', timeout_ms: 1000 });
+    const slow = s.request({
+      credential: 'api',
+      method: 'POST',
+      url: url('/silent'),
+      body: 'payload',
+      timeout_ms: 1000,
+    });
     t.ok(await eventually(() => held.length === 1, 5000), 'the upstream read the request');
     const during = await normal('during-silent');
     t.equal(during.status, 200, during.text);
@@ -233,7 +262,13 @@ t.test('hostile upstreams: clear refusals, bounded memory, the daemon keeps serv
   });
 
   await t.test('a reset 32 KiB into a chunked body: 502 upstream_error, may have executed', async (t) => {
-    const r = await s.request({ credential: 'api', method: 'POST', url: url('/reset-deep', resetPort), body: 'payload', timeout_ms: 10_000 });
+    const r = await s.request({
+      credential: 'api',
+      method: 'POST',
+      url: url('/reset-deep', resetPort),
+      body: 'payload',
+      timeout_ms: 10_000,
+    });
     t.equal(r.status, 502, r.text);
     const e = (r.json as ErrorBody | null)?.error;
     t.equal(e?.code, 'upstream_error');

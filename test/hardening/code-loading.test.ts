@@ -37,7 +37,10 @@ t.test('code-loading variables: the code runs, postern refuses before the passph
   // The library is real: a plain program started with it runs its code.
   const env = spawnSync('/usr/bin/env', [`LD_AUDIT=${lib}`, `AUDIT_MARKER=${marker}`, '/bin/true']);
   t.equal(env.status, 0);
-  t.ok(existsSync(marker) && readFileSync(marker, 'utf8').includes('loaded'), 'LD_AUDIT ran the library\'s code in /bin/true');
+  t.ok(
+    existsSync(marker) && readFileSync(marker, 'utf8').includes('loaded'),
+    "LD_AUDIT ran the library's code in /bin/true",
+  );
 
   const opensslConf = h.file('openssl.cnf', 'openssl_conf = postern_test\n[postern_test]\n');
   const rows: [string, Record<string, string>][] = [
@@ -51,13 +54,34 @@ t.test('code-loading variables: the code runs, postern refuses before the passph
     // so a prompt return proves postern never opened it.
     const fifo = join(h.dir, `pass-${name}`);
     spawnSync('mkfifo', [fifo]);
-    const r = spawnSync('/usr/bin/env', ['-u', 'NODE_OPTIONS', ...Object.entries(set).map(([k, v]) => `${k}=${v}`), process.execPath, CLI, 'unlock', '--passphrase-file', fifo], { env: h.env, encoding: 'utf8', timeout: 20_000 });
+    const r = spawnSync(
+      '/usr/bin/env',
+      [
+        '-u',
+        'NODE_OPTIONS',
+        ...Object.entries(set).map(([k, v]) => `${k}=${v}`),
+        process.execPath,
+        CLI,
+        'unlock',
+        '--passphrase-file',
+        fifo,
+      ],
+      { env: h.env, encoding: 'utf8', timeout: 20_000 },
+    );
     t.equal(r.status, 1, `${name}: unlock exits 1 (${r.stderr.trim()})`);
-    t.match(r.stderr, new RegExp(`^postern unlock refuses to run: ${name} is set \\(`), `${name}: the refusal names the variable`);
+    t.match(
+      r.stderr,
+      new RegExp(`^postern unlock refuses to run: ${name} is set \\(`),
+      `${name}: the refusal names the variable`,
+    );
     t.match(r.stderr, /unset it and start again/, `${name}: and says what to do`);
     t.notOk(r.error, `${name}: returned at once, the passphrase file never read`);
   }
-  t.match(readFileSync(marker, 'utf8'), /loaded\n[\s\S]*loaded/, 'the audit library did run inside postern unlock too: refusing is what keeps the passphrase from it');
+  t.match(
+    readFileSync(marker, 'utf8'),
+    /loaded\n[\s\S]*loaded/,
+    'the audit library did run inside postern unlock too: refusing is what keeps the passphrase from it',
+  );
 
   const health = await agentRequest(join(h.home, 'agent.sock'), 'GET', '/v1/health');
   t.same(health.json, { locked: true }, 'the daemon was never unlocked');

@@ -21,10 +21,29 @@ import {
 import { cleanEnv, cli } from '../helpers/postern';
 
 t.test('the tables', async (t) => {
-  t.same([...FORBIDDEN_ENV].sort(), ['HOSTALIASES', 'LD_AUDIT', 'LD_LIBRARY_PATH', 'LD_PRELOAD', 'NODE_OPTIONS', 'OPENSSL_CONF', 'OPENSSL_ENGINES', 'OPENSSL_MODULES']);
+  t.same([...FORBIDDEN_ENV].sort(), [
+    'HOSTALIASES',
+    'LD_AUDIT',
+    'LD_LIBRARY_PATH',
+    'LD_PRELOAD',
+    'NODE_OPTIONS',
+    'OPENSSL_CONF',
+    'OPENSSL_ENGINES',
+    'OPENSSL_MODULES',
+  ]);
   t.same([...NEUTRALISED_ENV].sort(), [
-    'ALL_PROXY', 'HTTPS_PROXY', 'HTTP_PROXY', 'NODE_EXTRA_CA_CERTS', 'NODE_TLS_REJECT_UNAUTHORIZED', 'NO_PROXY',
-    'SSL_CERT_DIR', 'SSL_CERT_FILE', 'all_proxy', 'http_proxy', 'https_proxy', 'no_proxy',
+    'ALL_PROXY',
+    'HTTPS_PROXY',
+    'HTTP_PROXY',
+    'NODE_EXTRA_CA_CERTS',
+    'NODE_TLS_REJECT_UNAUTHORIZED',
+    'NO_PROXY',
+    'SSL_CERT_DIR',
+    'SSL_CERT_FILE',
+    'all_proxy',
+    'http_proxy',
+    'https_proxy',
+    'no_proxy',
   ]);
   for (const name of FORBIDDEN_ENV) t.ok(FORBIDDEN_ENV_REASONS[name], `${name} has a reason`);
   for (const name of NEUTRALISED_ENV) t.ok(NEUTRALISED_ENV_REASONS[name], `${name} has a reason`);
@@ -33,14 +52,19 @@ t.test('the tables', async (t) => {
 t.test('forbiddenEnvironment: present counts, even empty; nothing else does', async (t) => {
   for (const name of FORBIDDEN_ENV) {
     for (const value of ['x', '']) {
-      t.same(forbiddenEnvironment({ PATH: '/bin', [name]: value }), [
-        { path: name, message: `is set (${FORBIDDEN_ENV_REASONS[name]}); unset it` },
-      ], `${name}=${JSON.stringify(value)}`);
+      t.same(
+        forbiddenEnvironment({ PATH: '/bin', [name]: value }),
+        [{ path: name, message: `is set (${FORBIDDEN_ENV_REASONS[name]}); unset it` }],
+        `${name}=${JSON.stringify(value)}`,
+      );
     }
   }
   t.same(forbiddenEnvironment({ PATH: '/bin', node_options: 'x', LD_PRELOAD_X: 'y', NODE_EXTRA_CA_CERTS: '/x' }), []);
   t.same(forbiddenEnvironment({ NODE_OPTIONS: undefined }), [], 'an undefined value is not set');
-  t.same(forbiddenEnvironment({ HOSTALIASES: 'a', NODE_OPTIONS: 'b' }).map((p) => p.path), ['NODE_OPTIONS', 'HOSTALIASES']);
+  t.same(
+    forbiddenEnvironment({ HOSTALIASES: 'a', NODE_OPTIONS: 'b' }).map((p) => p.path),
+    ['NODE_OPTIONS', 'HOSTALIASES'],
+  );
   t.same(forbiddenEnvironment(Object.create({ NODE_OPTIONS: 'inherited' }) as NodeJS.ProcessEnv), [], 'own keys only');
 });
 
@@ -56,7 +80,9 @@ t.test('tracerPid reads /proc/<pid>/status', async (t) => {
   t.equal(tracerPid(process.pid), 0);
 
   // A shell started under strace prints its pid, then waits: its tracer is strace.
-  const traced = spawn('strace', ['-o', '/dev/null', 'sh', '-c', 'echo $$; exec sleep 30 >/dev/null'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const traced = spawn('strace', ['-o', '/dev/null', 'sh', '-c', 'echo $$; exec sleep 30 >/dev/null'], {
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
   const [chunk] = (await once(traced.stdout!, 'data')) as [Buffer];
   const shellPid = Number(chunk.toString().trim());
   t.teardown(() => {
@@ -66,7 +92,11 @@ t.test('tracerPid reads /proc/<pid>/status', async (t) => {
   t.equal(tracerPid(shellPid), traced.pid, 'the strace process');
 
   const gone = spawnSync('true');
-  t.throws(() => tracerPid(gone.pid), { name: 'Refusal', code: 'bad_environment', message: `/proc/${gone.pid}/status` });
+  t.throws(() => tracerPid(gone.pid), {
+    name: 'Refusal',
+    code: 'bad_environment',
+    message: `/proc/${gone.pid}/status`,
+  });
 });
 
 t.test('parsers of /proc texts', async (t) => {
@@ -81,9 +111,21 @@ t.test('parsers of /proc texts', async (t) => {
 
   const header = 'Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n';
   t.same(parseSwaps(header), []);
-  t.same(parseSwaps(`${header}/swapfile                               file\t\t2097148\t\t0\t\t-2\n/dev/sdb2 partition 1 0 -3\n`), ['/swapfile', '/dev/sdb2']);
+  t.same(
+    parseSwaps(
+      `${header}/swapfile                               file\t\t2097148\t\t0\t\t-2\n/dev/sdb2 partition 1 0 -3\n`,
+    ),
+    ['/swapfile', '/dev/sdb2'],
+  );
 
-  for (const [v, ok] of [['v20.18.0', true], ['v20.20.2', true], ['v22.1.0', true], ['v20.17.9', false], ['v18.20.0', false], ['nonsense', false]] as const) {
+  for (const [v, ok] of [
+    ['v20.18.0', true],
+    ['v20.20.2', true],
+    ['v22.1.0', true],
+    ['v20.17.9', false],
+    ['v18.20.0', false],
+    ['nonsense', false],
+  ] as const) {
     t.equal(nodeVersionOk(v), ok, v);
   }
 });
@@ -113,15 +155,32 @@ t.test('doctor in a child with core dumps enabled and a proxy variable set', asy
   // env -u: tap's processinfo adds NODE_OPTIONS to every child's environment.
   const run = spawnSync(
     'sh',
-    ['-c', 'ulimit -c 1024 && exec env -u NODE_OPTIONS HTTPS_PROXY=http://127.0.0.1:9 "$@"', 'sh', process.execPath, loader, probe, 'doctor'],
+    [
+      '-c',
+      'ulimit -c 1024 && exec env -u NODE_OPTIONS HTTPS_PROXY=http://127.0.0.1:9 "$@"',
+      'sh',
+      process.execPath,
+      loader,
+      probe,
+      'doctor',
+    ],
     { encoding: 'utf8' },
   );
   t.equal(run.status, 0, run.stderr);
   const findings = JSON.parse(run.stdout) as Finding[];
   // sh counts ulimit -c in 512-byte blocks.
-  t.match(findings.find((f) => /core dumps/.test(f.what)), { level: 'warn', what: /limit 524288 bytes.*non-dumpable/, fix: /ulimit -c 0/ });
-  t.match(findings.find((f) => /^HTTPS_PROXY/.test(f.what)), { level: 'warn', what: /ignored by postern/ });
-  t.match(findings.find((f) => /^none of NODE_OPTIONS/.test(f.what)), { level: 'ok' });
+  t.match(
+    findings.find((f) => /core dumps/.test(f.what)),
+    { level: 'warn', what: /limit 524288 bytes.*non-dumpable/, fix: /ulimit -c 0/ },
+  );
+  t.match(
+    findings.find((f) => /^HTTPS_PROXY/.test(f.what)),
+    { level: 'warn', what: /ignored by postern/ },
+  );
+  t.match(
+    findings.find((f) => /^none of NODE_OPTIONS/.test(f.what)),
+    { level: 'ok' },
+  );
 });
 
 t.test('doctor judges what it reads', async (t) => {
@@ -155,9 +214,17 @@ t.test('doctor judges what it reads', async (t) => {
   files['/proc/self/status'] = null;
   files['/proc/self/limits'] = 'Max core file size        0                    unlimited            bytes\n';
   files['/proc/swaps'] = null;
-  const more = doctorEnvironmentFindings({ env: {}, readFile: (f) => files[f] ?? null, nodeVersion: 'v22.0.0', loadAddon: () => ({}) });
+  const more = doctorEnvironmentFindings({
+    env: {},
+    readFile: (f) => files[f] ?? null,
+    nodeVersion: 'v22.0.0',
+    loadAddon: () => ({}),
+  });
   t.match(more, [
-    { level: 'ok', what: /^none of NODE_OPTIONS, LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH, HOSTALIASES, OPENSSL_CONF, OPENSSL_MODULES, OPENSSL_ENGINES is set/ },
+    {
+      level: 'ok',
+      what: /^none of NODE_OPTIONS, LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH, HOSTALIASES, OPENSSL_CONF, OPENSSL_MODULES, OPENSSL_ENGINES is set/,
+    },
     { level: 'ok', what: /no proxy or CA/ },
     { level: 'warn', what: /cannot read TracerPid/ },
     { level: 'warn', what: /Yama ptrace_scope is not available/ },

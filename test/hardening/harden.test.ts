@@ -14,7 +14,7 @@ import { FORBIDDEN_ENV, FORBIDDEN_ENV_REASONS } from '../../shared/hardening';
 // harden() does not look at.
 const probe = path.resolve(__dirname, '..', 'helpers', 'hardening-probe.ts');
 const loader = process.execArgv.find((a) => a.includes('@tapjs/typescript'));
-if (!loader) throw new Error('run this file with tap: it needs tap\'s TypeScript loader for the child processes');
+if (!loader) throw new Error("run this file with tap: it needs tap's TypeScript loader for the child processes");
 
 function cleanEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
@@ -101,12 +101,16 @@ const refusals: [string, Record<string, string>, string][] = [
   ['OPENSSL_CONF', { OPENSSL_CONF: '/dev/null' }, `${isSet('OPENSSL_CONF')}; unset it`],
   ['OPENSSL_MODULES', { OPENSSL_MODULES: emptyDir }, `${isSet('OPENSSL_MODULES')}; unset it`],
   ['OPENSSL_ENGINES', { OPENSSL_ENGINES: emptyDir }, `${isSet('OPENSSL_ENGINES')}; unset it`],
-  ['two at once', { HOSTALIASES: hostAliases, LD_LIBRARY_PATH: emptyDir }, `${isSet('LD_LIBRARY_PATH')} and ${isSet('HOSTALIASES')}; unset them`],
+  [
+    'two at once',
+    { HOSTALIASES: hostAliases, LD_LIBRARY_PATH: emptyDir },
+    `${isSet('LD_LIBRARY_PATH')} and ${isSet('HOSTALIASES')}; unset them`,
+  ],
 ];
 
 for (const [name, set, what] of refusals) {
   t.test(`refuses to run with ${name}`, async (t) => {
-    t.ok(libc, 'found this process\'s libc to preload');
+    t.ok(libc, "found this process's libc to preload");
     const p = startProbe(nodeProbe(), set);
     t.equal(await p.exit, 3, 'the probe exits through its refusal path');
     t.equal(p.stderr(), `REFUSED bad_environment: postern daemon refuses to run: ${what} and start again\n`);
@@ -115,8 +119,11 @@ for (const [name, set, what] of refusals) {
 
 t.test('refuses to run under strace, naming the tracer', async (t) => {
   const p = startProbe(['strace', '-f', '-o', '/dev/null', ...nodeProbe()]);
-  t.equal(await p.exit, 3, 'strace passes on the probe\'s exit code');
-  t.match(p.stderr(), `REFUSED bad_environment: postern daemon refuses to run: it is being traced by process ${p.child.pid} (strace)`);
+  t.equal(await p.exit, 3, "strace passes on the probe's exit code");
+  t.match(
+    p.stderr(),
+    `REFUSED bad_environment: postern daemon refuses to run: it is being traced by process ${p.child.pid} (strace)`,
+  );
 });
 
 // Listening TCP sockets held by `pid`: its socket inodes matched against
@@ -154,7 +161,9 @@ t.test('control: an unhardened node opens the inspector on SIGUSR1', async (t) =
   t.same(listeningPorts(p.child.pid!), [], 'nothing listening before the signal');
   const start = Date.now();
   p.child.kill('SIGUSR1');
-  const port = await waitFor(() => Number(/Debugger listening on ws:\/\/127\.0\.0\.1:(\d+)\//.exec(p.stderr())?.[1] ?? 0));
+  const port = await waitFor(() =>
+    Number(/Debugger listening on ws:\/\/127\.0\.0\.1:(\d+)\//.exec(p.stderr())?.[1] ?? 0),
+  );
   inspectorDelay = Date.now() - start;
   t.ok(port > 0, 'the inspector announced itself');
   t.same(listeningPorts(p.child.pid!), [port], 'and listens');

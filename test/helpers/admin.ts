@@ -41,7 +41,11 @@ export class TestAdmin {
     });
   }
 
-  request(op: string, args: Record<string, unknown> = {}, attachments: Buffer[] = []): Promise<Record<string, unknown>> {
+  request(
+    op: string,
+    args: Record<string, unknown> = {},
+    attachments: Buffer[] = [],
+  ): Promise<Record<string, unknown>> {
     if (this.closed) return Promise.resolve({ ok: false, error: { code: 'connection_closed' } });
     const id = this.next++;
     return new Promise((resolve) => {

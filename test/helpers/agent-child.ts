@@ -169,7 +169,10 @@ export class Agent {
   static async start(script: AgentScript, o: { prefix?: string[]; cwd?: string } = {}): Promise<Agent> {
     const argv = [process.execPath, script.path];
     // tap re-inserts NODE_OPTIONS (its loader) into every child: remove it.
-    const proc = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', ...(o.prefix ?? []), ...argv], { stdio: ['pipe', 'pipe', 'inherit'], cwd: o.cwd });
+    const proc = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', ...(o.prefix ?? []), ...argv], {
+      stdio: ['pipe', 'pipe', 'inherit'],
+      cwd: o.cwd,
+    });
     const listeners: ((m: Message) => void)[] = [];
     let buffered = '';
     proc.stdout!.on('data', (d: Buffer) => {
@@ -194,7 +197,11 @@ export class Agent {
       },
       listen: (fn) => listeners.push(fn),
     };
-    const ready = await firstMessage(channel, (m) => m['event'] === 'ready', () => proc.exitCode !== null || proc.signalCode !== null);
+    const ready = await firstMessage(
+      channel,
+      (m) => m['event'] === 'ready',
+      () => proc.exitCode !== null || proc.signalCode !== null,
+    );
     const agent = new Agent(channel, ready['pid'] as number, ready['ppid'] as number, ready['uid'] as number, proc);
     proc.on('exit', () => agent.markExited());
     if (proc.exitCode !== null || proc.signalCode !== null) agent.markExited();
@@ -235,7 +242,11 @@ export class Agent {
       if (m['event'] === 'exit') gone = true;
     });
     this.channel.send({ op: 'spawn', id: o.id, argv: o.argv, cwd: o.cwd, lastPid: o.lastPid });
-    const ready = await firstMessage(channel, (m) => m['event'] === 'ready' || m['event'] === 'exit', () => gone);
+    const ready = await firstMessage(
+      channel,
+      (m) => m['event'] === 'ready' || m['event'] === 'exit',
+      () => gone,
+    );
     if (ready['event'] !== 'ready') throw new Error(`child ${o.id} did not start: ${JSON.stringify(ready)}`);
     const child = new Agent(channel, ready['pid'] as number, ready['ppid'] as number, ready['uid'] as number, null);
     listeners.push((m) => {

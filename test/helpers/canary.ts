@@ -18,7 +18,12 @@ export function makeCanary(prefix = 'CANARY'): string {
 // byte strings (latin1), as the text searched is.
 export function canaryForms(secret: string): string[] {
   const b = Buffer.from(secret, 'utf8');
-  const forms = new Set<string>([secret, b.toString('hex'), b.toString('hex').toUpperCase(), encodeURIComponent(secret)]);
+  const forms = new Set<string>([
+    secret,
+    b.toString('hex'),
+    b.toString('hex').toUpperCase(),
+    encodeURIComponent(secret),
+  ]);
   for (let o = 0; o < 3; o++) {
     const std = b.subarray(o).toString('base64');
     const stable = std.slice(0, Math.floor((b.length - o) / 3) * 4 - 4);
@@ -78,12 +83,19 @@ export function journalBytes(home: string): Buffer {
 // object a line): a secret written into an event payload shows only here.
 // Fails rather than search less: an entry that does not decode or decrypt,
 // or a journal without a single event, would hide what it holds.
-export async function journalText(h: { env: NodeJS.ProcessEnv; passFile: string }, passFile = h.passFile): Promise<string> {
+export async function journalText(
+  h: { env: NodeJS.ProcessEnv; passFile: string },
+  passFile = h.passFile,
+): Promise<string> {
   const r = await cliAsync(h, ['audit', 'show', '--json', '--passphrase-file', passFile]);
   if (r.code !== 0) throw new Error(`audit show exited ${r.code}: ${r.stderr}`);
-  const entries = r.stdout.trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+  const entries = r.stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
   const unread = entries.filter((e) => e['undecodable'] === true || e['undecryptable'] === true);
-  if (unread.length > 0) throw new Error(`audit show could not read ${unread.length} entries: ${JSON.stringify(unread[0])}`);
+  if (unread.length > 0)
+    throw new Error(`audit show could not read ${unread.length} entries: ${JSON.stringify(unread[0])}`);
   if (!entries.some((e) => e['type'] === 'event')) throw new Error('the journal holds no event to search');
   return r.stdout;
 }

@@ -12,9 +12,18 @@ export interface BytesResult {
 }
 
 export function cliBytes(env: NodeJS.ProcessEnv, args: string[], pipeTo?: string): Promise<BytesResult> {
-  const argv = pipeTo === undefined
-    ? ['/usr/bin/env', '-u', 'NODE_OPTIONS', process.execPath, CLI, ...args]
-    : ['/bin/bash', '-c', `/usr/bin/env -u NODE_OPTIONS "$@" | ${pipeTo}; exit \${PIPESTATUS[0]}`, 'bash', process.execPath, CLI, ...args];
+  const argv =
+    pipeTo === undefined
+      ? ['/usr/bin/env', '-u', 'NODE_OPTIONS', process.execPath, CLI, ...args]
+      : [
+          '/bin/bash',
+          '-c',
+          `/usr/bin/env -u NODE_OPTIONS "$@" | ${pipeTo}; exit \${PIPESTATUS[0]}`,
+          'bash',
+          process.execPath,
+          CLI,
+          ...args,
+        ];
   return new Promise((resolve) => {
     const p = spawn(argv[0]!, argv.slice(1), { env, stdio: ['ignore', 'pipe', 'pipe'] });
     const out: Buffer[] = [];

@@ -71,7 +71,15 @@ export function buildDriver(): string {
 // it sees spawned (and an unprivileged child could not write its report).
 // NODE_PATH makes node_modules reachable from the temp dir.
 export function driverArgv(...args: string[]): string[] {
-  return ['env', '-u', 'NODE_OPTIONS', `NODE_PATH=${path.join(REPO, 'node_modules')}`, process.execPath, buildDriver(), ...args];
+  return [
+    'env',
+    '-u',
+    'NODE_OPTIONS',
+    `NODE_PATH=${path.join(REPO, 'node_modules')}`,
+    process.execPath,
+    buildDriver(),
+    ...args,
+  ];
 }
 
 async function loop(vault: string, key: Buffer): Promise<never> {

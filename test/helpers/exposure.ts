@@ -32,19 +32,32 @@ function utf8Bytes(codePoint: number): string {
   return Buffer.from(String.fromCodePoint(codePoint), 'utf8').toString('latin1');
 }
 
-const SHORT_ESCAPES: Record<string, string> = { '"': '"', '\\': '\\', '/': '/', b: '\b', f: '\f', n: '\n', r: '\r', t: '\t' };
+const SHORT_ESCAPES: Record<string, string> = {
+  '"': '"',
+  '\\': '\\',
+  '/': '/',
+  b: '\b',
+  f: '\f',
+  n: '\n',
+  r: '\r',
+  t: '\t',
+};
 
 function jsonUnescape(s: string): string {
-  return s.replace(/\\[uU]([0-9a-fA-F]{4})(?:\\[uU]([0-9a-fA-F]{4}))?|\\(["\\/bfnrt])/g, (_m, hi?: string, lo?: string, short?: string) => {
-    if (short !== undefined) return SHORT_ESCAPES[short] as string;
-    const a = parseInt(hi as string, 16);
-    if (lo !== undefined) {
-      const b = parseInt(lo, 16);
-      if (a >= 0xd800 && a < 0xdc00 && b >= 0xdc00 && b < 0xe000) return utf8Bytes(0x10000 + ((a - 0xd800) << 10) + (b - 0xdc00));
-      return utf8Bytes(a) + utf8Bytes(b);
-    }
-    return utf8Bytes(a);
-  });
+  return s.replace(
+    /\\[uU]([0-9a-fA-F]{4})(?:\\[uU]([0-9a-fA-F]{4}))?|\\(["\\/bfnrt])/g,
+    (_m, hi?: string, lo?: string, short?: string) => {
+      if (short !== undefined) return SHORT_ESCAPES[short] as string;
+      const a = parseInt(hi as string, 16);
+      if (lo !== undefined) {
+        const b = parseInt(lo, 16);
+        if (a >= 0xd800 && a < 0xdc00 && b >= 0xdc00 && b < 0xe000)
+          return utf8Bytes(0x10000 + ((a - 0xd800) << 10) + (b - 0xdc00));
+        return utf8Bytes(a) + utf8Bytes(b);
+      }
+      return utf8Bytes(a);
+    },
+  );
 }
 
 function percentDecodeTwice(s: string): string {
@@ -58,10 +71,13 @@ function codePointBytes(m: string, cp: number): string {
 }
 
 function htmlUnescape(s: string): string {
-  return s.replace(/&#[xX]([0-9a-fA-F]+);|&#([0-9]+);|&(amp|lt|gt|quot|apos);/g, (m, hex?: string, dec?: string, name?: string) => {
-    if (name !== undefined) return NAMED_REFS[name] as string;
-    return codePointBytes(m, hex !== undefined ? parseInt(hex, 16) : parseInt(dec as string, 10));
-  });
+  return s.replace(
+    /&#[xX]([0-9a-fA-F]+);|&#([0-9]+);|&(amp|lt|gt|quot|apos);/g,
+    (m, hex?: string, dec?: string, name?: string) => {
+      if (name !== undefined) return NAMED_REFS[name] as string;
+      return codePointBytes(m, hex !== undefined ? parseInt(hex, 16) : parseInt(dec as string, 10));
+    },
+  );
 }
 
 function xUnescape(s: string): string {
@@ -71,15 +87,27 @@ function xUnescape(s: string): string {
 // Every escape above in one pass, so an occurrence that writes each byte
 // its own way is whole in this view.
 function anyUnescape(s: string): string {
-  return s.replace(/%25([0-9a-fA-F]{2})|%([0-9a-fA-F]{2})|\\[xX]([0-9a-fA-F]{2})|(\\[uU][0-9a-fA-F]{4}(?:\\[uU][0-9a-fA-F]{4})?)|\\(["\\/])|&#[xX]([0-9a-fA-F]+);|&#([0-9]+);|&(amp|lt|gt|quot|apos);/g,
-    (m, p2?: string, p1?: string, x?: string, u?: string, short?: string, hex?: string, dec?: string, name?: string) => {
+  return s.replace(
+    /%25([0-9a-fA-F]{2})|%([0-9a-fA-F]{2})|\\[xX]([0-9a-fA-F]{2})|(\\[uU][0-9a-fA-F]{4}(?:\\[uU][0-9a-fA-F]{4})?)|\\(["\\/])|&#[xX]([0-9a-fA-F]+);|&#([0-9]+);|&(amp|lt|gt|quot|apos);/g,
+    (
+      m,
+      p2?: string,
+      p1?: string,
+      x?: string,
+      u?: string,
+      short?: string,
+      hex?: string,
+      dec?: string,
+      name?: string,
+    ) => {
       const byte = p2 ?? p1 ?? x;
       if (byte !== undefined) return String.fromCharCode(parseInt(byte, 16));
       if (short !== undefined) return short;
       if (name !== undefined) return NAMED_REFS[name] as string;
       if (u !== undefined) return jsonUnescape(u);
       return codePointBytes(m, hex !== undefined ? parseInt(hex, 16) : parseInt(dec as string, 10));
-    });
+    },
+  );
 }
 
 // The bytes read as UTF-16 (from byte `from`), as UTF-8 bytes.

@@ -172,7 +172,10 @@ export class ControlServer {
   private waiting: ((a: ControlledAgent) => void)[] = [];
   private sockets = new Set<net.Socket>();
 
-  private constructor(private readonly server: net.Server, readonly path: string) {
+  private constructor(
+    private readonly server: net.Server,
+    readonly path: string,
+  ) {
     server.on('connection', (sock) => {
       this.sockets.add(sock);
       sock.on('close', () => this.sockets.delete(sock));
@@ -192,7 +195,13 @@ export class ControlServer {
             continue;
           }
           const ready = JSON.parse(line) as Message;
-          agent = new ControlledAgent(sock, ready['pid'] as number, ready['ppid'] as number, ready['cwd'] as string, lines);
+          agent = new ControlledAgent(
+            sock,
+            ready['pid'] as number,
+            ready['ppid'] as number,
+            ready['cwd'] as string,
+            lines,
+          );
           const w = this.waiting.shift();
           if (w) w(agent);
           else this.arrived.push(agent);
@@ -230,7 +239,12 @@ export class ControlServer {
 
 // Start the agent as a child of the test: `exe` runs `script` (a Python
 // interpreter, or a copy of one), connected to `control`.
-export function startIdentityAgent(exe: string, script: IdentityAgentScript, control: ControlServer, o: { cwd?: string; args?: string[] } = {}): { argv: string[]; proc: ChildProcess } {
+export function startIdentityAgent(
+  exe: string,
+  script: IdentityAgentScript,
+  control: ControlServer,
+  o: { cwd?: string; args?: string[] } = {},
+): { argv: string[]; proc: ChildProcess } {
   const argv = [exe, script.path, '--control', control.path, ...(o.args ?? [])];
   const proc = spawn(argv[0]!, argv.slice(1), { cwd: o.cwd, stdio: ['ignore', 'ignore', 'inherit'] });
   return { argv, proc };

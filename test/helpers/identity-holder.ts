@@ -130,7 +130,11 @@ export function writeHolder(): Holder {
 // closes (every process that held it has exited).
 // `prefix`: the command line that runs the script instead of python3
 // itself (it must end with an interpreter, e.g. an unshare … exec).
-export function runHolder(h: Holder, args: string[], prefix: string[] = ['/usr/bin/python3']): { proc: ChildProcess; replies: Reply[]; done: Promise<void>; next(): Promise<Reply> } {
+export function runHolder(
+  h: Holder,
+  args: string[],
+  prefix: string[] = ['/usr/bin/python3'],
+): { proc: ChildProcess; replies: Reply[]; done: Promise<void>; next(): Promise<Reply> } {
   const proc = spawn(prefix[0]!, [...prefix.slice(1), h.path, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   const replies: Reply[] = [];
   const waiting: ((r: Reply) => void)[] = [];

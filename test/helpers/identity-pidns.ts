@@ -23,13 +23,31 @@ export interface NsDaemon {
 
 // The pids of a process in each namespace it belongs to, outermost first.
 export function nsPids(pid: number): number[] {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('NSpid:')) ?? '';
+  const line =
+    readFileSync(`/proc/${pid}/status`, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('NSpid:')) ?? '';
   return line.split(/\s+/).slice(1).filter(Boolean).map(Number);
 }
 
 // Start the daemon for the initialised home `h`, unlock it and attach an approver.
 export async function startDaemonInPidNs(h: Home, script: AgentScript): Promise<NsDaemon> {
-  const unshare = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', 'unshare', '--fork', '--pid', '--mount-proc', '--kill-child=SIGTERM', process.execPath, CLI, 'daemon'], { env: h.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const unshare = spawn(
+    '/usr/bin/env',
+    [
+      '-u',
+      'NODE_OPTIONS',
+      'unshare',
+      '--fork',
+      '--pid',
+      '--mount-proc',
+      '--kill-child=SIGTERM',
+      process.execPath,
+      CLI,
+      'daemon',
+    ],
+    { env: h.env, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let logs = '';
   unshare.stdout.on('data', (d: Buffer) => (logs += d.toString()));
   unshare.stderr.on('data', (d: Buffer) => (logs += d.toString()));
@@ -43,7 +61,9 @@ export async function startDaemonInPidNs(h: Home, script: AgentScript): Promise<
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  const daemonPid = Number(readFileSync(`/proc/${unshare.pid}/task/${unshare.pid}/children`, 'utf8').trim().split(/\s+/)[0]);
+  const daemonPid = Number(
+    readFileSync(`/proc/${unshare.pid}/task/${unshare.pid}/children`, 'utf8').trim().split(/\s+/)[0],
+  );
   const stopDaemon = async (): Promise<void> => {
     try {
       process.kill(daemonPid, 'SIGTERM');
@@ -54,7 +74,11 @@ export async function startDaemonInPidNs(h: Home, script: AgentScript): Promise<
   };
   const inNs = (argv: string[]): string[] => ['nsenter', '-t', String(daemonPid), '-p', '-m', '--', ...argv];
   const cli = (args: string[]): Result => {
-    const r = spawnSync('/usr/bin/env', ['-u', 'NODE_OPTIONS', ...inNs([process.execPath, CLI, ...args])], { env: h.env, encoding: 'utf8', timeout: 60_000 });
+    const r = spawnSync('/usr/bin/env', ['-u', 'NODE_OPTIONS', ...inNs([process.execPath, CLI, ...args])], {
+      env: h.env,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
     return { code: r.status, stdout: r.stdout, stderr: r.stderr };
   };
   let relay: Agent | null = null;

@@ -8,7 +8,9 @@ interface Teardown {
   teardown(fn: () => unknown): void;
 }
 
-export async function startUpstream(t: Teardown): Promise<{ ca: TestCa; up: Upstream; dns: Awaited<ReturnType<typeof startDnsServer>> }> {
+export async function startUpstream(
+  t: Teardown,
+): Promise<{ ca: TestCa; up: Upstream; dns: Awaited<ReturnType<typeof startDnsServer>> }> {
   const ca = makeTestCa(['api.example.test']);
   t.teardown(() => ca.cleanup());
   const up = await startHttpsUpstream(ca, echo);

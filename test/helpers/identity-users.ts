@@ -74,24 +74,58 @@ function userEnv(extra: Record<string, string | undefined>): NodeJS.ProcessEnv {
 }
 
 // `runuser -u USER -- COMMAND...`, as the operations doc writes it (sudo -u).
-export function runAs(user: string, argv: string[], o: { input?: string; env?: Record<string, string | undefined>; cwd?: string } = {}): Run {
-  const r = spawnSync('runuser', ['-u', user, '--', '/usr/bin/env', '-u', 'NODE_OPTIONS', ...argv], { env: userEnv(o.env ?? {}), input: o.input ?? '', encoding: 'utf8', timeout: 120_000, cwd: o.cwd });
+export function runAs(
+  user: string,
+  argv: string[],
+  o: { input?: string; env?: Record<string, string | undefined>; cwd?: string } = {},
+): Run {
+  const r = spawnSync('runuser', ['-u', user, '--', '/usr/bin/env', '-u', 'NODE_OPTIONS', ...argv], {
+    env: userEnv(o.env ?? {}),
+    input: o.input ?? '',
+    encoding: 'utf8',
+    timeout: 120_000,
+    cwd: o.cwd,
+  });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
 // The same, running on: for the daemon and the approver.
-export function spawnAs(user: string, argv: string[], o: { env?: Record<string, string | undefined>; setpriv?: { home: string } } = {}): ChildProcess {
+export function spawnAs(
+  user: string,
+  argv: string[],
+  o: { env?: Record<string, string | undefined>; setpriv?: { home: string } } = {},
+): ChildProcess {
   const prefix = o.setpriv
-    ? ['setpriv', `--reuid=${user}`, `--regid=${user}`, '--init-groups', '/usr/bin/env', '-u', 'NODE_OPTIONS', `HOME=${o.setpriv.home}`]
+    ? [
+        'setpriv',
+        `--reuid=${user}`,
+        `--regid=${user}`,
+        '--init-groups',
+        '/usr/bin/env',
+        '-u',
+        'NODE_OPTIONS',
+        `HOME=${o.setpriv.home}`,
+      ]
     : ['runuser', '-u', user, '--', '/usr/bin/env', '-u', 'NODE_OPTIONS'];
-  return spawn(prefix[0]!, [...prefix.slice(1), ...argv], { env: userEnv(o.env ?? {}), stdio: ['ignore', 'pipe', 'pipe'] });
+  return spawn(prefix[0]!, [...prefix.slice(1), ...argv], {
+    env: userEnv(o.env ?? {}),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
 }
 
 // `setpriv --reuid --regid --init-groups COMMAND...`: a real process of the
 // user, exec'd straight from this one (no PAM session in between).
-export function setprivAs(user: string, argv: string[], o: { input?: string; cwd?: string; env?: Record<string, string | undefined> } = {}): Promise<Run> {
+export function setprivAs(
+  user: string,
+  argv: string[],
+  o: { input?: string; cwd?: string; env?: Record<string, string | undefined> } = {},
+): Promise<Run> {
   return new Promise((resolve) => {
-    const p = spawn('setpriv', [`--reuid=${user}`, `--regid=${user}`, '--init-groups', '/usr/bin/env', '-u', 'NODE_OPTIONS', ...argv], { env: userEnv(o.env ?? {}), cwd: o.cwd, stdio: ['pipe', 'pipe', 'pipe'] });
+    const p = spawn(
+      'setpriv',
+      [`--reuid=${user}`, `--regid=${user}`, '--init-groups', '/usr/bin/env', '-u', 'NODE_OPTIONS', ...argv],
+      { env: userEnv(o.env ?? {}), cwd: o.cwd, stdio: ['pipe', 'pipe', 'pipe'] },
+    );
     let stdout = '';
     let stderr = '';
     p.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -9,11 +9,19 @@ import { Journal, createJournal } from '../../daemon/audit/journal';
 import { decodeEntry, entryHash, EntryType, segmentPath } from '../../shared/audit-format';
 import { BuiltJournal, b64, makeKeys } from './journal-fixture';
 
-export async function buildJournalWithWriter(dir: string, atLeast: number, segmentSize = 96 * 1024, runs = 3): Promise<BuiltJournal> {
+export async function buildJournalWithWriter(
+  dir: string,
+  atLeast: number,
+  segmentSize = 96 * 1024,
+  runs = 3,
+): Promise<BuiltJournal> {
   mkdirSync(dir, { recursive: true });
   const keys = await makeKeys();
   const path = join(dir, 'audit.log');
-  const created = await createJournal(path, { signPublic: b64(keys.sign.publicKey), boxPublic: b64(keys.box.publicKey) });
+  const created = await createJournal(path, {
+    signPublic: b64(keys.sign.publicKey),
+    boxPublic: b64(keys.box.publicKey),
+  });
   keys.journalId = created.journalId;
   const perRun = Math.ceil(atLeast / runs);
   let generation = 1;
@@ -48,5 +56,15 @@ export async function buildJournalWithWriter(dir: string, atLeast: number, segme
     return d.entry.type;
   });
   const checkpoints = types.flatMap((ty, i) => (ty === 'checkpoint' ? [i + 1] : []));
-  return { dir, path, keys, files, entries: all.length, head: { seq: all.length, hash: hashes[all.length - 1] as string }, hashes, types, checkpoints };
+  return {
+    dir,
+    path,
+    keys,
+    files,
+    entries: all.length,
+    head: { seq: all.length, hash: hashes[all.length - 1] as string },
+    hashes,
+    types,
+    checkpoints,
+  };
 }

@@ -18,7 +18,16 @@ import {
   eventAd,
   segmentPath,
 } from '../../shared/audit-format';
-import { KeyPair, aeadEncrypt, ed25519Keypair, ed25519Sign, randomBytes, sealTo, sodiumReady, x25519Keypair } from '../../shared/crypto';
+import {
+  KeyPair,
+  aeadEncrypt,
+  ed25519Keypair,
+  ed25519Sign,
+  randomBytes,
+  sealTo,
+  sodiumReady,
+  x25519Keypair,
+} from '../../shared/crypto';
 
 export interface JournalKeys {
   sign: KeyPair;
@@ -64,7 +73,12 @@ function lineCount(files: Buffer[][]): number {
 // What the writer would put at `seq` (SPEC §9: a checkpoint after 63 other
 // entries, before each rotation and at shutdown; a segment opens with its
 // segment, key and vault entries; each start writes a key entry).
-function planType(seq: number, o: Required<Pick<BuildOptions, 'segmentEvery' | 'restartEvery'>>, since: number, lastFinal: number): EntryType {
+function planType(
+  seq: number,
+  o: Required<Pick<BuildOptions, 'segmentEvery' | 'restartEvery'>>,
+  since: number,
+  lastFinal: number,
+): EntryType {
   if (seq === 1) return 'genesis';
   const every = o.segmentEvery;
   const inFile = every > 0 ? (seq - 1) % every : seq - 1; // 0 for a segment's first line
@@ -83,7 +97,11 @@ export async function buildJournal(dir: string, n: number, opts: BuildOptions = 
   if (n < 1) throw new RangeError('buildJournal: n must be at least 1');
   await sodiumReady();
   const keys = opts.keys ?? (await makeKeys());
-  const o = { segmentEvery: opts.segmentEvery ?? 0, unsignedTail: opts.unsignedTail ?? 0, restartEvery: opts.restartEvery ?? 0 };
+  const o = {
+    segmentEvery: opts.segmentEvery ?? 0,
+    unsignedTail: opts.unsignedTail ?? 0,
+    restartEvery: opts.restartEvery ?? 0,
+  };
   const lastFinal = n - o.unsignedTail;
   const start = opts.startTime ?? Date.UTC(2025, 0, 1);
   const files: Buffer[][] = [[]];
@@ -100,7 +118,12 @@ export async function buildJournal(dir: string, n: number, opts: BuildOptions = 
     let body: EntryBody;
     switch (type) {
       case 'genesis':
-        body = { type, journal_id: keys.journalId, sign_pub: b64(keys.sign.publicKey), box_pub: b64(keys.box.publicKey) };
+        body = {
+          type,
+          journal_id: keys.journalId,
+          sign_pub: b64(keys.sign.publicKey),
+          box_pub: b64(keys.box.publicKey),
+        };
         break;
       case 'segment':
         files.push([]);
@@ -120,7 +143,11 @@ export async function buildJournal(dir: string, n: number, opts: BuildOptions = 
         checkpoints.push(seq);
         break;
       default:
-        body = { type: 'event', key_id: keyId, ...encryptEvent(eventKey, seq, prev, { kind: 'http_request', credential: 'github', method: 'GET', n: seq }) };
+        body = {
+          type: 'event',
+          key_id: keyId,
+          ...encryptEvent(eventKey, seq, prev, { kind: 'http_request', credential: 'github', method: 'GET', n: seq }),
+        };
     }
     const line = encodeEntry(seq, prev, new Date(start + seq * 1000).toISOString(), body);
     (files[files.length - 1] as Buffer[]).push(line);
@@ -130,7 +157,17 @@ export async function buildJournal(dir: string, n: number, opts: BuildOptions = 
     since = type === 'checkpoint' ? 0 : since + 1;
   }
   const path = join(dir, 'audit.log');
-  const j: BuiltJournal = { dir, path, keys, files, entries: n, head: { seq: n, hash: prev }, hashes, types, checkpoints };
+  const j: BuiltJournal = {
+    dir,
+    path,
+    keys,
+    files,
+    entries: n,
+    head: { seq: n, hash: prev },
+    hashes,
+    types,
+    checkpoints,
+  };
   writeFiles(dir, files);
   return j;
 }
@@ -151,7 +188,9 @@ export function writeFiles(dir: string, files: Buffer[][], name = 'audit.log'): 
   const path = join(dir, name);
   for (let k = files.length; existsSync(segmentPath(path, k)); k++) rmSync(segmentPath(path, k));
   files.forEach((lines, k) => {
-    writeFileSync(segmentPath(path, k), lines.length ? Buffer.concat(lines.flatMap((l) => [l, NL])) : Buffer.alloc(0), { mode: 0o600 });
+    writeFileSync(segmentPath(path, k), lines.length ? Buffer.concat(lines.flatMap((l) => [l, NL])) : Buffer.alloc(0), {
+      mode: 0o600,
+    });
   });
   return path;
 }
@@ -187,7 +226,8 @@ export function tamper(j: BuiltJournal, t: TamperOp, dir: string): string {
   switch (t.op) {
     case 'flip': {
       const s = at(t.seq);
-      if (t.byte < 0 || t.byte >= s.line.length) throw new RangeError(`tamper: entry ${t.seq} has ${s.line.length} bytes`);
+      if (t.byte < 0 || t.byte >= s.line.length)
+        throw new RangeError(`tamper: entry ${t.seq} has ${s.line.length} bytes`);
       const line = Buffer.from(s.line);
       line[t.byte] = (line[t.byte] as number) ^ (t.mask ?? 0x01);
       slots[t.seq - 1] = { file: s.file, line };
@@ -297,7 +337,8 @@ const CLASSES = ['0123456789', 'abcdef', 'ghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMN
 export function withCharChanged(line: Buffer, byte: number): Buffer {
   const c = String.fromCharCode(line[byte] as number);
   const cls = CLASSES.find((k) => k.includes(c));
-  if (!cls) throw new Error(`withCharChanged: byte ${byte} is ${JSON.stringify(c)}, not a hex, base64 or time character`);
+  if (!cls)
+    throw new Error(`withCharChanged: byte ${byte} is ${JSON.stringify(c)}, not a hex, base64 or time character`);
   const out = Buffer.from(line);
   out[byte] = cls.charCodeAt((cls.indexOf(c) + 1) % cls.length);
   return out;
@@ -314,13 +355,18 @@ export function rechainFrom(j: BuiltJournal, seq: number, line: Buffer, dir: str
     const d = decodeEntry(flat[s - 1] as Buffer);
     if (!d.ok) throw new Error(`rechainFrom: entry ${s} does not decode (${d.why})`);
     let body = stripCommon(d.entry);
-    if (body.type === 'checkpoint') body = checkpointBody(j.keys.journalId, s, prev, j.keys.sign, j.keys.sign.publicKey);
+    if (body.type === 'checkpoint')
+      body = checkpointBody(j.keys.journalId, s, prev, j.keys.sign, j.keys.sign.publicKey);
     const next = encodeEntry(s, prev, d.entry.time, body);
     flat[s - 1] = next;
     prev = entryHash(next);
   }
   let k = 0;
-  return writeFiles(dir, j.files.map((f) => f.map(() => flat[k++] as Buffer)), basename(j.path));
+  return writeFiles(
+    dir,
+    j.files.map((f) => f.map(() => flat[k++] as Buffer)),
+    basename(j.path),
+  );
 }
 
 export { lineCount };
@@ -356,7 +402,10 @@ export async function makeTestVector(): Promise<TestVector> {
   // crypto_box_seal(m, pk) = epk || crypto_box_easy(m, blake2b-192(epk || pk), pk, esk),
   // with a fixed ephemeral key pair instead of a random one.
   const sealNonce = s.crypto_generichash(24, Buffer.concat([eph.publicKey, box.publicKey]), null);
-  const sealed = Buffer.concat([Buffer.from(eph.publicKey), Buffer.from(s.crypto_box_easy(eventKey, sealNonce, box.publicKey, eph.privateKey))]);
+  const sealed = Buffer.concat([
+    Buffer.from(eph.publicKey),
+    Buffer.from(s.crypto_box_easy(eventKey, sealNonce, box.publicKey, eph.privateKey)),
+  ]);
   const payloads: Record<number, unknown> = {
     3: { kind: 'daemon_start', pid: 4242 },
     5: { kind: 'http_request', credential: 'github', method: 'GET', host: 'api.github.com', decision: 'allowed' },
@@ -376,7 +425,14 @@ export async function makeTestVector(): Promise<TestVector> {
     () => event(3, 0x55),
     () => ({ type: 'vault', generation: 1, vault_hash: 'ab'.repeat(32) }),
     () => event(5, 0x66),
-    () => checkpointBody(journalId, 6, prev, { publicKey: Buffer.from(sign.publicKey), privateKey: Buffer.from(sign.privateKey) }, sign.publicKey),
+    () =>
+      checkpointBody(
+        journalId,
+        6,
+        prev,
+        { publicKey: Buffer.from(sign.publicKey), privateKey: Buffer.from(sign.privateKey) },
+        sign.publicKey,
+      ),
   ];
   bodies.forEach((make, i) => {
     const seq = i + 1;

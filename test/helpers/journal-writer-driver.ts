@@ -70,7 +70,15 @@ export function compiledDriver(): string {
 
 // The command line that runs the driver; NODE_PATH finds node_modules from the temp dir.
 export function driverArgv(...args: string[]): string[] {
-  return ['/usr/bin/env', '-u', 'NODE_OPTIONS', `NODE_PATH=${path.join(REPO, 'node_modules')}`, process.execPath, compiledDriver(), ...args];
+  return [
+    '/usr/bin/env',
+    '-u',
+    'NODE_OPTIONS',
+    `NODE_PATH=${path.join(REPO, 'node_modules')}`,
+    process.execPath,
+    compiledDriver(),
+    ...args,
+  ];
 }
 
 export interface AuditKeys {
@@ -86,7 +94,10 @@ export function auditKeys(): AuditKeys {
 // A new journal at `<dir>/journal` for these keys; returns its path.
 export async function newJournal(dir: string, keys: AuditKeys): Promise<string> {
   const file = path.join(dir, 'journal');
-  await createJournal(file, { signPublic: keys.sign.publicKey.toString('base64'), boxPublic: keys.box.publicKey.toString('base64') });
+  await createJournal(file, {
+    signPublic: keys.sign.publicKey.toString('base64'),
+    boxPublic: keys.box.publicKey.toString('base64'),
+  });
   return file;
 }
 
@@ -136,17 +147,24 @@ export function readJournal(journal: string): ReadJournal {
       const r: ReadEntry = { entry: e, hash: entryHash(line), segment: n, offset: at, end: nl + 1 };
       const expectSeq = prev ? prev.entry.seq + 1 : 1;
       const expectPrev = prev ? prev.hash : GENESIS_PREV;
-      if (e.seq !== expectSeq || e.prev !== expectPrev) out.problems.push(`seq ${e.seq}: does not chain (expected seq ${expectSeq})`);
+      if (e.seq !== expectSeq || e.prev !== expectPrev)
+        out.problems.push(`seq ${e.seq}: does not chain (expected seq ${expectSeq})`);
       if (first && n === 0 && e.type !== 'genesis') out.problems.push('segment 0 does not start with genesis');
-      if (first && n > 0 && (e.type !== 'segment' || e.segment !== n)) out.problems.push(`segment ${n} does not start with its segment entry`);
-      if (!first && (e.type === 'genesis' || e.type === 'segment')) out.problems.push(`seq ${e.seq}: ${e.type} inside a segment`);
+      if (first && n > 0 && (e.type !== 'segment' || e.segment !== n))
+        out.problems.push(`segment ${n} does not start with its segment entry`);
+      if (!first && (e.type === 'genesis' || e.type === 'segment'))
+        out.problems.push(`seq ${e.seq}: ${e.type} inside a segment`);
       if (e.type === 'genesis') {
         signPub = Buffer.from(e.sign_pub, 'base64');
         journalId = e.journal_id;
       }
       if (e.type === 'checkpoint') {
-        if (!prev || e.head_seq !== prev.entry.seq || e.head !== prev.hash) out.problems.push(`seq ${e.seq}: checkpoint of the wrong head`);
-        const ok = signPub !== null && e.sign_pub === signPub.toString('base64') && ed25519Verify(Buffer.from(e.sig, 'base64'), checkpointMessage(journalId, e.head_seq, e.head), signPub);
+        if (!prev || e.head_seq !== prev.entry.seq || e.head !== prev.hash)
+          out.problems.push(`seq ${e.seq}: checkpoint of the wrong head`);
+        const ok =
+          signPub !== null &&
+          e.sign_pub === signPub.toString('base64') &&
+          ed25519Verify(Buffer.from(e.sig, 'base64'), checkpointMessage(journalId, e.head_seq, e.head), signPub);
         if (!ok) out.problems.push(`seq ${e.seq}: bad checkpoint signature`);
       }
       out.entries.push(r);
@@ -162,7 +180,11 @@ export function readJournal(journal: string): ReadJournal {
 
 // Decrypts every event with the audit box key pair: key entries are opened
 // with it, events with the key they name. Throws on anything that fails.
-export function decryptAll(entries: ReadEntry[], boxPublic: Buffer, boxSecret: Buffer): Map<number, Record<string, unknown>> {
+export function decryptAll(
+  entries: ReadEntry[],
+  boxPublic: Buffer,
+  boxSecret: Buffer,
+): Map<number, Record<string, unknown>> {
   const keys = new Map<number, Buffer>();
   const out = new Map<number, Record<string, unknown>>();
   for (const { entry: e } of entries) {

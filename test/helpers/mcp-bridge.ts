@@ -35,7 +35,11 @@ export function bridgeCommand(): { command: string; args: string[] } {
   return { command: '/usr/bin/env', args: ['-u', 'NODE_OPTIONS', process.execPath, CLI, 'mcp'] };
 }
 
-export async function connectSdkBridge(t: Test, env: NodeJS.ProcessEnv, extra: Record<string, string> = {}): Promise<SdkBridge> {
+export async function connectSdkBridge(
+  t: Test,
+  env: NodeJS.ProcessEnv,
+  extra: Record<string, string> = {},
+): Promise<SdkBridge> {
   const transport = new StdioClientTransport({ ...bridgeCommand(), env: bridgeEnv(env, extra), stderr: 'pipe' });
   let stderr = '';
   transport.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));

@@ -212,10 +212,30 @@ export async function startOfflineNetwork(o: OfflineOptions): Promise<OfflineNet
   const script = join(dir, 'peers.js');
   const specFile = join(dir, 'spec.json');
   writeFileSync(script, PEERS_JS);
-  writeFileSync(specFile, JSON.stringify({ dnsPacket: require.resolve('dns-packet'), peers: o.peers, records: o.records }), { mode: 0o600 });
+  writeFileSync(
+    specFile,
+    JSON.stringify({ dnsPacket: require.resolve('dns-packet'), peers: o.peers, records: o.records }),
+    { mode: 0o600 },
+  );
   // unshare execs the shell, which execs node: the child's pid is the peers'
   // process, the namespace's first member.
-  const proc: ChildProcess = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', 'unshare', '--net', '--', 'sh', '-c', 'ip link set lo up && exec "$0" "$@"', process.execPath, script, specFile], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const proc: ChildProcess = spawn(
+    '/usr/bin/env',
+    [
+      '-u',
+      'NODE_OPTIONS',
+      'unshare',
+      '--net',
+      '--',
+      'sh',
+      '-c',
+      'ip link set lo up && exec "$0" "$@"',
+      process.execPath,
+      script,
+      specFile,
+    ],
+    { stdio: ['pipe', 'pipe', 'pipe'] },
+  );
   let stderr = '';
   proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
   const exited = new Promise<void>((r) => proc.on('exit', () => r()));
@@ -224,7 +244,13 @@ export async function startOfflineNetwork(o: OfflineOptions): Promise<OfflineNet
   const ready = new Promise<{ dnsPort: number; ports: Record<string, number> }>((resolve, reject) => {
     void exited.then(() => reject(new Error(`the namespace's peers exited:\n${stderr}`)));
     readline.createInterface({ input: proc.stdout! }).on('line', (line) => {
-      const m = JSON.parse(line) as { event?: string; id?: number; result?: unknown; dnsPort: number; ports: Record<string, number> };
+      const m = JSON.parse(line) as {
+        event?: string;
+        id?: number;
+        result?: unknown;
+        dnsPort: number;
+        ports: Record<string, number>;
+      };
       if (m.event === 'ready') resolve(m);
       else if (m.id !== undefined) {
         waiting.get(m.id)?.(m.result);
@@ -286,7 +312,11 @@ export interface NetnsHome {
 
 // A fresh home whose config is `config(h)`, initialised, and its daemon
 // started in the namespace and unlocked; all removed at the end of `t`.
-export async function unlockedDaemonInNetns(t: Test, n: OfflineNetwork, config: (h: Home) => string): Promise<NetnsHome> {
+export async function unlockedDaemonInNetns(
+  t: Test,
+  n: OfflineNetwork,
+  config: (h: Home) => string,
+): Promise<NetnsHome> {
   const h = makeHome();
   t.teardown(() => h.cleanup());
   mkdirSync(h.home, { mode: 0o700 });

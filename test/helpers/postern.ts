@@ -112,7 +112,10 @@ export interface Daemon {
 export function canConnect(path: string): Promise<boolean> {
   return new Promise((r) => {
     const s = net.connect(path);
-    s.once('connect', () => { s.destroy(); r(true); });
+    s.once('connect', () => {
+      s.destroy();
+      r(true);
+    });
     s.once('error', () => r(false));
   });
 }
@@ -122,7 +125,11 @@ export interface DaemonOptions {
   startMs?: number; // how long the sockets may take to appear (default 20 s)
 }
 
-export async function startDaemon(h: { env: NodeJS.ProcessEnv; home: string }, args: string[] = [], o: DaemonOptions = {}): Promise<Daemon> {
+export async function startDaemon(
+  h: { env: NodeJS.ProcessEnv; home: string },
+  args: string[] = [],
+  o: DaemonOptions = {},
+): Promise<Daemon> {
   const [cmd, argv] = command(h.env, [CLI, 'daemon', ...args], o.prefix);
   const proc = spawn(cmd, argv, { env: h.env, stdio: ['ignore', 'pipe', 'pipe'] });
   let logs = '';
@@ -153,13 +160,20 @@ export async function startDaemon(h: { env: NodeJS.ProcessEnv; home: string }, a
 }
 
 // GET/POST on the agent socket, as an agent would.
-export function agentRequest(socketPath: string, method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown; text: string }> {
+export function agentRequest(
+  socketPath: string,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; json: unknown; text: string }> {
   return new Promise((resolvePromise, reject) => {
     const s = net.connect(socketPath);
     const payload = body === undefined ? '' : JSON.stringify(body);
     let data = '';
     s.on('connect', () => {
-      s.write(`${method} ${path} HTTP/1.1\r\nhost: postern\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`);
+      s.write(
+        `${method} ${path} HTTP/1.1\r\nhost: postern\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`,
+      );
     });
     s.on('data', (d: Buffer) => (data += d.toString()));
     s.on('error', reject);
@@ -205,7 +219,11 @@ export function openRequest(sock: string, body: unknown): { socket: net.Socket; 
   const socket = net.connect(sock);
   const payload = JSON.stringify(body);
   let data = '';
-  socket.on('connect', () => socket.write(`POST /v1/http HTTP/1.1\r\nhost: postern\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`));
+  socket.on('connect', () =>
+    socket.write(
+      `POST /v1/http HTTP/1.1\r\nhost: postern\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`,
+    ),
+  );
   socket.on('data', (d: Buffer) => (data += d.toString()));
   socket.on('error', () => undefined);
   return { socket, reply: new Promise((resolve) => socket.on('close', () => resolve(data))) };

@@ -99,10 +99,13 @@ class Reader {
   // Resolves on new data or the end, or after `ms` (when given).
   private wait(ms?: number): Promise<boolean> {
     return new Promise((resolve) => {
-      const timer = ms === undefined ? null : setTimeout(() => {
-        this.waiter = null;
-        resolve(false);
-      }, ms);
+      const timer =
+        ms === undefined
+          ? null
+          : setTimeout(() => {
+              this.waiter = null;
+              resolve(false);
+            }, ms);
       this.waiter = () => {
         if (timer) clearTimeout(timer);
         resolve(true);
@@ -141,7 +144,10 @@ class Reader {
 }
 
 function parseHead(bytes: Buffer): { method: string; target: string; headers: [string, string][] } {
-  const lines = bytes.toString('latin1').split('\r\n').filter((l) => l !== '');
+  const lines = bytes
+    .toString('latin1')
+    .split('\r\n')
+    .filter((l) => l !== '');
   const [method = '', target = ''] = (lines[0] ?? '').split(' ');
   const headers: [string, string][] = [];
   for (const line of lines.slice(1)) {
@@ -197,20 +203,26 @@ export async function startRawOrigin(o: RawOriginOptions, route: RawRoute): Prom
           const req: ParsedRequest = { ...head, body: Buffer.alloc(0), raw: headBytes };
           conn.requests.push(req);
           requests.push(req);
-          if (!socket.destroyed) socket.write('HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n');
+          if (!socket.destroyed)
+            socket.write('HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n');
           finish();
           return;
         }
         const answer = route(head, conn);
         const length = declaredLength(head);
         const body =
-          answer.read === 'none' ? Buffer.alloc(0) : answer.read === 'declared' ? await reader.exactly(length) : await reader.untilPause(length, pauseMs);
+          answer.read === 'none'
+            ? Buffer.alloc(0)
+            : answer.read === 'declared'
+              ? await reader.exactly(length)
+              : await reader.untilPause(length, pauseMs);
         const req: ParsedRequest = { ...head, body, raw: Buffer.concat([headBytes, body]) };
         conn.requests.push(req);
         requests.push(req);
         const out = answer.respond(req);
         if (out && !socket.destroyed) socket.write(out);
-        const close = answer.close === true || (o.honourClose && /(^|,)\s*close\s*(,|$)/i.test(header(head, 'connection') ?? ''));
+        const close =
+          answer.close === true || (o.honourClose && /(^|,)\s*close\s*(,|$)/i.test(header(head, 'connection') ?? ''));
         if (close) {
           finish();
           return;
@@ -226,10 +238,11 @@ export async function startRawOrigin(o: RawOriginOptions, route: RawRoute): Prom
     port: (server.address() as AddressInfo).port,
     connections,
     requests,
-    close: () => new Promise<void>((r) => {
-      for (const s of sockets) s.destroy();
-      server.close(() => r());
-    }),
+    close: () =>
+      new Promise<void>((r) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => r());
+      }),
   };
 }
 

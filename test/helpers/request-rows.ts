@@ -35,7 +35,9 @@ export function rawRequest(sock: string, payload: Buffer): Promise<{ status: num
     const s = net.connect(sock);
     const chunks: Buffer[] = [];
     s.on('connect', () => {
-      s.write(`POST /v1/http HTTP/1.1\r\nhost: postern\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${payload.length}\r\n\r\n`);
+      s.write(
+        `POST /v1/http HTTP/1.1\r\nhost: postern\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: ${payload.length}\r\n\r\n`,
+      );
       s.write(payload);
     });
     s.on('data', (d: Buffer) => chunks.push(d));
@@ -61,7 +63,10 @@ export async function runRows(t: Test, s: Stack, table: Row[], secret: string): 
   for (const row of table) {
     await t.test(row.what, async (t) => {
       const before = { requests: s.up.requests.length, connections: s.up.connections() };
-      const r = 'raw' in row.req && Buffer.isBuffer(row.req.raw) ? await rawRequest(s.sock, row.req.raw) : await s.request(row.req);
+      const r =
+        'raw' in row.req && Buffer.isBuffer(row.req.raw)
+          ? await rawRequest(s.sock, row.req.raw)
+          : await s.request(row.req);
       texts.push(r.text);
       t.same(findCanary(r.text, secret), [], 'no form of the secret in the reply');
       t.equal(r.status, row.status, r.text.slice(0, 600));

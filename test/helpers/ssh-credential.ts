@@ -48,8 +48,23 @@ export function sshDefinition(c: SshCredSpec): string {
 
 // `postern cred add` with the definition, the secret from a file and, for
 // an encrypted key, its passphrase.
-export function addSshCredential(h: Pick<Home, 'env' | 'file' | 'passFile'>, c: SshCredSpec, secretFile: string, keyPassphrase?: string): Result {
-  const args = ['cred', 'add', '--file', h.file(`${c.name}.toml`, sshDefinition(c)), '--secret-file', secretFile, '--passphrase-file', h.passFile];
-  if (keyPassphrase !== undefined) args.push('--key-passphrase-file', h.file(`${c.name}.keypass`, keyPassphrase + '\n'));
+export function addSshCredential(
+  h: Pick<Home, 'env' | 'file' | 'passFile'>,
+  c: SshCredSpec,
+  secretFile: string,
+  keyPassphrase?: string,
+): Result {
+  const args = [
+    'cred',
+    'add',
+    '--file',
+    h.file(`${c.name}.toml`, sshDefinition(c)),
+    '--secret-file',
+    secretFile,
+    '--passphrase-file',
+    h.passFile,
+  ];
+  if (keyPassphrase !== undefined)
+    args.push('--key-passphrase-file', h.file(`${c.name}.keypass`, keyPassphrase + '\n'));
   return cli(h, args);
 }

@@ -27,7 +27,16 @@
 import { execFile, execFileSync, spawn, ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
-  chmodSync, chownSync, closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync,
+  chmodSync,
+  chownSync,
+  closeSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
@@ -164,7 +173,11 @@ function killPid(pid: number, signal: NodeJS.Signals): void {
 
 function uidOf(user: string): number | null {
   try {
-    return Number(execFileSync('id', ['-u', user], { env: SPAWN_ENV, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim());
+    return Number(
+      execFileSync('id', ['-u', user], { env: SPAWN_ENV, stdio: ['ignore', 'pipe', 'ignore'] })
+        .toString()
+        .trim(),
+    );
   } catch {
     return null;
   }
@@ -242,21 +255,23 @@ function generateKeys(): Promise<Record<ClientKeyName, KeyMaterial>> {
   keyMaterial ??= (async () => {
     const dir = mkdtempSync(join(tmpdir(), `${DIR_PREFIX}keys-`));
     try {
-      const made = await Promise.all(KEY_SPECS.map(async (s): Promise<KeyMaterial> => {
-        const path = join(dir, s.name);
-        const args = ['-q', '-t', s.type, '-N', s.passphrase ?? '', '-C', `postern-test-${s.name}`, '-f', path];
-        if (s.format !== 'openssh') args.push('-m', s.format === 'pem' ? 'PEM' : 'PKCS8');
-        await mustRun('ssh-keygen', args);
-        return {
-          name: s.name,
-          type: s.type,
-          format: s.format,
-          privateKey: readFileSync(path, 'utf8'),
-          publicKey: readFileSync(`${path}.pub`, 'utf8').trim(),
-          fingerprint: await fingerprint(`${path}.pub`),
-          ...(s.passphrase !== undefined ? { passphrase: s.passphrase } : {}),
-        };
-      }));
+      const made = await Promise.all(
+        KEY_SPECS.map(async (s): Promise<KeyMaterial> => {
+          const path = join(dir, s.name);
+          const args = ['-q', '-t', s.type, '-N', s.passphrase ?? '', '-C', `postern-test-${s.name}`, '-f', path];
+          if (s.format !== 'openssh') args.push('-m', s.format === 'pem' ? 'PEM' : 'PKCS8');
+          await mustRun('ssh-keygen', args);
+          return {
+            name: s.name,
+            type: s.type,
+            format: s.format,
+            privateKey: readFileSync(path, 'utf8'),
+            publicKey: readFileSync(`${path}.pub`, 'utf8').trim(),
+            fingerprint: await fingerprint(`${path}.pub`),
+            ...(s.passphrase !== undefined ? { passphrase: s.passphrase } : {}),
+          };
+        }),
+      );
       return Object.fromEntries(made.map((k) => [k.name, k])) as Record<ClientKeyName, KeyMaterial>;
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -361,7 +376,6 @@ async function removeStaleUsers(): Promise<void> {
 
 // ---------------------------------------------------------------------------
 
-
 function readText(path: string): string {
   try {
     return readFileSync(path, 'utf8').replace(/\r\n/g, '\n');
@@ -370,7 +384,14 @@ function readText(path: string): string {
   }
 }
 
-function config(o: { port: number; dir: string; user: string; password: boolean; hostKeys: string[]; extra?: string[] }): string {
+function config(o: {
+  port: number;
+  dir: string;
+  user: string;
+  password: boolean;
+  hostKeys: string[];
+  extra?: string[];
+}): string {
   const keyword = (line: string): string => line.trim().split(/\s+/)[0]!.toLowerCase();
   const extra = new Map((o.extra ?? []).map((line) => [keyword(line), line]));
   const lines = [
@@ -426,7 +447,13 @@ interface Started {
 
 // Start sshd on a free port; another process may take the port between our
 // probe and sshd's bind, so a bind failure means: try another.
-async function launch(dir: string, user: string, password: boolean, hostKeys: string[], extra?: string[]): Promise<Started> {
+async function launch(
+  dir: string,
+  user: string,
+  password: boolean,
+  hostKeys: string[],
+  extra?: string[],
+): Promise<Started> {
   const log = join(dir, 'sshd.log');
   const errPath = join(dir, 'sshd.stderr');
   for (let attempt = 0; ; attempt++) {
@@ -489,17 +516,27 @@ export async function startSshd(o: SshdOptions = {}): Promise<Sshd> {
     if (password !== undefined) await shadowTool('chpasswd', [], `${user}:${password}\n`);
 
     const types = o.hostKeyTypes ?? ['ed25519'];
-    if (types.length === 0 || new Set(types).size !== types.length) throw new Error(`hostKeyTypes: give distinct types, at least one (${types.join(', ')})`);
+    if (types.length === 0 || new Set(types).size !== types.length)
+      throw new Error(`hostKeyTypes: give distinct types, at least one (${types.join(', ')})`);
     const hostKeyPaths = types.map((type) => join(dir, `host_${type}`));
     const otherKeyPath = join(dir, 'other_ed25519');
     await Promise.all([
-      ...types.map((type, i) => mustRun('ssh-keygen', ['-q', '-t', type, '-N', '', '-C', `postern-test-host-${type}`, '-f', hostKeyPaths[i]!])),
+      ...types.map((type, i) =>
+        mustRun('ssh-keygen', ['-q', '-t', type, '-N', '', '-C', `postern-test-host-${type}`, '-f', hostKeyPaths[i]!]),
+      ),
       mustRun('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'postern-test-other-host', '-f', otherKeyPath]),
     ]);
-    const hostKeys: HostKey[] = await Promise.all(types.map(async (type, i) => {
-      const publicKey = readFileSync(`${hostKeyPaths[i]!}.pub`, 'utf8').trim().split(' ').slice(0, 2).join(' ');
-      return { type, keyType: publicKey.split(' ')[0]!, publicKey, fingerprint: await fingerprint(`${hostKeyPaths[i]!}.pub`) };
-    }));
+    const hostKeys: HostKey[] = await Promise.all(
+      types.map(async (type, i) => {
+        const publicKey = readFileSync(`${hostKeyPaths[i]!}.pub`, 'utf8').trim().split(' ').slice(0, 2).join(' ');
+        return {
+          type,
+          keyType: publicKey.split(' ')[0]!,
+          publicKey,
+          fingerprint: await fingerprint(`${hostKeyPaths[i]!}.pub`),
+        };
+      }),
+    );
     const otherHostKeyFingerprint = await fingerprint(`${otherKeyPath}.pub`);
 
     const material = await keysPromise;
@@ -514,7 +551,9 @@ export async function startSshd(o: SshdOptions = {}): Promise<Sshd> {
 
     const sshDir = join(home, '.ssh');
     mkdirSync(sshDir, { recursive: true, mode: 0o700 });
-    const authorized = Object.values(keys).filter((k) => k.name !== 'stranger').map((k) => k.publicKey);
+    const authorized = Object.values(keys)
+      .filter((k) => k.name !== 'stranger')
+      .map((k) => k.publicKey);
     writeFileSync(join(sshDir, 'authorized_keys'), authorized.join('\n') + '\n', { mode: 0o600 });
     for (const p of [home, sshDir, join(sshDir, 'authorized_keys')]) chownSync(p, uid, gid);
 
@@ -551,9 +590,10 @@ export async function startSshd(o: SshdOptions = {}): Promise<Sshd> {
       close(): Promise<void> {
         closing ??= (async () => {
           const c = child;
-          const exited = c.exitCode !== null || c.signalCode !== null
-            ? Promise.resolve()
-            : new Promise<void>((r) => c.once('exit', () => r()));
+          const exited =
+            c.exitCode !== null || c.signalCode !== null
+              ? Promise.resolve()
+              : new Promise<void>((r) => c.once('exit', () => r()));
           // Session processes outlive the listener: note them first.
           const sessions = descendants(c.pid!, allProcs());
           killPid(c.pid!, 'SIGTERM');

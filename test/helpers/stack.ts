@@ -21,7 +21,9 @@ export interface Stack {
   addCredential(name: string, toml: string, secret: string): void;
   // Attach an approver deciding each card with `decide` (default: a session
   // rooted at the requester).
-  approver(decide?: (card: Card) => { decision: 'deny' | 'once' | 'session'; root_key?: string } | null): Promise<TestAdmin>;
+  approver(
+    decide?: (card: Card) => { decision: 'deny' | 'once' | 'session'; root_key?: string } | null,
+  ): Promise<TestAdmin>;
   request(body: unknown): Promise<{ status: number; json: unknown; text: string }>;
   close(): Promise<void>;
 }
@@ -54,7 +56,11 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
   const dns = await startDnsServer(zone(o.records ?? { 'api.example.test': { A: ['127.0.0.1'] } }));
   const h = makeHome();
   mkdirSync(h.home, { mode: 0o700 });
-  writeFileSync(join(h.home, 'config.toml'), `[daemon]\n${o.config ?? ''}\n[http]\ndns_servers = ["127.0.0.1:${dns.port}"]\nca_file = "${ca.caFile}"\n${o.httpConfig ?? ''}\n${o.sshConfig !== undefined ? `[ssh]\n${o.sshConfig}\n` : ''}[audit]\n${o.auditConfig ?? 'refusal_burst = 100000'}\n`, { mode: 0o600 });
+  writeFileSync(
+    join(h.home, 'config.toml'),
+    `[daemon]\n${o.config ?? ''}\n[http]\ndns_servers = ["127.0.0.1:${dns.port}"]\nca_file = "${ca.caFile}"\n${o.httpConfig ?? ''}\n${o.sshConfig !== undefined ? `[ssh]\n${o.sshConfig}\n` : ''}[audit]\n${o.auditConfig ?? 'refusal_burst = 100000'}\n`,
+    { mode: 0o600 },
+  );
   if (init(h).code !== 0) throw new Error('init failed');
   const d = await startDaemon(h);
   const u = cli(h, ['unlock', '--passphrase-file', h.passFile]);
@@ -62,10 +68,24 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
   const sock = join(h.home, 'agent.sock');
   const admins: TestAdmin[] = [];
   return {
-    h, d, ca, up, dns, sock,
+    h,
+    d,
+    ca,
+    up,
+    dns,
+    sock,
     url: (host, path) => `https://${host}:${up.port}${path}`,
     addCredential(name, toml, secret) {
-      const r = cli(h, ['cred', 'add', '--file', h.file(`${name}.toml`, toml), '--secret-file', h.file(`${name}.secret`, secret), '--passphrase-file', h.passFile]);
+      const r = cli(h, [
+        'cred',
+        'add',
+        '--file',
+        h.file(`${name}.toml`, toml),
+        '--secret-file',
+        h.file(`${name}.secret`, secret),
+        '--passphrase-file',
+        h.passFile,
+      ]);
       if (r.code !== 0) throw new Error(`cred add ${name}: ${r.stderr}`);
     },
     async approver(decide = (card) => ({ decision: 'session', root_key: card.process.key })) {

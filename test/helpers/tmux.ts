@@ -47,20 +47,36 @@ export class Tmux {
     const t = new Tmux(name, name, dir, env);
     const run = 'env -u NODE_OPTIONS "$@"; echo $? > "$0.tmp" && mv "$0.tmp" "$0"';
     const command = ['/bin/sh', '-c', run, t.exitFile, ...argv].map(shellQuote).join(' ');
-    t.tmux(['-f', conf, 'new-session', '-d', '-s', name, '-x', String(o.width ?? 200), '-y', String(o.height ?? 50), ...(o.cwd ? ['-c', o.cwd] : []), command]);
+    t.tmux([
+      '-f',
+      conf,
+      'new-session',
+      '-d',
+      '-s',
+      name,
+      '-x',
+      String(o.width ?? 200),
+      '-y',
+      String(o.height ?? 50),
+      ...(o.cwd ? ['-c', o.cwd] : []),
+      command,
+    ]);
     return t;
   }
 
   private tmux(args: string[]): string {
     const r = spawnSync('tmux', ['-L', this.socket, ...args], { env: this.env, encoding: 'utf8', timeout: 10_000 });
-    if (r.status !== 0) throw new Error(`tmux ${args[0] === '-f' ? args[2] : args[0]} failed (${r.status}): ${r.stderr}`);
+    if (r.status !== 0)
+      throw new Error(`tmux ${args[0] === '-f' ? args[2] : args[0]} failed (${r.status}): ${r.stderr}`);
     return r.stdout;
   }
 
   // The visible screen as plain text (no escape sequences), lines joined by
   // newlines, trailing blanks trimmed.
   screen(): string {
-    return this.tmux(['capture-pane', '-p', '-t', this.name]).replace(/[ \t]+$/gm, '').replace(/\n+$/, '');
+    return this.tmux(['capture-pane', '-p', '-t', this.name])
+      .replace(/[ \t]+$/gm, '')
+      .replace(/\n+$/, '');
   }
 
   // Key names as tmux knows them (`Enter`, `C-c`, `Escape`), or text.
@@ -101,7 +117,8 @@ export class Tmux {
     for (;;) {
       const s = this.exitStatus();
       if (s !== null) return s;
-      if (Date.now() > deadline) throw new Error(`the command in tmux did not exit within ${ms} ms; the screen shows:\n${this.screen()}`);
+      if (Date.now() > deadline)
+        throw new Error(`the command in tmux did not exit within ${ms} ms; the screen shows:\n${this.screen()}`);
       await new Promise((r) => setTimeout(r, 50));
     }
   }

@@ -112,13 +112,24 @@ t.test('rate budgets and max_concurrent', async (t) => {
     const replies = await Promise.all([a, b]);
     for (const r of replies) refused(r);
     t.same(replies.map((r) => r.status).sort(), [200, 429], replies.map((r) => r.text).join('\n'));
-    t.equal(replies.map((r) => err(r)?.code).find((c) => c), 'rate_limited');
+    t.equal(
+      replies.map((r) => err(r)?.code).find((c) => c),
+      'rate_limited',
+    );
     t.equal(seen('/v1/s'), 1, 'one request was sent');
     mode = 'once';
   });
 
   await t.test('a changed rate takes effect at once', async (t) => {
-    const u = cli(s.h, ['cred', 'update', 'rated', '--file', s.h.file('rated2.toml', def('rated', 'rate = "2/min"')), '--passphrase-file', s.h.passFile]);
+    const u = cli(s.h, [
+      'cred',
+      'update',
+      'rated',
+      '--file',
+      s.h.file('rated2.toml', def('rated', 'rate = "2/min"')),
+      '--passphrase-file',
+      s.h.passFile,
+    ]);
     t.equal(u.code, 0, u.stderr);
     for (let i = 1; i <= 2; i++) {
       const r = await get('rated', `/v1/u${i}`);
@@ -136,7 +147,10 @@ t.test('rate budgets and max_concurrent', async (t) => {
     t.equal((await get('free', '/v1/warm')).status, 200, 'a session for free');
     const one = get('free', '/gate/1');
     const two = get('free', '/gate/2');
-    t.ok(await eventually(() => gates.has('/gate/1') && gates.has('/gate/2'), 10_000), 'two requests are at the upstream');
+    t.ok(
+      await eventually(() => gates.has('/gate/1') && gates.has('/gate/2'), 10_000),
+      'two requests are at the upstream',
+    );
     const started = Date.now();
     const third = await get('free', '/v1/third');
     t.equal(third.status, 429, third.text);
@@ -163,7 +177,10 @@ t.test('rate budgets and max_concurrent', async (t) => {
     t.equal(third.status, 200, `with max_concurrent = 2 and two waiting, a covered request is served: ${third.text}`);
     t.equal(cards.length, n + 2, 'no third card');
     for (const c of cards.slice(n)) await admin.request('approval.decide', { id: c.id, decision: 'deny' });
-    t.same([await one, await two].map((r) => err(r)?.code), ['denied_by_user', 'denied_by_user']);
+    t.same(
+      [await one, await two].map((r) => err(r)?.code),
+      ['denied_by_user', 'denied_by_user'],
+    );
     mode = 'session';
   });
 
@@ -172,7 +189,10 @@ t.test('rate budgets and max_concurrent', async (t) => {
     // slot: two can be in flight again, and a third is still refused.
     const one = get('free', '/gate/3');
     const two = get('free', '/gate/4');
-    t.ok(await eventually(() => gates.has('/gate/3') && gates.has('/gate/4'), 10_000), 'two requests are at the upstream');
+    t.ok(
+      await eventually(() => gates.has('/gate/3') && gates.has('/gate/4'), 10_000),
+      'two requests are at the upstream',
+    );
     const third = await get('free', '/v1/third3');
     t.equal(err(third)?.code, 'busy', third.text);
     refused(third);
@@ -187,7 +207,10 @@ t.test('rate budgets and max_concurrent', async (t) => {
     t.ok(refusals.length >= 6, `${refusals.length} refusals`);
     for (const { code, seq } of refusals) {
       const e = entries.get(seq);
-      t.ok(e?.['kind'] === 'http_refused' || e?.['kind'] === 'agent_refused', `entry ${seq} is a refusal (${String(e?.['kind'])})`);
+      t.ok(
+        e?.['kind'] === 'http_refused' || e?.['kind'] === 'agent_refused',
+        `entry ${seq} is a refusal (${String(e?.['kind'])})`,
+      );
       t.equal(e?.['code'], code, `entry ${seq} names ${code}`);
     }
     const rateEntry = entries.get(refusals.find((x) => x.code === 'rate_limited')!.seq);

@@ -36,27 +36,43 @@ function makeSecret(prefix: string): string {
 // ---- Encodings of a value, as an upstream may print it.
 // every = 2: one ASCII byte in two left as it is; bytes above ASCII always
 // encoded (the text stays ASCII).
-const pct = (b: Buffer, upper: boolean, every = 1): string => [...b].map((c, i) => {
-  if (i % every !== 0 && c < 0x80) return String.fromCharCode(c);
-  const h = c.toString(16).padStart(2, '0');
-  return `%${upper ? h.toUpperCase() : h}`;
-}).join('');
-const uEsc = (s: string, upper: boolean): string => [...Array(s.length).keys()].map((i) => {
-  const h = s.charCodeAt(i).toString(16).padStart(4, '0');
-  return `\\u${upper ? h.toUpperCase() : h}`;
-}).join('');
+const pct = (b: Buffer, upper: boolean, every = 1): string =>
+  [...b]
+    .map((c, i) => {
+      if (i % every !== 0 && c < 0x80) return String.fromCharCode(c);
+      const h = c.toString(16).padStart(2, '0');
+      return `%${upper ? h.toUpperCase() : h}`;
+    })
+    .join('');
+const uEsc = (s: string, upper: boolean): string =>
+  [...Array(s.length).keys()]
+    .map((i) => {
+      const h = s.charCodeAt(i).toString(16).padStart(4, '0');
+      return `\\u${upper ? h.toUpperCase() : h}`;
+    })
+    .join('');
 const jsonInner = (s: string): string => JSON.stringify(s).slice(1, -1);
 const hex2 = (c: number): string => c.toString(16).padStart(2, '0');
 // Every byte, or those that are not letters or digits, as \xXX.
-const xEsc = (b: Buffer, all: boolean): string => [...b].map((c) => (all || !/[A-Za-z0-9]/.test(String.fromCharCode(c)) ? `\\x${hex2(c)}` : String.fromCharCode(c))).join('');
+const xEsc = (b: Buffer, all: boolean): string =>
+  [...b]
+    .map((c) => (all || !/[A-Za-z0-9]/.test(String.fromCharCode(c)) ? `\\x${hex2(c)}` : String.fromCharCode(c)))
+    .join('');
 // Raw, once and twice percent-encoded in turn (bytes above ASCII always
 // encoded, so the text stays ASCII).
-const pctMixed = (b: Buffer): string => [...b].map((c, i) => (i % 3 === 0 && c < 0x80 ? String.fromCharCode(c) : i % 3 === 2 ? `%25${hex2(c)}` : `%${hex2(c).toUpperCase()}`)).join('');
+const pctMixed = (b: Buffer): string =>
+  [...b]
+    .map((c, i) =>
+      i % 3 === 0 && c < 0x80 ? String.fromCharCode(c) : i % 3 === 2 ? `%25${hex2(c)}` : `%${hex2(c).toUpperCase()}`,
+    )
+    .join('');
 // Every character as a numeric reference, or what an HTML escaper writes:
 // the named five, and references for characters above ASCII.
-const htmlRef = (v: string, hex: boolean): string => [...v].map((c) => `&#${hex ? `x${(c.codePointAt(0) as number).toString(16)}` : c.codePointAt(0)};`).join('');
+const htmlRef = (v: string, hex: boolean): string =>
+  [...v].map((c) => `&#${hex ? `x${(c.codePointAt(0) as number).toString(16)}` : c.codePointAt(0)};`).join('');
 const HTML_NAMED: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-const htmlEscaped = (v: string): string => [...v].map((c) => HTML_NAMED[c] ?? ((c.codePointAt(0) as number) > 0x7e ? `&#${c.codePointAt(0)};` : c)).join('');
+const htmlEscaped = (v: string): string =>
+  [...v].map((c) => HTML_NAMED[c] ?? ((c.codePointAt(0) as number) > 0x7e ? `&#${c.codePointAt(0)};` : c)).join('');
 
 // The encodings added by SPEC §6.4 revision 2, and where the detector must
 // find each when it comes back unredacted (a view or form of its own).
@@ -71,7 +87,8 @@ const NEW_FORMS: [RegExp, RegExp][] = [
 
 // Each as the bytes an upstream would send (text is UTF-8).
 function encodings(v: string): [string, Buffer][] {
-  return [...textEncodings(v).map(([name, text]): [string, Buffer] => [name, Buffer.from(text, 'utf8')]),
+  return [
+    ...textEncodings(v).map(([name, text]): [string, Buffer] => [name, Buffer.from(text, 'utf8')]),
     ['utf16le', Buffer.from(v, 'utf16le')],
     ['utf16be', Buffer.from(v, 'utf16le').swap16()],
   ];
@@ -89,7 +106,10 @@ function textEncodings(v: string): [string, string][] {
   }
   for (const prefix of ['', 'x', 'xy', 'xyz', 'xyzw']) {
     const p = base32(Buffer.concat([Buffer.from(prefix), b]));
-    out.push([`base32+${prefix.length}`, p], [`base32-unpadded-lower+${prefix.length}`, p.replace(/=+$/, '').toLowerCase()]);
+    out.push(
+      [`base32+${prefix.length}`, p],
+      [`base32-unpadded-lower+${prefix.length}`, p.replace(/=+$/, '').toLowerCase()],
+    );
   }
   out.push(
     ['hex', b.toString('hex')],
@@ -120,28 +140,43 @@ function sources(req: IncomingMessage, body: Buffer): { name: string; value: str
   const out: { name: string; value: string; encode: boolean }[] = [];
   const auth = String(req.headers['authorization'] ?? '');
   if (auth.startsWith('Bearer ')) {
-    out.push({ name: 'authorization', value: auth, encode: true }, { name: 'token', value: auth.slice(7), encode: true });
+    out.push(
+      { name: 'authorization', value: auth, encode: true },
+      { name: 'token', value: auth.slice(7), encode: true },
+    );
   } else if (auth.startsWith('Basic ')) {
     const pair = Buffer.from(auth.slice(6), 'base64').toString('utf8');
-    out.push({ name: 'authorization', value: auth, encode: false }, { name: 'basic-pair', value: pair, encode: true }, { name: 'basic-password', value: pair.slice(pair.indexOf(':') + 1), encode: true });
+    out.push(
+      { name: 'authorization', value: auth, encode: false },
+      { name: 'basic-pair', value: pair, encode: true },
+      { name: 'basic-password', value: pair.slice(pair.indexOf(':') + 1), encode: true },
+    );
   }
   const url = req.url ?? '';
   const m = /[?&]key=([^&]*)/.exec(url);
   if (m) out.push({ name: 'query-key', value: decodeURIComponent(m[1] as string), encode: true });
-  out.push({ name: 'url', value: url, encode: false }, { name: 'request-body', value: body.toString('utf8'), encode: false });
+  out.push(
+    { name: 'url', value: url, encode: false },
+    { name: 'request-body', value: body.toString('utf8'), encode: false },
+  );
   return out;
 }
 
 // The secret itself, as the upstream understood it.
 function secretSeen(req: IncomingMessage): string {
   const src = sources(req, Buffer.alloc(0));
-  return (src.find((x) => x.name === 'token' || x.name === 'basic-password' || x.name === 'query-key') as { value: string }).value;
+  return (
+    src.find((x) => x.name === 'token' || x.name === 'basic-password' || x.name === 'query-key') as { value: string }
+  ).value;
 }
 
 function echoBody(req: IncomingMessage, body: Buffer): Buffer {
   const lines: Buffer[] = [];
   for (const src of sources(req, body)) {
-    for (const [enc, bytes] of src.encode ? encodings(src.value) : [['raw', Buffer.from(src.value)] as [string, Buffer]]) lines.push(Buffer.concat([Buffer.from(`${src.name} ${enc}: `), bytes]));
+    for (const [enc, bytes] of src.encode
+      ? encodings(src.value)
+      : [['raw', Buffer.from(src.value)] as [string, Buffer]])
+      lines.push(Buffer.concat([Buffer.from(`${src.name} ${enc}: `), bytes]));
     // A JSON document holding the value, as a JSON API would.
     lines.push(Buffer.from(`${src.name} in json: ${JSON.stringify({ echo: src.value })}`));
   }
@@ -159,7 +194,12 @@ function echoHeaders(req: IncomingMessage): Record<string, string | string[]> {
   const sb = Buffer.from(secret);
   const h: Record<string, string | string[]> = {};
   for (const [enc, text] of textEncodings(secret)) {
-    if (/^(raw|base64\+[012]|base64url\+1|base32\+[13]|hex|HEX|pct-all-upper|pct-partly|pct-twice|form|json|json-u-all-lower|x-all|html-dec|html-escaped)$/.test(enc)) h[`x-echo-${enc.replace(/\+/g, '-')}`] = text;
+    if (
+      /^(raw|base64\+[012]|base64url\+1|base32\+[13]|hex|HEX|pct-all-upper|pct-partly|pct-twice|form|json|json-u-all-lower|x-all|html-dec|html-escaped)$/.test(
+        enc,
+      )
+    )
+      h[`x-echo-${enc.replace(/\+/g, '-')}`] = text;
   }
   h['x-echo-authorization'] = String(req.headers['authorization'] ?? '');
   h['x-echo-url'] = req.url ?? '';
@@ -173,7 +213,9 @@ function echoHeaders(req: IncomingMessage): Record<string, string | string[]> {
 type Coding = 'identity' | 'gzip' | 'deflate' | 'deflate-raw' | 'br' | 'gzip, br';
 const CODINGS: Coding[] = ['identity', 'gzip', 'deflate', 'deflate-raw', 'br', 'gzip, br'];
 
-function compressor(kind: 'gzip' | 'deflate' | 'deflate-raw' | 'br'): zlib.Gzip | zlib.Deflate | zlib.DeflateRaw | zlib.BrotliCompress {
+function compressor(
+  kind: 'gzip' | 'deflate' | 'deflate-raw' | 'br',
+): zlib.Gzip | zlib.Deflate | zlib.DeflateRaw | zlib.BrotliCompress {
   if (kind === 'gzip') return zlib.createGzip();
   if (kind === 'deflate') return zlib.createDeflate();
   if (kind === 'deflate-raw') return zlib.createDeflateRaw();
@@ -210,7 +252,15 @@ async function encodePieces(coding: Coding, pieces: Buffer[]): Promise<Buffer[]>
 // first base64 (after 1 byte), base32 (after 3) and UTF-16LE.
 function splitInsideSecrets(body: Buffer, secret: string): Buffer[] {
   const sb = Buffer.from(secret);
-  const cuts = [secret, sb.toString('hex'), Buffer.concat([Buffer.from('x'), sb]).toString('base64').slice(4, 40), base32(Buffer.concat([Buffer.from('xyz'), sb])).slice(8, 40), Buffer.from(secret, 'utf16le')]
+  const cuts = [
+    secret,
+    sb.toString('hex'),
+    Buffer.concat([Buffer.from('x'), sb])
+      .toString('base64')
+      .slice(4, 40),
+    base32(Buffer.concat([Buffer.from('xyz'), sb])).slice(8, 40),
+    Buffer.from(secret, 'utf16le'),
+  ]
     .map((needle) => body.indexOf(needle))
     .filter((i) => i >= 0)
     .map((i) => i + 7)
@@ -236,7 +286,9 @@ async function handler(req: IncomingMessage, body: Buffer, res: ServerResponse):
     const sb = Buffer.from(secret);
     res.writeHead(302, {
       ...headers,
-      location: Buffer.from(`https://callback.example/done?t=${encodeURIComponent(secret)}&h=${sb.toString('hex')}&b=${sb.toString('base64url')}&raw=${secret}`).toString('latin1'),
+      location: Buffer.from(
+        `https://callback.example/done?t=${encodeURIComponent(secret)}&h=${sb.toString('hex')}&b=${sb.toString('base64url')}&raw=${secret}`,
+      ).toString('latin1'),
       'content-type': 'text/plain',
     });
     res.end(`moved; your token was ${secret}\n`);
@@ -274,15 +326,31 @@ const CREDS = [
   // Non-ASCII: UTF-8 on the wire, \u escapes (a surrogate pair too) in JSON.
   { name: 'uq', inject: 'query = "key"', secret: makeSecret('ÜNÏCØDÉ_€_😀') },
 ];
-const COOKIES = { name: 'cookies', inject: 'header = "Authorization"\ntemplate = "Bearer {secret}"', secret: makeSecret('COOKIETOKEN'), extra: 'pass_set_cookie = true\n' };
-const PLAIN = { name: 'plain', inject: 'header = "Authorization"\ntemplate = "Bearer {secret}"', secret: makeSecret('PLAINTOKEN'), extra: 'redact_response = false\n' };
+const COOKIES = {
+  name: 'cookies',
+  inject: 'header = "Authorization"\ntemplate = "Bearer {secret}"',
+  secret: makeSecret('COOKIETOKEN'),
+  extra: 'pass_set_cookie = true\n',
+};
+const PLAIN = {
+  name: 'plain',
+  inject: 'header = "Authorization"\ntemplate = "Bearer {secret}"',
+  secret: makeSecret('PLAINTOKEN'),
+  extra: 'redact_response = false\n',
+};
 const ALL = [...CREDS, COOKIES, PLAIN];
 
 let s: Stack;
 const replies: string[] = [];
 
 async function call(credential: string, path: string): Promise<{ status: number; json: unknown; text: string }> {
-  const r = await s.request({ credential, method: 'POST', url: s.url('api.example.test', path), headers: { 'content-type': 'text/plain' }, body: 'the agent body, nothing secret' });
+  const r = await s.request({
+    credential,
+    method: 'POST',
+    url: s.url('api.example.test', path),
+    headers: { 'content-type': 'text/plain' },
+    body: 'the agent body, nothing secret',
+  });
   replies.push(r.text);
   return r;
 }
@@ -292,7 +360,13 @@ function bodyOf(reply: Reply): Buffer {
 }
 
 // Every check made on a redacted echo.
-function redacted(t: Test, r: { status: number; json: unknown; text: string }, name: string, secret: string, upstreamStatus = 200): Reply {
+function redacted(
+  t: Test,
+  r: { status: number; json: unknown; text: string },
+  name: string,
+  secret: string,
+  upstreamStatus = 200,
+): Reply {
   t.equal(r.status, 200, `postern answered 200 ${r.text.slice(0, 200)}`);
   const reply = r.json as Reply;
   t.equal(reply.status, upstreamStatus, 'the upstream status');
@@ -300,7 +374,9 @@ function redacted(t: Test, r: { status: number; json: unknown; text: string }, n
   t.ok(reply.redactions >= 1, `redactions counted (${reply.redactions})`);
   t.ok(bodyOf(reply).includes(`[REDACTED:${name}]`), 'the body carries the mark');
   t.equal(reply.truncated, false, 'not truncated');
-  const marked = Object.entries(reply.headers).filter(([k, v]) => k.includes(`[REDACTED:${name}]`) || [v].flat().some((x) => x.includes(`[REDACTED:${name}]`)));
+  const marked = Object.entries(reply.headers).filter(
+    ([k, v]) => k.includes(`[REDACTED:${name}]`) || [v].flat().some((x) => x.includes(`[REDACTED:${name}]`)),
+  );
   t.ok(marked.length >= 5, `headers carry the mark (${marked.length})`);
   return reply;
 }
@@ -308,8 +384,12 @@ function redacted(t: Test, r: { status: number; json: unknown; text: string }, n
 t.before(async () => {
   s = await startStack({ handler });
   for (const c of ALL) {
-    s.addCredential(c.name, `name = "${c.name}"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n${'extra' in c ? c.extra : ''}[inject]\n${c.inject}\n` +
-      `[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["POST"]\npaths = ["/v1/*"]\n`, c.secret);
+    s.addCredential(
+      c.name,
+      `name = "${c.name}"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n${'extra' in c ? c.extra : ''}[inject]\n${c.inject}\n` +
+        `[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["POST"]\npaths = ["/v1/*"]\n`,
+      c.secret,
+    );
   }
   await s.approver();
 });
@@ -322,20 +402,36 @@ t.test('the secrets hold the characters encodings treat specially', async (t) =>
 for (const c of CREDS) {
   t.test(`${c.name}: every encoding, coding and chunking is redacted`, async (t) => {
     const variants: [Coding, boolean, string][] = [
-      ...CODINGS.flatMap((coding): [Coding, boolean, string][] => [[coding, false, 'text'], [coding, true, 'text']]),
+      ...CODINGS.flatMap((coding): [Coding, boolean, string][] => [
+        [coding, false, 'text'],
+        [coding, true, 'text'],
+      ]),
       ['identity', false, 'bin'],
       ['gzip', true, 'bin'],
     ];
     for (const [coding, split, type] of variants) {
       await t.test(`${coding}, ${split ? 'in pieces 50 ms apart' : 'whole'}, ${type}`, async (t) => {
         const before = s.up.requests.length;
-        const r = await call(c.name, `/v1/echo?coding=${encodeURIComponent(coding)}&split=${split ? 1 : 0}&type=${type}`);
+        const r = await call(
+          c.name,
+          `/v1/echo?coding=${encodeURIComponent(coding)}&split=${split ? 1 : 0}&type=${type}`,
+        );
         t.equal(s.up.requests.length, before + 1, 'the upstream saw the request');
         const seen = s.up.requests.at(-1)!;
         const auth = String(seen.headers['authorization'] ?? '');
         if (c.name === 'api') t.equal(auth, `Bearer ${c.secret}`, 'the upstream received the secret');
-        if (c.name === 'basic') t.equal(Buffer.from(auth.slice(6), 'base64').toString(), `bob:${c.secret}`, 'the upstream received the secret');
-        if (c.inject.startsWith('query')) t.equal(decodeURIComponent(/[?&]key=([^&]*)/.exec(seen.url)?.[1] ?? ''), c.secret, 'the upstream received the secret');
+        if (c.name === 'basic')
+          t.equal(
+            Buffer.from(auth.slice(6), 'base64').toString(),
+            `bob:${c.secret}`,
+            'the upstream received the secret',
+          );
+        if (c.inject.startsWith('query'))
+          t.equal(
+            decodeURIComponent(/[?&]key=([^&]*)/.exec(seen.url)?.[1] ?? ''),
+            c.secret,
+            'the upstream received the secret',
+          );
         const reply = redacted(t, r, c.name, c.secret);
         t.equal(reply.body_encoding, type === 'bin' ? 'base64' : 'utf8');
         t.equal(reply.headers['content-encoding'], undefined, 'no content-encoding comes back');
@@ -352,7 +448,10 @@ for (const c of CREDS) {
     const r = await call(c.name, '/v1/redirect');
     const reply = redacted(t, r, c.name, c.secret, 302);
     t.ok(reply.redirect, 'the redirect is returned, not followed');
-    t.match(reply.redirect?.location, new RegExp(`^https://callback\\.example/done\\?t=\\[REDACTED:${c.name}\\]&h=\\[REDACTED:${c.name}\\]&b=`));
+    t.match(
+      reply.redirect?.location,
+      new RegExp(`^https://callback\\.example/done\\?t=\\[REDACTED:${c.name}\\]&h=\\[REDACTED:${c.name}\\]&b=`),
+    );
     t.match(reply.redirect?.location, new RegExp(`&raw=\\[REDACTED:${c.name}\\]$`));
     t.equal(reply.headers['location'], reply.redirect?.location, 'the same in headers');
     t.same(exposures(reply.redirect?.location ?? '', c.secret), []);
@@ -368,17 +467,42 @@ t.test('pass_set_cookie: Set-Cookie comes back, redacted', async (t) => {
 });
 
 t.test('redact_response = false returns the secret: the detector sees every form', async (t) => {
-  for (const path of ['/v1/echo?coding=identity&split=0', '/v1/echo?coding=gzip&split=1', '/v1/echo?coding=br&split=0&type=bin']) {
+  for (const path of [
+    '/v1/echo?coding=identity&split=0',
+    '/v1/echo?coding=gzip&split=1',
+    '/v1/echo?coding=br&split=0&type=bin',
+  ]) {
     const r = await call(PLAIN.name, path);
     t.equal(r.status, 200);
     const reply = r.json as Reply;
     t.equal(reply.redactions, 0, `${path}: nothing redacted`);
     t.notOk(r.text.includes('[REDACTED'), 'no mark');
     const found = exposures(r.text, PLAIN.secret);
-    for (const form of ['raw', 'hex', 'base64@0', 'base64@1', 'base64@2', 'base64url@0', 'base64url@1', 'base64url@2', 'base32@0', 'base32@1', 'base32@2', 'base32@3', 'base32@4']) {
-      t.ok(found.some((f) => f.startsWith(`${form} in `)), `${path}: ${form} found`);
+    for (const form of [
+      'raw',
+      'hex',
+      'base64@0',
+      'base64@1',
+      'base64@2',
+      'base64url@0',
+      'base64url@1',
+      'base64url@2',
+      'base32@0',
+      'base32@1',
+      'base32@2',
+      'base32@3',
+      'base32@4',
+    ]) {
+      t.ok(
+        found.some((f) => f.startsWith(`${form} in `)),
+        `${path}: ${form} found`,
+      );
     }
-    for (const view of ['percent', 'json', 'form']) t.ok(found.some((f) => f.includes(` in ${view} of `)), `${path}: found in the ${view} view`);
+    for (const view of ['percent', 'json', 'form'])
+      t.ok(
+        found.some((f) => f.includes(` in ${view} of `)),
+        `${path}: found in the ${view} view`,
+      );
     t.ok(bodyOf(reply).includes(PLAIN.secret), 'the raw secret is in the body');
     t.equal(reply.headers['x-echo-raw'], PLAIN.secret, 'and in a header');
     // Each line of a new encoding, on its own: not the raw secret, and seen
@@ -391,17 +515,27 @@ t.test('redact_response = false returns the secret: the detector sees every form
       if (!want || !name.startsWith('token ')) continue;
       checked += 1;
       const seen = exposures(bytes, PLAIN.secret);
-      t.notOk(seen.some((f) => f.startsWith('raw in as-is of')), `${path}: ${enc}: the line does not hold the secret raw`);
-      t.ok(seen.some((f) => want.test(f)), `${path}: ${enc}: the detector sees it (${want}) ${JSON.stringify(seen.slice(0, 3))}`);
+      t.notOk(
+        seen.some((f) => f.startsWith('raw in as-is of')),
+        `${path}: ${enc}: the line does not hold the secret raw`,
+      );
+      t.ok(
+        seen.some((f) => want.test(f)),
+        `${path}: ${enc}: the detector sees it (${want}) ${JSON.stringify(seen.slice(0, 3))}`,
+      );
     }
-    t.equal(checked, encodings(PLAIN.secret).filter(([e]) => NEW_FORMS.some(([n]) => n.test(e))).length, `${path}: every new encoding checked`);
+    t.equal(
+      checked,
+      encodings(PLAIN.secret).filter(([e]) => NEW_FORMS.some(([n]) => n.test(e))).length,
+      `${path}: every new encoding checked`,
+    );
   }
 });
 
 // The echo body's lines by their "source encoding" name.
 function splitLines(body: Buffer): [string, Buffer][] {
   const out: [string, Buffer][] = [];
-  for (let from = 0; from < body.length; ) {
+  for (let from = 0; from < body.length;) {
     const nl = body.indexOf(0x0a, from);
     const line = body.subarray(from, nl < 0 ? body.length : nl);
     const colon = line.indexOf(': ');
@@ -424,7 +558,8 @@ t.test('no form of any secret in the daemon log or the journal; the journal veri
     t.same(exposures(decrypted, c.secret), [], `${c.name}: decrypted journal entries`);
     for (const f of files) t.same(exposures(readFileSync(f), c.secret), [], `${c.name}: ${f.slice(s.h.home.length)}`);
   }
-  for (const c of [...CREDS, COOKIES]) t.same(exposures(replies.join('\n'), c.secret), [], `${c.name}: no reply at all`);
+  for (const c of [...CREDS, COOKIES])
+    t.same(exposures(replies.join('\n'), c.secret), [], `${c.name}: no reply at all`);
   const v = cli(s.h, ['audit', 'verify']);
   t.equal(v.code, 0, v.stdout + v.stderr);
 });

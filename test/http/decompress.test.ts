@@ -30,7 +30,8 @@ const TEXT = Array.from({ length: 400 }, (_, i) => `{"line":${i},"word":"postern
 const RANDOM = randomBytes(150 * 1024).toString('hex'); // compresses to about half: longer than the read limit
 const ZEROS = 64 * 1024 * 1024;
 const gzip = (b: Buffer | string): Buffer => zlib.gzipSync(b);
-const br = (b: Buffer | string): Buffer => zlib.brotliCompressSync(b, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 5 } });
+const br = (b: Buffer | string): Buffer =>
+  zlib.brotliCompressSync(b, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 5 } });
 
 // Upstream bodies built once (the bomb takes a moment to compress).
 const BOMB_GZIP = zlib.gzipSync(Buffer.alloc(ZEROS), { level: 9 });
@@ -49,15 +50,24 @@ const ROUTES: Record<string, Route> = {
   '/v1/gzip-br-lines': () => ({ headers: { 'content-encoding': ['gzip', 'br'] }, body: br(gzip(TEXT)) }),
   '/v1/deflate-gzip': () => ({ headers: { 'content-encoding': 'deflate,gzip' }, body: gzip(zlib.deflateSync(TEXT)) }),
   '/v1/identity': () => ({ headers: { 'content-encoding': 'identity' }, body: Buffer.from(TEXT) }),
-  '/v1/bomb-gzip': () => ({ headers: { 'content-encoding': 'gzip', 'content-type': 'application/octet-stream' }, body: BOMB_GZIP }),
-  '/v1/bomb-br': () => ({ headers: { 'content-encoding': 'br', 'content-type': 'application/octet-stream' }, body: BOMB_BR }),
+  '/v1/bomb-gzip': () => ({
+    headers: { 'content-encoding': 'gzip', 'content-type': 'application/octet-stream' },
+    body: BOMB_GZIP,
+  }),
+  '/v1/bomb-br': () => ({
+    headers: { 'content-encoding': 'br', 'content-type': 'application/octet-stream' },
+    body: BOMB_BR,
+  }),
   '/v1/corrupt-gzip': () => {
     const g = gzip(TEXT);
     for (let i = 20; i < 60; i++) g[i] = 0xff;
     return { headers: { 'content-encoding': 'gzip' }, body: g };
   },
   '/v1/not-gzip': () => ({ headers: { 'content-encoding': 'gzip' }, body: Buffer.from(TEXT) }),
-  '/v1/corrupt-br': () => ({ headers: { 'content-encoding': 'br' }, body: Buffer.from('this is not brotli at all, just text') }),
+  '/v1/corrupt-br': () => ({
+    headers: { 'content-encoding': 'br' },
+    body: Buffer.from('this is not brotli at all, just text'),
+  }),
   '/v1/zstd': () => ({ headers: { 'content-encoding': 'zstd' }, body: Buffer.from(TEXT) }),
   '/v1/gzip-zstd': () => ({ headers: { 'content-encoding': 'gzip, zstd' }, body: gzip(TEXT) }),
   // An upstream that echoes the secret as the coding name.
@@ -65,10 +75,16 @@ const ROUTES: Record<string, Route> = {
   // A secret that starts a few bytes before the cap.
   '/v1/straddle': (s) => ({ headers: {}, body: Buffer.from('a'.repeat(CAP - 5) + s + 'b'.repeat(4000)) }),
   '/v1/straddle-1': (s) => ({ headers: {}, body: Buffer.from('a'.repeat(CAP - 1) + s + 'b'.repeat(4000)) }),
-  '/v1/straddle-gzip': (s) => ({ headers: { 'content-encoding': 'gzip' }, body: gzip('a'.repeat(CAP - 7) + s + 'b'.repeat(4000)) }),
+  '/v1/straddle-gzip': (s) => ({
+    headers: { 'content-encoding': 'gzip' },
+    body: gzip('a'.repeat(CAP - 7) + s + 'b'.repeat(4000)),
+  }),
   // Its longest spelling (the hex of "Bearer <secret>", every byte \u00XX)
   // starting before the cap reaches far beyond it.
-  '/v1/straddle-long': (s) => ({ headers: {}, body: Buffer.from('a'.repeat(CAP - 10) + longest(`Bearer ${s}`) + 'b'.repeat(100_000)) }),
+  '/v1/straddle-long': (s) => ({
+    headers: {},
+    body: Buffer.from('a'.repeat(CAP - 10) + longest(`Bearer ${s}`) + 'b'.repeat(100_000)),
+  }),
   // Many secrets, each longer than its mark; from input position CAP on,
   // only Z.
   '/v1/many': (s) => ({ headers: {}, body: Buffer.from(manyBody(s)) }),
@@ -82,13 +98,18 @@ const ROUTES: Record<string, Route> = {
   // the read limit cuts the input while the decoded data ends inside the
   // secret.
   '/v1/stall-deflate': (s) => ({ headers: { 'content-encoding': 'deflate' }, body: stalled(s) }),
-  '/v1/stall-gzip': (s) => ({ headers: { 'content-encoding': 'gzip' }, body: Buffer.concat([Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]), stalled(s)]) }),
+  '/v1/stall-gzip': (s) => ({
+    headers: { 'content-encoding': 'gzip' },
+    body: Buffer.concat([Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]), stalled(s)]),
+  }),
   // The secret echoed inside a compressed body.
   '/v1/echo-gzip': (s) => ({ headers: { 'content-encoding': 'gzip' }, body: gzip(`{"you sent":"Bearer ${s}"}`) }),
 };
 
 function longest(value: string): string {
-  return [...Buffer.from(Buffer.from(value).toString('hex'))].map((c) => `\\u${c.toString(16).padStart(4, '0')}`).join('');
+  return [...Buffer.from(Buffer.from(value).toString('hex'))]
+    .map((c) => `\\u${c.toString(16).padStart(4, '0')}`)
+    .join('');
 }
 
 // Raw deflate by hand: stored blocks hold their bytes as they are.
@@ -129,7 +150,12 @@ function handler(req: IncomingMessage, _body: Buffer, res: ServerResponse): void
   }
   const secret = String(req.headers['authorization'] ?? '').replace(/^Bearer /, '');
   const { headers, body } = route(secret);
-  res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'x-kept': 'yes', ...headers, 'content-length': body.length });
+  res.writeHead(200, {
+    'content-type': 'text/plain; charset=utf-8',
+    'x-kept': 'yes',
+    ...headers,
+    'content-length': body.length,
+  });
   res.end(body);
 }
 
@@ -159,16 +185,34 @@ function bodyBytes(reply: Reply): Buffer {
 t.before(async () => {
   s = await startStack({ handler, httpConfig: 'max_response_body = "64KiB"' });
   secret = makeCanary('TOKEN');
-  s.addCredential('api', `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n` +
-    `[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`, secret);
-  s.addCredential('lower', `name = "lower"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n` +
-    `[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`, LOWER);
+  s.addCredential(
+    'api',
+    `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n` +
+      `[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`,
+    secret,
+  );
+  s.addCredential(
+    'lower',
+    `name = "lower"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n` +
+      `[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`,
+    LOWER,
+  );
   await s.approver();
 });
 t.teardown(() => s.close());
 
 t.test('each coding comes back decoded, without the wire headers', async (t) => {
-  for (const path of ['/v1/gzip', '/v1/x-gzip', '/v1/gzip-upper', '/v1/deflate', '/v1/deflate-raw', '/v1/br', '/v1/gzip-br', '/v1/gzip-br-lines', '/v1/deflate-gzip']) {
+  for (const path of [
+    '/v1/gzip',
+    '/v1/x-gzip',
+    '/v1/gzip-upper',
+    '/v1/deflate',
+    '/v1/deflate-raw',
+    '/v1/br',
+    '/v1/gzip-br',
+    '/v1/gzip-br-lines',
+    '/v1/deflate-gzip',
+  ]) {
     await t.test(path, async (t) => {
       const reply = await ok(t, path);
       t.equal(reply.body_encoding, 'utf8');
@@ -204,7 +248,10 @@ t.test('decompression bombs stop at the cap', async (t) => {
       t.equal(reply.body_encoding, 'base64');
       const body = bodyBytes(reply);
       t.equal(body.length, CAP, 'exactly max_response_body bytes');
-      t.ok(body.every((b) => b === 0), 'the decoded zeros');
+      t.ok(
+        body.every((b) => b === 0),
+        'the decoded zeros',
+      );
       t.equal(reply.headers['content-encoding'], undefined);
       t.ok(Date.now() - started < 10_000, 'answered without decoding it all');
     });
@@ -239,7 +286,11 @@ t.test('bodies that do not decode, and codings postern cannot read: 502, execute
 });
 
 t.test('a coding name that is the secret is not quoted back', async (t) => {
-  const r = await s.request({ credential: 'lower', method: 'GET', url: s.url('api.example.test', '/v1/coding-is-secret') });
+  const r = await s.request({
+    credential: 'lower',
+    method: 'GET',
+    url: s.url('api.example.test', '/v1/coding-is-secret'),
+  });
   t.equal(s.up.requests.at(-1)?.headers['authorization'], `Bearer ${LOWER}`, 'the upstream received the secret');
   t.equal(r.status, 502);
   const err = (r.json as ErrorReply).error;
@@ -249,13 +300,22 @@ t.test('a coding name that is the secret is not quoted back', async (t) => {
 });
 
 t.test('a secret straddling the cap is replaced whole', async (t) => {
-  const rows: [string, number][] = [['/v1/straddle', 5], ['/v1/straddle-1', 1], ['/v1/straddle-gzip', 7], ['/v1/straddle-long', 10]];
+  const rows: [string, number][] = [
+    ['/v1/straddle', 5],
+    ['/v1/straddle-1', 1],
+    ['/v1/straddle-gzip', 7],
+    ['/v1/straddle-long', 10],
+  ];
   for (const [path, before] of rows) {
     await t.test(path, async (t) => {
       const reply = await ok(t, path);
       t.equal(reply.truncated, true);
       t.equal(reply.redactions, 1, 'the straddling occurrence is counted');
-      t.equal(reply.body, ('a'.repeat(CAP - before) + MARK).slice(0, CAP), 'the bytes before it, then the start of the mark, up to the cap');
+      t.equal(
+        reply.body,
+        ('a'.repeat(CAP - before) + MARK).slice(0, CAP),
+        'the bytes before it, then the start of the mark, up to the cap',
+      );
       t.equal(Buffer.byteLength(reply.body), CAP);
       t.notOk(reply.body.endsWith(secret.slice(0, before)), 'no leading part of the secret');
     });
@@ -269,7 +329,11 @@ t.test('a compressed body cut by the read limit inside a secret ends with no par
       t.equal(reply.truncated, true);
       t.ok(Buffer.byteLength(reply.body) <= CAP, 'within the cap');
       t.match(reply.body, /^a+/, 'the bytes before the secret');
-      t.equal(secretStartAtEnd(reply.body, secret), 0, `no leading part of the secret at the end (body ends ${JSON.stringify(reply.body.slice(-48))})`);
+      t.equal(
+        secretStartAtEnd(reply.body, secret),
+        0,
+        `no leading part of the secret at the end (body ends ${JSON.stringify(reply.body.slice(-48))})`,
+      );
     });
   }
 });
@@ -283,7 +347,11 @@ t.test('marks shorter than the secret pull nothing from beyond the cap', async (
       const reply = await ok(t, path);
       t.equal(reply.truncated, true);
       t.equal(reply.redactions, k);
-      t.equal(reply.body, `${MARK}.`.repeat(k) + '.'.repeat(CAP - k * unit.length), 'only what stood before the cap, redacted');
+      t.equal(
+        reply.body,
+        `${MARK}.`.repeat(k) + '.'.repeat(CAP - k * unit.length),
+        'only what stood before the cap, redacted',
+      );
       t.notMatch(reply.body, /Z/, 'no byte from beyond the cap');
     });
   }

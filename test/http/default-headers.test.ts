@@ -18,12 +18,13 @@ const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as
 // Raw header lines as received: [name, value] in order, names lower-cased.
 type Lines = [string, string][];
 
-t.test('default User-Agent and a credential\'s [headers]', async (t) => {
+t.test("default User-Agent and a credential's [headers]", async (t) => {
   const seen: Lines[] = [];
   const s = await startStack({
     handler: (req, _body, res) => {
       const lines: Lines = [];
-      for (let i = 0; i < req.rawHeaders.length; i += 2) lines.push([req.rawHeaders[i]!.toLowerCase(), req.rawHeaders[i + 1]!]);
+      for (let i = 0; i < req.rawHeaders.length; i += 2)
+        lines.push([req.rawHeaders[i]!.toLowerCase(), req.rawHeaders[i + 1]!]);
       seen.push(lines);
       res.writeHead(200, { 'content-type': 'text/plain' });
       res.end('ok');
@@ -34,12 +35,23 @@ t.test('default User-Agent and a credential\'s [headers]', async (t) => {
   const secret = makeCanary('UA');
   const rule = `[[allow]]\nhost = "api.example.test"\nports = [${P}]\nmethods = ["GET", "POST"]\n`;
   const inject = `[inject]\nheader = "X-Api-Key"\ntemplate = "{secret}"\n`;
-  s.addCredential('plain', `name = "plain"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n${inject}${rule}`, secret);
-  s.addCredential('dressed', `name = "dressed"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[headers]\nUser-Agent = "acme-agent/3"\nX-GitHub-Api-Version = "2022-11-28"\nAccept = "application/vnd.github+json"\n${inject}${rule}`, secret);
+  s.addCredential(
+    'plain',
+    `name = "plain"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n${inject}${rule}`,
+    secret,
+  );
+  s.addCredential(
+    'dressed',
+    `name = "dressed"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[headers]\nUser-Agent = "acme-agent/3"\nX-GitHub-Api-Version = "2022-11-28"\nAccept = "application/vnd.github+json"\n${inject}${rule}`,
+    secret,
+  );
   await s.approver();
 
   const replies: string[] = [];
-  const send = async (credential: string, headers: Record<string, string> = {}): Promise<{ status: number; lines: Lines; json: unknown }> => {
+  const send = async (
+    credential: string,
+    headers: Record<string, string> = {},
+  ): Promise<{ status: number; lines: Lines; json: unknown }> => {
     const before = seen.length;
     const r = await s.request({ credential, method: 'GET', url: s.url('api.example.test', '/x'), headers });
     replies.push(r.text);
@@ -55,7 +67,7 @@ t.test('default User-Agent and a credential\'s [headers]', async (t) => {
     t.same(values(r.lines, 'accept-encoding'), ['identity']);
   });
 
-  await t.test('the agent sets one, in any case: sent once, the agent\'s', async (t) => {
+  await t.test("the agent sets one, in any case: sent once, the agent's", async (t) => {
     for (const name of ['User-Agent', 'user-agent', 'USER-AGENT']) {
       const r = await send('plain', { [name]: 'my-agent/1' });
       t.equal(r.status, 200);
@@ -63,19 +75,29 @@ t.test('default User-Agent and a credential\'s [headers]', async (t) => {
     }
   });
 
-  await t.test('the credential\'s [headers] are sent unless the agent sets them', async (t) => {
+  await t.test("the credential's [headers] are sent unless the agent sets them", async (t) => {
     const r = await send('dressed');
-    t.same(values(r.lines, 'user-agent'), ['acme-agent/3'], 'the credential\'s User-Agent, not postern\'s');
+    t.same(values(r.lines, 'user-agent'), ['acme-agent/3'], "the credential's User-Agent, not postern's");
     t.same(values(r.lines, 'x-github-api-version'), ['2022-11-28']);
     t.same(values(r.lines, 'accept'), ['application/vnd.github+json']);
-    const mine = await send('dressed', { accept: 'text/plain', 'X-GITHUB-API-VERSION': '2026-01-01', 'user-agent': 'mine/2' });
-    t.same(values(mine.lines, 'accept'), ['text/plain'], 'the agent\'s Accept, once');
+    const mine = await send('dressed', {
+      accept: 'text/plain',
+      'X-GITHUB-API-VERSION': '2026-01-01',
+      'user-agent': 'mine/2',
+    });
+    t.same(values(mine.lines, 'accept'), ['text/plain'], "the agent's Accept, once");
     t.same(values(mine.lines, 'x-github-api-version'), ['2026-01-01']);
     t.same(values(mine.lines, 'user-agent'), ['mine/2']);
   });
 
   await t.test('look-alikes with "_" are refused before anything is sent', async (t) => {
-    for (const [name, code] of [['Content_Length', 'bad_request'], ['Transfer_Encoding', 'bad_request'], ['X_Forwarded_For', 'bad_request'], ['X_Api_Key', 'bad_request'], ['x-api_key', 'bad_request']] as const) {
+    for (const [name, code] of [
+      ['Content_Length', 'bad_request'],
+      ['Transfer_Encoding', 'bad_request'],
+      ['X_Forwarded_For', 'bad_request'],
+      ['X_Api_Key', 'bad_request'],
+      ['x-api_key', 'bad_request'],
+    ] as const) {
       const before = seen.length;
       const r = await send('plain', { [name]: '40' });
       t.equal(r.status, 400, name);

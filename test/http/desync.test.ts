@@ -29,7 +29,15 @@ import { startStack, Stack } from '../helpers/stack';
 import { eventually } from '../helpers/postern';
 import { findCanary, journalBytes, journalText, makeCanary } from '../helpers/canary';
 import { exposures } from '../helpers/exposure';
-import { declaredLength, header, ParsedRequest, RawConnection, RawOrigin, rawResponse, startRawOrigin } from '../helpers/raw-origin';
+import {
+  declaredLength,
+  header,
+  ParsedRequest,
+  RawConnection,
+  RawOrigin,
+  rawResponse,
+  startRawOrigin,
+} from '../helpers/raw-origin';
 import type { AgentResponse } from '../../daemon/pipeline/response';
 
 const HOST = 'api.example.test';
@@ -53,7 +61,14 @@ const replies: string[] = [];
 
 function json(tag: string | null, path: string, extra: Record<string, unknown> = {}): Buffer {
   const text = JSON.stringify({ tag, path, ...extra });
-  return rawResponse(200, [['Content-Type', 'application/json'], ['Content-Length', String(Buffer.byteLength(text))]], text);
+  return rawResponse(
+    200,
+    [
+      ['Content-Type', 'application/json'],
+      ['Content-Length', String(Buffer.byteLength(text))],
+    ],
+    text,
+  );
 }
 
 async function startOrigin(name: string, cred: string, honourClose: boolean): Promise<Mode> {
@@ -62,8 +77,10 @@ async function startOrigin(name: string, cred: string, honourClose: boolean): Pr
     const path = head.target.split('?')[0] as string;
     const tag = header(head, 'x-tag') ?? null;
     // CL.0: a POST route, and a GET route (servers often ignore a GET's body).
-    if ((head.method === 'POST' && path === '/cl0') || (head.method === 'GET' && path === '/public/cl0')) return { read: 'none', respond: () => json(tag, path) };
-    if (head.method === 'POST' && path === '/echo') return { read: 'declared', respond: (req) => json(tag, path, { length: req.body.length }) };
+    if ((head.method === 'POST' && path === '/cl0') || (head.method === 'GET' && path === '/public/cl0'))
+      return { read: 'none', respond: () => json(tag, path) };
+    if (head.method === 'POST' && path === '/echo')
+      return { read: 'declared', respond: (req) => json(tag, path, { length: req.body.length }) };
     if (head.method === 'POST' && path === '/store') {
       return {
         read: 'until-pause',
@@ -73,9 +90,12 @@ async function startOrigin(name: string, cred: string, honourClose: boolean): Pr
         },
       };
     }
-    if (head.method === 'GET' && path === '/public/stored') return { read: 'declared', respond: () => json(tag, path, { stored: stored.map((b) => b.toString('latin1')) }) };
-    if (head.method === 'GET' && path.startsWith('/admin/')) return { read: 'declared', respond: () => json(tag, path, { admin: 'the admin area' }) };
-    if (head.method === 'GET' && path.startsWith('/public/')) return { read: 'declared', respond: () => json(tag, path) };
+    if (head.method === 'GET' && path === '/public/stored')
+      return { read: 'declared', respond: () => json(tag, path, { stored: stored.map((b) => b.toString('latin1')) }) };
+    if (head.method === 'GET' && path.startsWith('/admin/'))
+      return { read: 'declared', respond: () => json(tag, path, { admin: 'the admin area' }) };
+    if (head.method === 'GET' && path.startsWith('/public/'))
+      return { read: 'declared', respond: () => json(tag, path) };
     return { read: 'declared', respond: () => rawResponse(404, [['Content-Length', '0']]) };
   });
   return { name, cred, honourClose, origin, stored, sent: new Map() };
@@ -86,9 +106,12 @@ async function send(t: Test, m: Mode, method: 'GET' | 'POST', path: string, body
   const tag = randomUUID();
   m.sent.set(tag, { method, path });
   const r = await s.request({
-    credential: m.cred, method, url: `https://${HOST}:${m.origin.port}${path}`,
+    credential: m.cred,
+    method,
+    url: `https://${HOST}:${m.origin.port}${path}`,
     headers: { 'x-tag': tag, ...(body === undefined ? {} : { 'content-type': 'text/plain' }) },
-    ...(body === undefined ? {} : { body }), timeout_ms: 5000,
+    ...(body === undefined ? {} : { body }),
+    timeout_ms: 5000,
   });
   replies.push(r.text);
   t.equal(r.status, 200, `${method} ${path}: ${r.text.slice(0, 200)}`);
@@ -100,10 +123,19 @@ async function send(t: Test, m: Mode, method: 'GET' | 'POST', path: string, body
     echoed = null;
   }
   t.equal(reply?.status, 200, `${method} ${path}: the origin answered 200`);
-  t.same(echoed && { tag: echoed.tag, path: echoed.path }, { tag, path }, `${method} ${path}: the response to this request`);
+  t.same(
+    echoed && { tag: echoed.tag, path: echoed.path },
+    { tag, path },
+    `${method} ${path}: the response to this request`,
+  );
   const kept = (echoed as { stored?: unknown } | null)?.stored;
   if (path === '/public/stored' && Array.isArray(kept)) {
-    for (const b of kept as string[]) t.same(findCanary(Buffer.from(b, 'latin1'), secret), [], 'the stored bodies the agent reads hold no form of the secret');
+    for (const b of kept as string[])
+      t.same(
+        findCanary(Buffer.from(b, 'latin1'), secret),
+        [],
+        'the stored bodies the agent reads hold no form of the secret',
+      );
   }
 }
 
@@ -122,7 +154,10 @@ function parentOf(conn: RawConnection, r: ParsedRequest): ParsedRequest | undefi
 async function checkOrigin(t: Test, m: Mode): Promise<void> {
   const conns = m.origin.connections;
   const withBody = (): RawConnection[] => conns.filter((c) => c.requests.some((r) => declaredLength(r) > 0));
-  t.ok(await eventually(() => withBody().every((c) => c.closed), 5000), 'every connection that carried a body is closed');
+  t.ok(
+    await eventually(() => withBody().every((c) => c.closed), 5000),
+    'every connection that carried a body is closed',
+  );
   await new Promise((r) => setTimeout(r, 300)); // a smuggled store still waiting for bytes gives up
   const smuggled: { conn: RawConnection; req: ParsedRequest; parent: ParsedRequest }[] = [];
   const direct: { conn: RawConnection; req: ParsedRequest }[] = [];
@@ -135,7 +170,10 @@ async function checkOrigin(t: Test, m: Mode): Promise<void> {
   }
   const bodied = direct.filter((d) => declaredLength(d.req) > 0);
   t.ok(bodied.length >= 20, `${bodied.length} requests with a body reached the origin`);
-  t.ok(bodied.some((d) => d.req.method === 'GET'), 'GETs with a body among them');
+  t.ok(
+    bodied.some((d) => d.req.method === 'GET'),
+    'GETs with a body among them',
+  );
 
   await t.test('no stored or smuggled byte holds the secret in any form', async (t) => {
     for (const b of m.stored) {
@@ -146,29 +184,58 @@ async function checkOrigin(t: Test, m: Mode): Promise<void> {
       t.same(exposures(x.req.raw, secret), [], `smuggled ${x.req.method} ${x.req.target}`);
       t.same(findCanary(x.req.raw, secret), [], `smuggled ${x.req.method} ${x.req.target} (canary forms)`);
       const end = x.parent.offset + x.parent.headLength + declaredLength(x.parent);
-      t.ok(x.req.offset + x.req.raw.length <= end, `smuggled ${x.req.method} ${x.req.target} holds only bytes of the agent's own body`);
+      t.ok(
+        x.req.offset + x.req.raw.length <= end,
+        `smuggled ${x.req.method} ${x.req.target} holds only bytes of the agent's own body`,
+      );
     }
-    t.ok(m.stored.every((b) => b.length === 0), `the smuggled store got no bytes after the agent's body (${m.stored.map((b) => b.length).join(',') || 'nothing stored'})`);
+    t.ok(
+      m.stored.every((b) => b.length === 0),
+      `the smuggled store got no bytes after the agent's body (${m.stored.map((b) => b.length).join(',') || 'nothing stored'})`,
+    );
   });
 
   await t.test('the smuggled requests', async (t) => {
     if (m.honourClose) {
-      t.same(smuggled.map((x) => `${x.req.method} ${x.req.target}`), [], 'none was ever parsed as a request');
-      t.same(m.origin.requests.filter((r) => /^\/(admin|store)/.test(r.target)).map((r) => r.target), [], 'no /admin or /store request reached the origin');
+      t.same(
+        smuggled.map((x) => `${x.req.method} ${x.req.target}`),
+        [],
+        'none was ever parsed as a request',
+      );
+      t.same(
+        m.origin.requests.filter((r) => /^\/(admin|store)/.test(r.target)).map((r) => r.target),
+        [],
+        'no /admin or /store request reached the origin',
+      );
       t.same(m.stored, [], 'nothing stored');
     } else {
       // This origin parses the agent's own body as requests whatever postern
       // does: proof that it is the broken server the test needs.
-      t.ok(smuggled.some((x) => x.req.target === '/admin/secret-route'), 'the origin misread the agent\'s body as GET /admin/secret-route');
-      t.ok(smuggled.some((x) => x.req.target === '/store'), 'and as POST /store');
+      t.ok(
+        smuggled.some((x) => x.req.target === '/admin/secret-route'),
+        "the origin misread the agent's body as GET /admin/secret-route",
+      );
+      t.ok(
+        smuggled.some((x) => x.req.target === '/store'),
+        'and as POST /store',
+      );
     }
-    for (const x of smuggled) t.equal(header(x.req, 'authorization'), undefined, `smuggled ${x.req.target} carries no Authorization`);
+    for (const x of smuggled)
+      t.equal(header(x.req, 'authorization'), undefined, `smuggled ${x.req.target} carries no Authorization`);
   });
 
   await t.test('what reached the origin as requests is what the agents asked for, once each', async (t) => {
     const tags = direct.map((d) => header(d.req, 'x-tag') ?? `(untagged ${d.req.method} ${d.req.target})`);
-    t.same(tags.filter((x) => !m.sent.has(x)), [], 'every request postern sent was an agent\'s');
-    t.same([...m.sent.keys()].filter((tag) => tags.filter((x) => x === tag).length !== 1), [], 'every agent\'s request arrived exactly once, as a request of its own');
+    t.same(
+      tags.filter((x) => !m.sent.has(x)),
+      [],
+      "every request postern sent was an agent's",
+    );
+    t.same(
+      [...m.sent.keys()].filter((tag) => tags.filter((x) => x === tag).length !== 1),
+      [],
+      "every agent's request arrived exactly once, as a request of its own",
+    );
     for (const d of direct) {
       const want = m.sent.get(header(d.req, 'x-tag') ?? '');
       if (want) t.same({ method: d.req.method, path: d.req.target }, want, `${want.method} ${want.path} as asked`);
@@ -179,12 +246,24 @@ async function checkOrigin(t: Test, m: Mode): Promise<void> {
   await t.test('a connection that carried a body carries nothing after it, and is closed', async (t) => {
     for (const d of bodied) {
       const after = d.conn.requests.filter((r) => r.offset > d.req.offset && !parentOf(d.conn, r));
-      t.same(after.map((r) => `${r.method} ${r.target}`), [], `connection ${d.conn.id}: no request after ${d.req.method} ${d.req.target}`);
+      t.same(
+        after.map((r) => `${r.method} ${r.target}`),
+        [],
+        `connection ${d.conn.id}: no request after ${d.req.method} ${d.req.target}`,
+      );
       const end = d.req.offset + d.req.headLength + declaredLength(d.req);
-      t.ok(d.conn.receivedLength() <= end, `connection ${d.conn.id}: no byte after the body (${d.conn.receivedLength()} received, the body ends at ${end})`);
-      if (!m.honourClose) t.notOk(d.conn.closedByOrigin, `connection ${d.conn.id}: postern closed it (this origin never does)`);
+      t.ok(
+        d.conn.receivedLength() <= end,
+        `connection ${d.conn.id}: no byte after the body (${d.conn.receivedLength()} received, the body ends at ${end})`,
+      );
+      if (!m.honourClose)
+        t.notOk(d.conn.closedByOrigin, `connection ${d.conn.id}: postern closed it (this origin never does)`);
     }
-    t.equal(new Set(bodied.map((d) => d.conn.id)).size, bodied.length, 'each request with a body had a connection to itself');
+    t.equal(
+      new Set(bodied.map((d) => d.conn.id)).size,
+      bodied.length,
+      'each request with a body had a connection to itself',
+    );
   });
 }
 
@@ -201,12 +280,24 @@ for (const honourClose of [true, false]) {
     const cred = `desync-${honourClose ? 'a' : 'b'}`;
     const m = await startOrigin(name, cred, honourClose);
     t.teardown(() => m.origin.close());
-    s.addCredential(cred, `name = "${cred}"\nkind = "http"\nredact_response = false\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n` +
-      `[[allow]]\nhost = "${HOST}"\nports = [${m.origin.port}]\nmethods = ["GET", "POST"]\npaths = ["/cl0", "/echo", "/public/*"]\n`, secret);
+    s.addCredential(
+      cred,
+      `name = "${cred}"\nkind = "http"\nredact_response = false\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n` +
+        `[[allow]]\nhost = "${HOST}"\nports = [${m.origin.port}]\nmethods = ["GET", "POST"]\npaths = ["/cl0", "/echo", "/public/*"]\n`,
+      secret,
+    );
 
     await t.test('no rule allows the smuggled paths', async (t) => {
-      for (const [method, path] of [['GET', '/admin/secret-route'], ['POST', '/store']] as const) {
-        const r = await s.request({ credential: cred, method, url: `https://${HOST}:${m.origin.port}${path}`, ...(method === 'POST' ? { body: 'x' } : {}) });
+      for (const [method, path] of [
+        ['GET', '/admin/secret-route'],
+        ['POST', '/store'],
+      ] as const) {
+        const r = await s.request({
+          credential: cred,
+          method,
+          url: `https://${HOST}:${m.origin.port}${path}`,
+          ...(method === 'POST' ? { body: 'x' } : {}),
+        });
         replies.push(r.text);
         t.equal(r.status, 403, r.text);
         t.equal((r.json as { error: { code: string } }).error.code, 'denied_policy');
@@ -214,15 +305,30 @@ for (const honourClose of [true, false]) {
       t.equal(m.origin.connections.length, 0, 'nothing reached the origin');
     });
 
-    await t.test('a request without a body cannot declare one: framing headers and look-alikes are refused', async (t) => {
-      for (const name of ['Content-Length', 'content_length', 'Transfer-Encoding', 'TRANSFER_ENCODING', 'Trailer', 'Connection']) {
-        const r = await s.request({ credential: cred, method: 'GET', url: `https://${HOST}:${m.origin.port}/public/x`, headers: { [name]: name.toLowerCase().startsWith('content') ? '400' : 'chunked' } });
-        replies.push(r.text);
-        t.equal(r.status, 400, `${name}: ${r.text}`);
-        t.equal((r.json as { error?: { code: string } }).error?.code, 'bad_request');
-      }
-      t.equal(m.origin.connections.length, 0, 'nothing reached the origin');
-    });
+    await t.test(
+      'a request without a body cannot declare one: framing headers and look-alikes are refused',
+      async (t) => {
+        for (const name of [
+          'Content-Length',
+          'content_length',
+          'Transfer-Encoding',
+          'TRANSFER_ENCODING',
+          'Trailer',
+          'Connection',
+        ]) {
+          const r = await s.request({
+            credential: cred,
+            method: 'GET',
+            url: `https://${HOST}:${m.origin.port}/public/x`,
+            headers: { [name]: name.toLowerCase().startsWith('content') ? '400' : 'chunked' },
+          });
+          replies.push(r.text);
+          t.equal(r.status, 400, `${name}: ${r.text}`);
+          t.equal((r.json as { error?: { code: string } }).error?.code, 'bad_request');
+        }
+        t.equal(m.origin.connections.length, 0, 'nothing reached the origin');
+      },
+    );
 
     await t.test('bodiless GETs share one pooled connection', async (t) => {
       const before = m.origin.requests.length;

@@ -36,7 +36,13 @@ interface Row {
   expect: Expect;
 }
 
-const denied = (address: string, reason: string, judgedAs?: string, message?: RegExp): Expect => ({ kind: 'denied', address, reason, ...(judgedAs ? { judgedAs } : {}), ...(message ? { message } : {}) });
+const denied = (address: string, reason: string, judgedAs?: string, message?: RegExp): Expect => ({
+  kind: 'denied',
+  address,
+  reason,
+  ...(judgedAs ? { judgedAs } : {}),
+  ...(message ? { message } : {}),
+});
 const v4 = (...A: string[]): Answer => ({ A });
 const v6 = (...AAAA: string[]): Answer => ({ AAAA });
 
@@ -194,32 +200,117 @@ const ROWS: Row[] = [
   embedded('ISATAP', '2001:db9::5efe:a00:1', '10.0.0.1', 'private'),
   embedded('ISATAP', '2001:db9::200:5efe:7f00:1', '127.0.0.1', 'loopback'),
   // ISATAP under link-local is judged as the link-local address itself.
-  { what: 'ISATAP id under fe80::/10 is link-local', cred: 'strict', answer: v6('fe80::5efe:808:808'), expect: denied('fe80::5efe:808:808', 'link_local') },
+  {
+    what: 'ISATAP id under fe80::/10 is link-local',
+    cred: 'strict',
+    answer: v6('fe80::5efe:808:808'),
+    expect: denied('fe80::5efe:808:808', 'link_local'),
+  },
   outside('::ffff:8.8.8.8'),
   outside('2002:808:808::1'),
 
   // ---- A credential whose allow_addresses is ["127.0.0.1/32"].
-  { what: 'a name answering 127.0.0.1 is served', cred: 'loop', answer: v4('127.0.0.1'), expect: { kind: 'ok', address: '127.0.0.1' } },
-  { what: 'allow 127.0.0.1/32 covers ::ffff:127.0.0.1 too', cred: 'loop', answer: v6('::ffff:127.0.0.1'), expect: { kind: 'ok', address: '::ffff:127.0.0.1' } },
-  { what: 'mixed: allowed 127.0.0.1 then blocked 10.0.0.1', cred: 'loop', answer: v4('127.0.0.1', '10.0.0.1'), expect: denied('10.0.0.1', 'private', undefined, /resolves to 127\.0\.0\.1, 10\.0\.0\.1/) },
-  { what: 'mixed: blocked 10.0.0.1 listed first', cred: 'loop', answer: v4('10.0.0.1', '127.0.0.1'), expect: denied('10.0.0.1', 'private') },
-  { what: 'mixed: 127.0.0.2 is outside the /32', cred: 'loop', answer: v4('127.0.0.1', '127.0.0.2'), expect: denied('127.0.0.2', 'loopback') },
-  { what: 'mixed: allowed A, blocked AAAA', cred: 'loop', answer: { A: ['127.0.0.1'], AAAA: ['fd00::1'] }, expect: denied('fd00::1', 'unique_local') },
-  { what: 'mixed: allowed A, AAAA ::1 (not covered by an IPv4 allow)', cred: 'loop', answer: { A: ['127.0.0.1'], AAAA: ['::1'] }, expect: denied('::1', 'loopback') },
-  { what: 'mixed: allowed A, AAAA NAT64 of 10.0.0.1', cred: 'loop', answer: { A: ['127.0.0.1'], AAAA: ['64:ff9b::a00:1'] }, expect: denied('64:ff9b::a00:1', 'private', '10.0.0.1') },
-  { what: 'mixed: two blocked, the count is given', cred: 'loop', answer: v4('127.0.0.1', '10.0.0.1', '10.0.0.2'), expect: denied('10.0.0.1', 'private', undefined, /2 of its 3 addresses are blocked/) },
-  { what: 'CNAME to a name answering 127.0.0.1 is served', cred: 'loop', answer: { CNAME: 'good.chain.test' }, expect: { kind: 'ok', address: '127.0.0.1' } },
-  { what: 'CNAME chain ending at 10.0.0.9', cred: 'loop', answer: { CNAME: 'hop1.chain.test' }, expect: denied('10.0.0.9', 'private') },
-  { what: 'CNAME to a name answering 127.0.0.1 and the metadata address', cred: 'loop', answer: { CNAME: 'meta.chain.test' }, expect: denied('169.254.169.254', 'metadata') },
-  { what: 'CNAME to a name answering a blocked AAAA', cred: 'loop', answer: { CNAME: 'ula.chain.test' }, expect: denied('fd12::1', 'unique_local') },
-  { what: 'CNAME to a name that does not exist', cred: 'loop', answer: { CNAME: 'missing.chain.test' }, expect: { kind: 'dns_error', message: /NXDOMAIN/ } },
+  {
+    what: 'a name answering 127.0.0.1 is served',
+    cred: 'loop',
+    answer: v4('127.0.0.1'),
+    expect: { kind: 'ok', address: '127.0.0.1' },
+  },
+  {
+    what: 'allow 127.0.0.1/32 covers ::ffff:127.0.0.1 too',
+    cred: 'loop',
+    answer: v6('::ffff:127.0.0.1'),
+    expect: { kind: 'ok', address: '::ffff:127.0.0.1' },
+  },
+  {
+    what: 'mixed: allowed 127.0.0.1 then blocked 10.0.0.1',
+    cred: 'loop',
+    answer: v4('127.0.0.1', '10.0.0.1'),
+    expect: denied('10.0.0.1', 'private', undefined, /resolves to 127\.0\.0\.1, 10\.0\.0\.1/),
+  },
+  {
+    what: 'mixed: blocked 10.0.0.1 listed first',
+    cred: 'loop',
+    answer: v4('10.0.0.1', '127.0.0.1'),
+    expect: denied('10.0.0.1', 'private'),
+  },
+  {
+    what: 'mixed: 127.0.0.2 is outside the /32',
+    cred: 'loop',
+    answer: v4('127.0.0.1', '127.0.0.2'),
+    expect: denied('127.0.0.2', 'loopback'),
+  },
+  {
+    what: 'mixed: allowed A, blocked AAAA',
+    cred: 'loop',
+    answer: { A: ['127.0.0.1'], AAAA: ['fd00::1'] },
+    expect: denied('fd00::1', 'unique_local'),
+  },
+  {
+    what: 'mixed: allowed A, AAAA ::1 (not covered by an IPv4 allow)',
+    cred: 'loop',
+    answer: { A: ['127.0.0.1'], AAAA: ['::1'] },
+    expect: denied('::1', 'loopback'),
+  },
+  {
+    what: 'mixed: allowed A, AAAA NAT64 of 10.0.0.1',
+    cred: 'loop',
+    answer: { A: ['127.0.0.1'], AAAA: ['64:ff9b::a00:1'] },
+    expect: denied('64:ff9b::a00:1', 'private', '10.0.0.1'),
+  },
+  {
+    what: 'mixed: two blocked, the count is given',
+    cred: 'loop',
+    answer: v4('127.0.0.1', '10.0.0.1', '10.0.0.2'),
+    expect: denied('10.0.0.1', 'private', undefined, /2 of its 3 addresses are blocked/),
+  },
+  {
+    what: 'CNAME to a name answering 127.0.0.1 is served',
+    cred: 'loop',
+    answer: { CNAME: 'good.chain.test' },
+    expect: { kind: 'ok', address: '127.0.0.1' },
+  },
+  {
+    what: 'CNAME chain ending at 10.0.0.9',
+    cred: 'loop',
+    answer: { CNAME: 'hop1.chain.test' },
+    expect: denied('10.0.0.9', 'private'),
+  },
+  {
+    what: 'CNAME to a name answering 127.0.0.1 and the metadata address',
+    cred: 'loop',
+    answer: { CNAME: 'meta.chain.test' },
+    expect: denied('169.254.169.254', 'metadata'),
+  },
+  {
+    what: 'CNAME to a name answering a blocked AAAA',
+    cred: 'loop',
+    answer: { CNAME: 'ula.chain.test' },
+    expect: denied('fd12::1', 'unique_local'),
+  },
+  {
+    what: 'CNAME to a name that does not exist',
+    cred: 'loop',
+    answer: { CNAME: 'missing.chain.test' },
+    expect: { kind: 'dns_error', message: /NXDOMAIN/ },
+  },
   { what: 'CNAME loop', cred: 'loop', answer: { CNAME: 'loop-a.chain.test' }, expect: { kind: 'dns_error' } },
   { what: 'NXDOMAIN', cred: 'loop', answer: { rcode: 'NXDOMAIN' }, expect: { kind: 'dns_error', message: /NXDOMAIN/ } },
   { what: 'SERVFAIL', cred: 'loop', answer: { rcode: 'SERVFAIL' }, expect: { kind: 'dns_error', message: /SERVFAIL/ } },
   { what: 'REFUSED', cred: 'loop', answer: { rcode: 'REFUSED' }, expect: { kind: 'dns_error', message: /refused/ } },
   { what: 'no records at all', cred: 'loop', answer: {}, expect: { kind: 'dns_error', message: /no A or AAAA/ } },
-  { what: 'A answers 127.0.0.1 while AAAA says NXDOMAIN', cred: 'loop', answer: (type) => (type === 'A' ? v4('127.0.0.1') : { rcode: 'NXDOMAIN' }), expect: { kind: 'dns_error', message: /NXDOMAIN/ } },
-  { what: 'A SERVFAIL, AAAA blocked: the answered family is still judged', cred: 'loop', answer: (type) => (type === 'A' ? { rcode: 'SERVFAIL' } : v6('fd00::9')), expect: denied('fd00::9', 'unique_local') },
+  {
+    what: 'A answers 127.0.0.1 while AAAA says NXDOMAIN',
+    cred: 'loop',
+    answer: (type) => (type === 'A' ? v4('127.0.0.1') : { rcode: 'NXDOMAIN' }),
+    expect: { kind: 'dns_error', message: /NXDOMAIN/ },
+  },
+  {
+    what: 'A SERVFAIL, AAAA blocked: the answered family is still judged',
+    cred: 'loop',
+    answer: (type) => (type === 'A' ? { rcode: 'SERVFAIL' } : v6('fd00::9')),
+    expect: denied('fd00::9', 'unique_local'),
+  },
 
   // ---- A credential whose allow_addresses covers link-local, CGNAT, ULA
   // and 192.0.0.0/24: the metadata addresses stay blocked, and so does all
@@ -264,7 +355,12 @@ const ROWS: Row[] = [
   embedded('6to4', '2002:a9fe:a9fe::1', '169.254.169.254', 'metadata', 'wide'),
   embedded('NAT64', '64:ff9b::a83f:8110', '168.63.129.16', 'metadata', 'wide'),
   embedded('IPv4-mapped', '::ffff:100.100.100.200', '100.100.100.200', 'metadata', 'wide'),
-  { what: 'ISATAP id under fe80::/10 naming a public address', cred: 'wide', answer: v6('fe80::5efe:808:808'), expect: denied('fe80::5efe:808:808', 'link_local') },
+  {
+    what: 'ISATAP id under fe80::/10 naming a public address',
+    cred: 'wide',
+    answer: v6('fe80::5efe:808:808'),
+    expect: denied('fe80::5efe:808:808', 'link_local'),
+  },
 ];
 
 // Targets of the CNAME rows.
@@ -280,14 +376,18 @@ const CHAIN: Record<string, Answer> = {
 };
 
 const host = (i: number, row: Row): string => `r${i}.${ZONE[row.cred]}`;
-const same = (a: unknown, b: string): boolean => typeof a === 'string' && ipaddr.parse(a).toNormalizedString() === ipaddr.parse(b).toNormalizedString();
+const same = (a: unknown, b: string): boolean =>
+  typeof a === 'string' && ipaddr.parse(a).toNormalizedString() === ipaddr.parse(b).toNormalizedString();
 
 interface ErrorBody {
   error: { code: string; message: string; audit_seq: unknown; address?: string; reason?: string; judged_as?: string };
 }
 
 t.test('hostile DNS answers through the real daemon', async (t) => {
-  const records: Record<string, Answer | ((type: string, count: number) => Answer)> = { ...CHAIN, 'drop.loop.test': { drop: true } };
+  const records: Record<string, Answer | ((type: string, count: number) => Answer)> = {
+    ...CHAIN,
+    'drop.loop.test': { drop: true },
+  };
   ROWS.forEach((row, i) => (records[host(i, row)] = row.answer));
   const s: Stack = await startStack({ names: ['*.loop.test'], records });
   t.teardown(() => s.close());
@@ -296,16 +396,30 @@ t.test('hostile DNS answers through the real daemon', async (t) => {
   const rule = (zone: string): string => `[[allow]]\nhost = "*.${zone}"\nports = [${P}]\n`;
   const inject = `[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n`;
   s.addCredential('strict', `name = "strict"\nkind = "http"\n${inject}${rule(ZONE.strict)}`, secret);
-  s.addCredential('loop', `name = "loop"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n${inject}${rule(ZONE.loop)}`, secret);
-  s.addCredential('meta', `name = "meta"\nkind = "http"\nallow_addresses = ["169.254.0.0/16", "100.64.0.0/10", "fd00::/8", "192.0.0.0/24"]\n${inject}${rule(ZONE.meta)}`, secret);
-  s.addCredential('wide', `name = "wide"\nkind = "http"\nallow_addresses = ["0.0.0.0/0", "::/0"]\n${inject}${rule(ZONE.wide)}`, secret);
+  s.addCredential(
+    'loop',
+    `name = "loop"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n${inject}${rule(ZONE.loop)}`,
+    secret,
+  );
+  s.addCredential(
+    'meta',
+    `name = "meta"\nkind = "http"\nallow_addresses = ["169.254.0.0/16", "100.64.0.0/10", "fd00::/8", "192.0.0.0/24"]\n${inject}${rule(ZONE.meta)}`,
+    secret,
+  );
+  s.addCredential(
+    'wide',
+    `name = "wide"\nkind = "http"\nallow_addresses = ["0.0.0.0/0", "::/0"]\n${inject}${rule(ZONE.wide)}`,
+    secret,
+  );
 
   // The second fence: only loopback is ever approved.
   const cards: Card[] = [];
   await s.approver((card) => {
     cards.push(card);
     const address = String(card.action['address']);
-    return address === '127.0.0.1' || address === '::ffff:127.0.0.1' ? { decision: 'session', root_key: card.process.key } : { decision: 'deny' };
+    return address === '127.0.0.1' || address === '::ffff:127.0.0.1'
+      ? { decision: 'session', root_key: card.process.key }
+      : { decision: 'deny' };
   });
 
   const texts: string[] = [];
@@ -353,9 +467,14 @@ t.test('hostile DNS answers through the real daemon', async (t) => {
   t.comment(`${ROWS.length + 1} rows`);
 
   // Last, alone: a server that never answers costs the resolver's timeout.
-  await t.test('loop: a DNS server that never answers is a timeout', (t) => run(t, 'loop', 'drop.loop.test', { kind: 'dns_error', message: /no answer within/ }));
+  await t.test('loop: a DNS server that never answers is a timeout', (t) =>
+    run(t, 'loop', 'drop.loop.test', { kind: 'dns_error', message: /no answer within/ }),
+  );
 
-  t.ok(cards.every((c) => c.action['address'] === '127.0.0.1' || c.action['address'] === '::ffff:127.0.0.1'), 'no card ever showed another address');
+  t.ok(
+    cards.every((c) => c.action['address'] === '127.0.0.1' || c.action['address'] === '::ffff:127.0.0.1'),
+    'no card ever showed another address',
+  );
   t.equal(cards.length, 1, 'one session approval covered every request of the loop credential');
 
   await s.d.stop();

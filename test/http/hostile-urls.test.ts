@@ -14,28 +14,59 @@ import { startStack, Stack } from '../helpers/stack';
 import { makeCanary } from '../helpers/canary';
 import { Row, runRows } from '../helpers/request-rows';
 
-
-
-
 // The rows need the upstream port, known once the stack runs.
 function rows(P: number): Row[] {
   const url = (host: string, path = '/v1/x'): string => `https://${host}:${P}${path}`;
-  const get = (credential: string, u: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({ credential, method: 'GET', url: u, ...extra });
+  const get = (credential: string, u: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+    credential,
+    method: 'GET',
+    url: u,
+    ...extra,
+  });
   const api = (u: string, extra: Record<string, unknown> = {}): Record<string, unknown> => get('api', u, extra);
-  const ok = (what: string, req: Record<string, unknown>, seen?: Row['seen']): Row => ({ what, req, status: 200, ...(seen ? { seen } : {}) });
-  const no = (what: string, req: Row['req'], status: number, code: string, message?: RegExp): Row => ({ what, req, status, code, ...(message ? { message } : {}) });
+  const ok = (what: string, req: Record<string, unknown>, seen?: Row['seen']): Row => ({
+    what,
+    req,
+    status: 200,
+    ...(seen ? { seen } : {}),
+  });
+  const no = (what: string, req: Row['req'], status: number, code: string, message?: RegExp): Row => ({
+    what,
+    req,
+    status,
+    code,
+    ...(message ? { message } : {}),
+  });
   const bad = (what: string, req: Row['req'], message?: RegExp): Row => no(what, req, 400, 'bad_request', message);
-  const policy = (what: string, req: Row['req'], part: string): Row => no(what, req, 403, 'denied_policy', new RegExp(`allows ${part} `));
-  const hostIs = (host: string): Row['seen'] => (t, seen, reply) => {
-    t.equal(seen.headers['host'], `${host}:${P}`, 'Host is the normalised host');
-    t.equal(reply.target.host, host);
-    t.equal(reply.target.address, '127.0.0.1');
-  };
-  const urlIs = (path: string): Row['seen'] => (t, seen) => t.equal(seen.url, path, 'the path is sent as written');
+  const policy = (what: string, req: Row['req'], part: string): Row =>
+    no(what, req, 403, 'denied_policy', new RegExp(`allows ${part} `));
+  const hostIs =
+    (host: string): Row['seen'] =>
+    (t, seen, reply) => {
+      t.equal(seen.headers['host'], `${host}:${P}`, 'Host is the normalised host');
+      t.equal(reply.target.host, host);
+      t.equal(reply.target.address, '127.0.0.1');
+    };
+  const urlIs =
+    (path: string): Row['seen'] =>
+    (t, seen) =>
+      t.equal(seen.url, path, 'the path is sent as written');
 
   // ---- IP literal spellings of 127.0.0.1: a rule naming 127.0.0.1 matches
   // each (served from 127.0.0.1); a credential without one refuses each.
-  const loopbackSpellings = ['127.0.0.1', '2130706433', '0177.0.0.1', '0x7f.0.0.1', '0x7f000001', '0X7F.0X0.0X0.0X1', '127.1', '127.0.1', '017700000001', '0177.1', '127.0.0.1.'];
+  const loopbackSpellings = [
+    '127.0.0.1',
+    '2130706433',
+    '0177.0.0.1',
+    '0x7f.0.0.1',
+    '0x7f000001',
+    '0X7F.0X0.0X0.0X1',
+    '127.1',
+    '127.0.1',
+    '017700000001',
+    '0177.1',
+    '127.0.0.1.',
+  ];
   const literals: Row[] = loopbackSpellings.flatMap((spelling) => [
     ok(`${spelling} matches a rule naming 127.0.0.1`, get('lit', url(spelling, '/')), hostIs('127.0.0.1')),
     policy(`${spelling} without a rule naming 127.0.0.1`, api(url(spelling, '/v1/x')), 'host'),
@@ -43,16 +74,50 @@ function rows(P: number): Row[] {
 
   return [
     ...literals,
-    no('[::1] under a rule naming it: loopback, not covered by 127.0.0.1/32', get('lit', url('[::1]', '/')), 403, 'denied_address', /::1 is loopback/),
-    policy('[::ffff:127.0.0.1] is not the IPv4 literal the rule names', get('lit', url('[::ffff:127.0.0.1]', '/')), 'host'),
+    no(
+      '[::1] under a rule naming it: loopback, not covered by 127.0.0.1/32',
+      get('lit', url('[::1]', '/')),
+      403,
+      'denied_address',
+      /::1 is loopback/,
+    ),
+    policy(
+      '[::ffff:127.0.0.1] is not the IPv4 literal the rule names',
+      get('lit', url('[::ffff:127.0.0.1]', '/')),
+      'host',
+    ),
     policy('localhost is a name, not the literal the rule names', get('lit', url('localhost', '/')), 'host'),
     // Literals of blocked addresses under rules that name them: classified.
-    no('0xa000001 (10.0.0.1) under a rule naming 10.0.0.1', get('lit', url('0xa000001', '/')), 403, 'denied_address', /10\.0\.0\.1 is private/),
+    no(
+      '0xa000001 (10.0.0.1) under a rule naming 10.0.0.1',
+      get('lit', url('0xa000001', '/')),
+      403,
+      'denied_address',
+      /10\.0\.0\.1 is private/,
+    ),
     no('167772161 (10.0.0.1)', get('lit', url('167772161', '/')), 403, 'denied_address', /10\.0\.0\.1 is private/),
-    no('012.0.0.1 (octal 10.0.0.1)', get('lit', url('012.0.0.1', '/')), 403, 'denied_address', /10\.0\.0\.1 is private/),
+    no(
+      '012.0.0.1 (octal 10.0.0.1)',
+      get('lit', url('012.0.0.1', '/')),
+      403,
+      'denied_address',
+      /10\.0\.0\.1 is private/,
+    ),
     no('10.1 (short 10.0.0.1)', get('lit', url('10.1', '/')), 403, 'denied_address', /10\.0\.0\.1 is private/),
-    no('0xa9fea9fe: metadata, although allow_addresses covers 169.254/16', get('lit', url('0xa9fea9fe', '/')), 403, 'denied_address', /169\.254\.169\.254 is a cloud metadata endpoint/),
-    no('[::ffff:a00:1] literal judged as 10.0.0.1', get('lit', url('[::ffff:10.0.0.1]', '/')), 403, 'denied_address', /judged as 10\.0\.0\.1/),
+    no(
+      '0xa9fea9fe: metadata, although allow_addresses covers 169.254/16',
+      get('lit', url('0xa9fea9fe', '/')),
+      403,
+      'denied_address',
+      /169\.254\.169\.254 is a cloud metadata endpoint/,
+    ),
+    no(
+      '[::ffff:a00:1] literal judged as 10.0.0.1',
+      get('lit', url('[::ffff:10.0.0.1]', '/')),
+      403,
+      'denied_address',
+      /judged as 10\.0\.0\.1/,
+    ),
 
     // ---- Userinfo, zone ids.
     bad('userinfo user@', api(url('user@api.example.test')), /userinfo/),
@@ -135,29 +200,54 @@ function rows(P: number): Row[] {
     policy('a method outside the rule', { ...api(url('api.example.test')), method: 'DELETE' }, 'method'),
     bad('CONNECT', { ...api(url('api.example.test')), method: 'CONNECT' }, /CONNECT is not allowed/),
     bad('TRACE', { ...api(url('api.example.test')), method: 'trace' }, /TRACE is not allowed/),
-    bad('a method with a space and a path', { ...api(url('api.example.test')), method: 'GET /admin' }, /not an HTTP method/),
-    ok('a dot-dot in the query is not a path', api(url('api.example.test', '/v1/x?/../admin')), urlIs('/v1/x?/../admin')),
-    ok('a lower-case method is upper-cased', { ...api(url('api.example.test')), method: 'post' }, (t, seen) => t.equal(seen.method, 'POST')),
-
+    bad(
+      'a method with a space and a path',
+      { ...api(url('api.example.test')), method: 'GET /admin' },
+      /not an HTTP method/,
+    ),
+    ok(
+      'a dot-dot in the query is not a path',
+      api(url('api.example.test', '/v1/x?/../admin')),
+      urlIs('/v1/x?/../admin'),
+    ),
+    ok('a lower-case method is upper-cased', { ...api(url('api.example.test')), method: 'post' }, (t, seen) =>
+      t.equal(seen.method, 'POST'),
+    ),
   ];
 }
 
 t.test('hostile URLs through the real daemon', async (t) => {
   const s: Stack = await startStack({
     names: ['api.example.test', '*.wild.test', 'x.y.wild.test', '127.0.0.1'],
-    records: { 'api.example.test': { A: ['127.0.0.1'] }, 'a.wild.test': { A: ['127.0.0.1'] }, 'x.y.wild.test': { A: ['127.0.0.1'] } },
+    records: {
+      'api.example.test': { A: ['127.0.0.1'] },
+      'a.wild.test': { A: ['127.0.0.1'] },
+      'x.y.wild.test': { A: ['127.0.0.1'] },
+    },
   });
   t.teardown(() => s.close());
   const P = s.up.port;
   const secret = makeCanary('TOKEN');
-  s.addCredential('api', `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "X-Api-Key"\ntemplate = "Key {secret}"\n` +
-    `[[allow]]\nhost = "api.example.test"\nports = [${P}]\nmethods = ["GET", "POST"]\npaths = ["/v1/*"]\n` +
-    `[[allow]]\nhost = "*.wild.test"\nports = [${P}]\n`, secret);
+  s.addCredential(
+    'api',
+    `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "X-Api-Key"\ntemplate = "Key {secret}"\n` +
+      `[[allow]]\nhost = "api.example.test"\nports = [${P}]\nmethods = ["GET", "POST"]\npaths = ["/v1/*"]\n` +
+      `[[allow]]\nhost = "*.wild.test"\nports = [${P}]\n`,
+    secret,
+  );
   // Rules naming literals; allow_addresses opens 127.0.0.1 and link-local
   // (which still leaves the metadata address blocked).
-  s.addCredential('lit', `name = "lit"\nkind = "http"\nallow_addresses = ["127.0.0.1/32", "169.254.0.0/16"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n` +
-    ['127.0.0.1', '10.0.0.1', '169.254.169.254', '[::ffff:10.0.0.1]', '[::1]'].map((h) => `[[allow]]\nhost = "${h}"\nports = [${P}]\n`).join(''), secret);
-  await s.approver((card) => (card.action['address'] === '127.0.0.1' ? { decision: 'session', root_key: card.process.key } : { decision: 'deny' }));
+  s.addCredential(
+    'lit',
+    `name = "lit"\nkind = "http"\nallow_addresses = ["127.0.0.1/32", "169.254.0.0/16"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n` +
+      ['127.0.0.1', '10.0.0.1', '169.254.169.254', '[::ffff:10.0.0.1]', '[::1]']
+        .map((h) => `[[allow]]\nhost = "${h}"\nports = [${P}]\n`)
+        .join(''),
+    secret,
+  );
+  await s.approver((card) =>
+    card.action['address'] === '127.0.0.1' ? { decision: 'session', root_key: card.process.key } : { decision: 'deny' },
+  );
 
   await runRows(t, s, rows(P), secret);
 });

@@ -19,7 +19,14 @@ type Mode = 'session' | 'once' | 'deny' | 'silent';
 type Reply = { status: number; json: unknown; text: string };
 
 interface ErrorBody {
-  error: { code: string; message: string; audit_seq: number; maybe_executed?: unknown; replayed?: unknown; replayed_audit_seq?: unknown };
+  error: {
+    code: string;
+    message: string;
+    audit_seq: number;
+    maybe_executed?: unknown;
+    replayed?: unknown;
+    replayed_audit_seq?: unknown;
+  };
 }
 
 interface Ok {
@@ -38,7 +45,6 @@ function err(r: Reply): ErrorBody['error'] | undefined {
 function ok(r: Reply): Ok {
   return r.json as Ok;
 }
-
 
 function sessionsOf(s: Stack): { id: string; credential: string }[] {
   const r = cli(s.h, ['sessions', '--json']);
@@ -113,8 +119,13 @@ t.test('idempotency keys through the daemon', async (t) => {
   };
   const seen = (path: string): number => s.up.requests.filter((q) => q.url === path).length;
   const post = (key: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
-    credential: 'api', method: 'POST', url: s.url('api.example.test', '/items?x=1'),
-    headers: { 'content-type': 'application/json', 'x-trace': 'one' }, body: '{"a":1}', idempotency_key: key, ...extra,
+    credential: 'api',
+    method: 'POST',
+    url: s.url('api.example.test', '/items?x=1'),
+    headers: { 'content-type': 'application/json', 'x-trace': 'one' },
+    body: '{"a":1}',
+    idempotency_key: key,
+    ...extra,
   });
   const revokeAll = (): void => {
     const r = cli(s.h, ['sessions', 'revoke', '--all']);
@@ -151,7 +162,12 @@ t.test('idempotency keys through the daemon', async (t) => {
   });
 
   await t.test('normalisation: header name case and order, host case', async (t) => {
-    const r = await send(post('k-replay', { url: s.url('API.Example.TEST', '/items?x=1'), headers: { 'X-Trace': 'one', 'Content-Type': 'application/json' } }));
+    const r = await send(
+      post('k-replay', {
+        url: s.url('API.Example.TEST', '/items?x=1'),
+        headers: { 'X-Trace': 'one', 'Content-Type': 'application/json' },
+      }),
+    );
     t.equal(r.status, 200, r.text);
     t.equal(ok(r).replayed, true);
     t.equal(ok(r).replayed_audit_seq, firstSeq);
@@ -362,7 +378,15 @@ t.test('idempotency keys through the daemon', async (t) => {
     t.equal(err(r)?.code, 'rate_limited');
     t.equal(seen('/rated/b'), 0);
     // A credential update refills the budget; the key is free.
-    const up = cli(s.h, ['cred', 'update', 'rated', '--file', s.h.file('rated2.toml', def('rated', 'rate = "1/min"')), '--passphrase-file', s.h.passFile]);
+    const up = cli(s.h, [
+      'cred',
+      'update',
+      'rated',
+      '--file',
+      s.h.file('rated2.toml', def('rated', 'rate = "1/min"')),
+      '--passphrase-file',
+      s.h.passFile,
+    ]);
     t.equal(up.code, 0, up.stderr);
     mode = 'once';
     r = await send(post('k-rb', { credential: 'rated', url: s.url('api.example.test', '/rated/b') }));
@@ -422,7 +446,13 @@ t.test('idempotency keys through the daemon', async (t) => {
       res.end('alive');
     });
     await new Promise<void>((r) => srv.listen(deadPort, '127.0.0.1', () => r()));
-    t.teardown(() => new Promise<void>((r) => { srv.closeAllConnections(); srv.close(() => r()); }));
+    t.teardown(
+      () =>
+        new Promise<void>((r) => {
+          srv.closeAllConnections();
+          srv.close(() => r());
+        }),
+    );
     const r2 = await send(body);
     t.equal(r2.status, 200, r2.text);
     t.notOk('replayed' in ok(r2));
@@ -434,7 +464,10 @@ t.test('idempotency keys through the daemon', async (t) => {
     const entries = auditEntries(s);
     const replays = entries.filter((e) => e['kind'] === 'http_replayed');
     t.ok(replays.length >= 8, `${replays.length} replays journaled`);
-    t.ok(replays.some((e) => e['replayed_seq'] === firstSeq && e['idempotency_key'] === 'k-replay'), 'a replay names the first outcome');
+    t.ok(
+      replays.some((e) => e['replayed_seq'] === firstSeq && e['idempotency_key'] === 'k-replay'),
+      'a replay names the first outcome',
+    );
     const orig = entries.find((e) => e['seq'] === firstSeq);
     t.equal(orig?.['kind'], 'http_outcome', 'the original audit_seq is its outcome entry');
   });

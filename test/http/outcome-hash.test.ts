@@ -11,10 +11,16 @@ const hex = (b: Buffer | string): string => createHash('sha256').update(b).diges
 
 t.test('body_sha256 hashes the redacted body', async (t) => {
   // The upstream answers with the Authorization header it received.
-  const s = await startStack({ handler: (req, _body, res) => void res.end(`token=${String(req.headers['authorization'])}`) });
+  const s = await startStack({
+    handler: (req, _body, res) => void res.end(`token=${String(req.headers['authorization'])}`),
+  });
   t.teardown(() => s.close());
   const secret = makeCanary('HASHED');
-  s.addCredential('api', `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\npaths = ["/v1/*"]\n`, secret);
+  s.addCredential(
+    'api',
+    `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\npaths = ["/v1/*"]\n`,
+    secret,
+  );
   await s.approver();
   const r = await s.request({ credential: 'api', method: 'GET', url: s.url('api.example.test', '/v1/echo') });
   t.equal(r.status, 200, r.text);

@@ -31,7 +31,10 @@ interface Seen {
   authorization: string;
 }
 
-async function loopbackUpstream(key: string, cert: string): Promise<{ port: number; conns: Map<number, Conn>; seen: Seen[]; close(): Promise<void> }> {
+async function loopbackUpstream(
+  key: string,
+  cert: string,
+): Promise<{ port: number; conns: Map<number, Conn>; seen: Seen[]; close(): Promise<void> }> {
   const server = createHttpsServer({ key, cert, ALPNProtocols: ['h2', 'http/1.1'] });
   server.keepAliveTimeout = 60_000; // idle connections stay for the whole test
   const conns = new Map<number, Conn>();
@@ -49,7 +52,13 @@ async function loopbackUpstream(key: string, cert: string): Promise<{ port: numb
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     req.resume();
     req.on('end', () => {
-      seen.push({ url: req.url ?? '', remotePort: req.socket.remotePort!, localAddress: req.socket.localAddress!, httpVersion: req.httpVersion, authorization: String(req.headers['authorization']) });
+      seen.push({
+        url: req.url ?? '',
+        remotePort: req.socket.remotePort!,
+        localAddress: req.socket.localAddress!,
+        httpVersion: req.httpVersion,
+        authorization: String(req.headers['authorization']),
+      });
       const reply = (): void => {
         const text = JSON.stringify({ port: req.socket.remotePort });
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
@@ -64,10 +73,11 @@ async function loopbackUpstream(key: string, cert: string): Promise<{ port: numb
     port: (server.address() as AddressInfo).port,
     conns,
     seen,
-    close: () => new Promise<void>((r) => {
-      for (const s of sockets) s.destroy();
-      server.close(() => r());
-    }),
+    close: () =>
+      new Promise<void>((r) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => r());
+      }),
   };
 }
 
@@ -87,15 +97,20 @@ t.test('connections: HTTP/1.1, per credential and address, closed on lock and up
 
   const authOf = { alpha: `Bearer ${secretA}`, beta: `Bearer ${secretB}` };
   const texts: string[] = [];
-  const get = async (credential: 'alpha' | 'beta', path: string): Promise<{ status: number; address: string; port: number }> => {
+  const get = async (
+    credential: 'alpha' | 'beta',
+    path: string,
+  ): Promise<{ status: number; address: string; port: number }> => {
     const r = await s.request({ credential, method: 'GET', url: `https://api.example.test:${up.port}${path}` });
     texts.push(r.text);
     if (r.status !== 200) throw new Error(`${credential} ${path}: ${r.text}`);
     const j = r.json as { status: number; body: string; target: { address: string } };
     return { status: j.status, address: j.target.address, port: (JSON.parse(j.body) as { port: number }).port };
   };
-  const portsOf = (credential: 'alpha' | 'beta'): Set<number> => new Set(up.seen.filter((x) => x.authorization === authOf[credential]).map((x) => x.remotePort));
-  const openOf = (credential: 'alpha' | 'beta'): number[] => [...portsOf(credential)].filter((p) => up.conns.get(p)?.closed === false);
+  const portsOf = (credential: 'alpha' | 'beta'): Set<number> =>
+    new Set(up.seen.filter((x) => x.authorization === authOf[credential]).map((x) => x.remotePort));
+  const openOf = (credential: 'alpha' | 'beta'): number[] =>
+    [...portsOf(credential)].filter((p) => up.conns.get(p)?.closed === false);
 
   await t.test('sequential requests with one credential reuse one connection', async (t) => {
     const ports = new Set<number>();
@@ -111,12 +126,18 @@ t.test('connections: HTTP/1.1, per credential and address, closed on lock and up
     }
     t.equal(portsOf('alpha').size, 1, 'alpha kept its connection');
     t.equal(portsOf('beta').size, 1, 'beta has its own');
-    t.notOk([...portsOf('beta')].some((p) => portsOf('alpha').has(p)), 'no connection carried both');
+    t.notOk(
+      [...portsOf('beta')].some((p) => portsOf('alpha').has(p)),
+      'no connection carried both',
+    );
     t.equal(up.conns.size, 2);
     // Concurrent: several connections per credential, still never shared.
     await Promise.all([0, 1, 2].flatMap((i) => [get('alpha', `/slow/a${i}`), get('beta', `/slow/b${i}`)]));
     t.ok(portsOf('alpha').size >= 2 && portsOf('beta').size >= 2, 'concurrency opened more connections');
-    t.notOk([...portsOf('beta')].some((p) => portsOf('alpha').has(p)), 'still no connection carried both');
+    t.notOk(
+      [...portsOf('beta')].some((p) => portsOf('alpha').has(p)),
+      'still no connection carried both',
+    );
   });
 
   await t.test('a new address for the name: a new connection, to that address', async (t) => {
@@ -152,9 +173,20 @@ t.test('connections: HTTP/1.1, per credential and address, closed on lock and up
     const alphaOpen = openOf('alpha');
     t.ok(alphaOpen.length >= 1, 'alpha has an open connection');
     t.ok(openOf('beta').includes(betaPort), 'beta has an open connection');
-    const u = cli(s.h, ['cred', 'update', 'alpha', '--file', s.h.file('alpha2.toml', def('alpha')), '--passphrase-file', s.h.passFile]);
+    const u = cli(s.h, [
+      'cred',
+      'update',
+      'alpha',
+      '--file',
+      s.h.file('alpha2.toml', def('alpha')),
+      '--passphrase-file',
+      s.h.passFile,
+    ]);
     t.equal(u.code, 0, u.stderr);
-    t.ok(await eventually(() => alphaOpen.every((p) => up.conns.get(p)!.closed), 5000), "alpha's connections were closed");
+    t.ok(
+      await eventually(() => alphaOpen.every((p) => up.conns.get(p)!.closed), 5000),
+      "alpha's connections were closed",
+    );
     t.equal(up.conns.get(betaPort)!.closed, false, "beta's connection is still open");
     const known = new Set(up.conns.keys());
     const a = await get('alpha', '/post-a');
@@ -166,11 +198,20 @@ t.test('connections: HTTP/1.1, per credential and address, closed on lock and up
   await t.test('every connection is HTTP/1.1 and carries one credential', async (t) => {
     t.ok(up.seen.length >= 25, `${up.seen.length} requests`);
     t.same([...new Set(up.seen.map((x) => x.httpVersion))], ['1.1']);
-    t.notOk([...up.conns.values()].some((c) => c.alpn === 'h2'), 'h2 was offered and never chosen');
+    t.notOk(
+      [...up.conns.values()].some((c) => c.alpn === 'h2'),
+      'h2 was offered and never chosen',
+    );
     const creds = new Map<number, Set<string>>();
     for (const x of up.seen) creds.set(x.remotePort, (creds.get(x.remotePort) ?? new Set()).add(x.authorization));
-    t.ok([...creds.values()].every((v) => v.size === 1), 'no connection carried two credentials');
-    t.ok([...creds.values()].every((v) => v.has(authOf.alpha) || v.has(authOf.beta)), 'and each carried a known one');
+    t.ok(
+      [...creds.values()].every((v) => v.size === 1),
+      'no connection carried two credentials',
+    );
+    t.ok(
+      [...creds.values()].every((v) => v.has(authOf.alpha) || v.has(authOf.beta)),
+      'and each carried a known one',
+    );
   });
 
   await s.d.stop();

@@ -25,12 +25,18 @@ t.test('one resolution per request; the connection goes to the checked address',
   t.teardown(() => s.close());
   const P = s.up.port;
   const secret = makeCanary('TOKEN');
-  s.addCredential('api', `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "${NAME}"\nports = [${P}]\n`, secret);
+  s.addCredential(
+    'api',
+    `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "${NAME}"\nports = [${P}]\n`,
+    secret,
+  );
   const cards: Card[] = [];
   // Only 127.0.0.1 is ever approved: nothing else may be connected to.
   await s.approver((card) => {
     cards.push(card);
-    return card.action['address'] === '127.0.0.1' ? { decision: 'session', root_key: card.process.key } : { decision: 'deny' };
+    return card.action['address'] === '127.0.0.1'
+      ? { decision: 'session', root_key: card.process.key }
+      : { decision: 'deny' };
   });
   const queries = (type: string): number => s.dns.queries.filter((q) => q.name === NAME && q.type === type).length;
 

@@ -47,7 +47,11 @@ async function harness(config?: string): Promise<Harness> {
   });
   const texts: string[] = [];
   return {
-    s, admin, cards, texts, secret,
+    s,
+    admin,
+    cards,
+    texts,
+    secret,
     setMode: (m) => (mode = m),
     async get(credential, path = '/') {
       const r = await s.request({ credential, method: 'GET', url: s.url('api.example.test', path) });
@@ -71,10 +75,13 @@ async function noSecret(t: Test, h: Harness): Promise<void> {
   await h.s.d.stop();
   t.same(findCanary(h.texts.join('\n'), h.secret), [], 'no reply carries the secret');
   t.same(findCanary(h.s.d.logs(), h.secret), [], 'the daemon log holds no form of the secret');
-  t.same(findCanary(readFileSync(join(h.s.h.home, 'audit.log')), h.secret), [], 'the journal file holds no form of the secret');
+  t.same(
+    findCanary(readFileSync(join(h.s.h.home, 'audit.log')), h.secret),
+    [],
+    'the journal file holds no form of the secret',
+  );
   t.same(findCanary(await journalText(h.s.h), h.secret), [], 'no decrypted journal entry holds a form of the secret');
 }
-
 
 t.test('sessions end on revoke and lock; each-use, denial, withdrawal, busy', async (t) => {
   const h = await harness();
@@ -99,7 +106,11 @@ t.test('sessions end on revoke and lock; each-use, denial, withdrawal, busy', as
   t.same(listed.map((x) => x.credential).sort(), ['api', 'api2']);
   const rv = cli(s.h, ['sessions', 'revoke', listed.find((x) => x.credential === 'api')!.id]);
   t.equal(rv.code, 0, rv.stderr);
-  t.same(sessionsOf(h).map((x) => x.credential), ['api2'], 'the revoked session is gone, the other stays');
+  t.same(
+    sessionsOf(h).map((x) => x.credential),
+    ['api2'],
+    'the revoked session is gone, the other stays',
+  );
   r = await h.get('api2');
   t.equal(r.status, 200, r.text);
   t.equal(cards.length, 2, 'the other session still covers its credential');
@@ -147,8 +158,15 @@ t.test('sessions end on revoke and lock; each-use, denial, withdrawal, busy', as
   t.ok(await eventually(() => cards.length === 8), 'the card arrived');
   const card = cards[7]!;
   gone.socket.destroy();
-  t.ok(await eventually(() => h.admin.pushes.some((p) => p['push'] === 'withdrawn' && p['id'] === card.id)), 'the approver was told the card is withdrawn');
-  const late = await h.admin.request('approval.decide', { id: card.id, decision: 'session', root_key: card.process.key });
+  t.ok(
+    await eventually(() => h.admin.pushes.some((p) => p['push'] === 'withdrawn' && p['id'] === card.id)),
+    'the approver was told the card is withdrawn',
+  );
+  const late = await h.admin.request('approval.decide', {
+    id: card.id,
+    decision: 'session',
+    root_key: card.process.key,
+  });
   t.equal((late['result'] as { taken: boolean }).taken, false, 'a late decision is not taken');
   await new Promise((resolve) => setTimeout(resolve, 300));
   t.equal(s.up.requests.length, before, 'nothing was sent upstream');
@@ -189,7 +207,11 @@ t.test('sessions expire; no decision in time is approval_timeout', async (t) => 
   t.equal(r.status, 200, r.text);
   t.equal(cards.length, 2);
   t.ok(await eventually(() => !sessionsOf(h).some((x) => x.credential === 'api'), 6000), 'the first session expired');
-  t.same(sessionsOf(h).map((x) => x.credential), ['api2'], 'the later one has not');
+  t.same(
+    sessionsOf(h).map((x) => x.credential),
+    ['api2'],
+    'the later one has not',
+  );
   r = await h.get('api2');
   t.equal(cards.length, 2, 'and still covers its credential');
   r = await h.get('api');
@@ -208,7 +230,10 @@ t.test('sessions expire; no decision in time is approval_timeout', async (t) => 
   t.type((r.json as ErrorBody).error.audit_seq, 'number', 'the timeout is journaled');
   t.ok(waited >= 900 && waited < 5000, `waited about approval_timeout (${waited} ms)`);
   t.equal(cards.length, 4);
-  t.ok(h.admin.pushes.some((p) => p['push'] === 'withdrawn' && p['id'] === cards[3]!.id), 'the approver was told the card is withdrawn');
+  t.ok(
+    h.admin.pushes.some((p) => p['push'] === 'withdrawn' && p['id'] === cards[3]!.id),
+    'the approver was told the card is withdrawn',
+  );
   t.equal(s.up.requests.length, before, 'nothing was sent upstream');
 
   await noSecret(t, h);

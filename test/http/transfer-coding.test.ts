@@ -58,10 +58,20 @@ const DECODED: Record<string, Route> = {
   '/te/gzip-close': { te: ['gzip'], coded: (s) => gzip(body(s)), framing: 'close' },
   '/te/deflate-close': { te: ['deflate'], coded: (s) => deflate(body(s)), framing: 'close' },
   '/te/gzip-ce-br': { te: ['gzip, chunked'], ce: 'br', coded: (s) => gzip(br(body(s))), framing: 'chunked' },
-  '/te/deflate-ce-gzip': { te: ['deflate, chunked'], ce: 'gzip', coded: (s) => deflate(gzip(body(s))), framing: 'chunked' },
+  '/te/deflate-ce-gzip': {
+    te: ['deflate, chunked'],
+    ce: 'gzip',
+    coded: (s) => deflate(gzip(body(s))),
+    framing: 'chunked',
+  },
   // Stored blocks: the secret's bytes stand on the wire as they are, cut by
   // chunk boundaries every 5 bytes.
-  '/te/gzip-stored-split': { te: ['gzip, chunked'], coded: (s) => zlib.gzipSync(body(s), { level: 0 }), framing: 'chunked', sizes: [5] },
+  '/te/gzip-stored-split': {
+    te: ['gzip, chunked'],
+    coded: (s) => zlib.gzipSync(body(s), { level: 0 }),
+    framing: 'chunked',
+    sizes: [5],
+  },
 };
 
 const REFUSED: Record<string, Route> = {
@@ -70,7 +80,11 @@ const REFUSED: Record<string, Route> = {
   '/te/zstd': { te: ['zstd, chunked'], coded: (s) => Buffer.from(body(s)), framing: 'chunked' },
   '/te/gzip-zstd': { te: ['gzip, zstd, chunked'], coded: (s) => gzip(body(s)), framing: 'chunked' },
   // chunked not last: the message is not chunked at all (RFC 9112 §6.3).
-  '/te/chunked-then-gzip': { te: ['chunked, gzip'], coded: (s) => gzip(chunked(Buffer.from(body(s)), [64])), framing: 'close' },
+  '/te/chunked-then-gzip': {
+    te: ['chunked, gzip'],
+    coded: (s) => gzip(chunked(Buffer.from(body(s)), [64])),
+    framing: 'close',
+  },
   '/te/corrupt-gzip': {
     te: ['gzip, chunked'],
     coded: (s) => {
@@ -85,12 +99,20 @@ const REFUSED: Record<string, Route> = {
 };
 
 const BOMBS: Record<string, Route> = {
-  '/te/bomb-chunked': { te: ['gzip, chunked'], type: 'application/octet-stream', coded: () => BOMB_GZIP, framing: 'chunked', sizes: [16 * 1024] },
+  '/te/bomb-chunked': {
+    te: ['gzip, chunked'],
+    type: 'application/octet-stream',
+    coded: () => BOMB_GZIP,
+    framing: 'chunked',
+    sizes: [16 * 1024],
+  },
   '/te/bomb-close': { te: ['gzip'], type: 'application/octet-stream', coded: () => BOMB_GZIP, framing: 'close' },
 };
 
 const ROUTES: Record<string, Route> = {
-  ...DECODED, ...REFUSED, ...BOMBS,
+  ...DECODED,
+  ...REFUSED,
+  ...BOMBS,
   '/te/chunked-only': { te: ['chunked'], coded: (s) => Buffer.from(body(s)), framing: 'chunked', sizes: [5] },
 };
 
@@ -107,26 +129,38 @@ function respond(target: string, auth: string): { bytes: Buffer; close: boolean 
   if (!r) return { bytes: rawResponse(404, [['Content-Length', '0']]), close: false };
   const s = auth.replace(/^Bearer /, '');
   const te = path === '/te/coding-is-secret' ? [`gzip, ${s}, chunked`] : r.te;
-  const headers: [string, string][] = [['Content-Type', r.type ?? 'text/plain; charset=utf-8'], ['X-Kept', 'yes'], ...te.map((v): [string, string] => ['Transfer-Encoding', v])];
+  const headers: [string, string][] = [
+    ['Content-Type', r.type ?? 'text/plain; charset=utf-8'],
+    ['X-Kept', 'yes'],
+    ...te.map((v): [string, string] => ['Transfer-Encoding', v]),
+  ];
   if (r.ce) headers.push(['Content-Encoding', r.ce]);
   const coded = r.coded(s);
-  return { bytes: rawResponse(200, headers, r.framing === 'chunked' ? chunked(coded, r.sizes ?? [997]) : coded), close: r.framing === 'close' };
+  return {
+    bytes: rawResponse(200, headers, r.framing === 'chunked' ? chunked(coded, r.sizes ?? [997]) : coded),
+    close: r.framing === 'close',
+  };
 }
 
 function apiDef(name: string): string {
   const ports = origins.map((o) => o.origin.port).join(', ');
-  return `name = "${name}"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n` +
-    `[[allow]]\nhost = "${HOST}"\nschemes = ["https", "http"]\nports = [${ports}]\nmethods = ["GET"]\npaths = ["/te/*"]\n`;
+  return (
+    `name = "${name}"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n` +
+    `[[allow]]\nhost = "${HOST}"\nschemes = ["https", "http"]\nports = [${ports}]\nmethods = ["GET"]\npaths = ["/te/*"]\n`
+  );
 }
 
 t.before(async () => {
   s = await startStack({ httpConfig: 'max_response_body = "64KiB"' });
   secret = makeCanary('TOKEN');
   for (const scheme of ['https', 'http'] as const) {
-    const origin = await startRawOrigin({ ...(scheme === 'https' ? { tls: { key: s.ca.key, cert: s.ca.cert } } : {}), honourClose: true }, (head) => {
-      const { bytes, close } = respond(head.target, header(head, 'authorization') ?? '');
-      return { read: 'declared', respond: () => bytes, close };
-    });
+    const origin = await startRawOrigin(
+      { ...(scheme === 'https' ? { tls: { key: s.ca.key, cert: s.ca.cert } } : {}), honourClose: true },
+      (head) => {
+        const { bytes, close } = respond(head.target, header(head, 'authorization') ?? '');
+        return { read: 'declared', respond: () => bytes, close };
+      },
+    );
     origins.push({ scheme, origin });
   }
   s.addCredential('api', apiDef('api'), secret);
@@ -138,7 +172,12 @@ t.teardown(async () => {
   await s.close();
 });
 
-async function get(t: Test, o: { scheme: string; origin: RawOrigin }, path: string, credential = 'api'): Promise<{ status: number; json: unknown; text: string }> {
+async function get(
+  t: Test,
+  o: { scheme: string; origin: RawOrigin },
+  path: string,
+  credential = 'api',
+): Promise<{ status: number; json: unknown; text: string }> {
   const r = await s.request({ credential, method: 'GET', url: `${o.scheme}://${HOST}:${o.origin.port}${path}` });
   replies.push(r.text);
   t.same(exposures(r.text, credential === 'api' ? secret : LOWER), [], `${path}: no form of the secret in the reply`);
@@ -152,7 +191,10 @@ function noWireCoding(t: Test, reply: AgentResponse): void {
     return;
   }
   const te = reply.headers['transfer-encoding'];
-  t.ok(te === undefined || (typeof te === 'string' && te.trim().toLowerCase() === 'chunked'), `no transfer coding claimed (transfer-encoding: ${JSON.stringify(te)})`);
+  t.ok(
+    te === undefined || (typeof te === 'string' && te.trim().toLowerCase() === 'chunked'),
+    `no transfer coding claimed (transfer-encoding: ${JSON.stringify(te)})`,
+  );
   t.equal(reply.headers['content-encoding'], undefined, 'no content-encoding');
   t.equal(reply.headers['content-length'], undefined, 'no content-length of the wire bytes');
 }
@@ -194,13 +236,20 @@ for (const scheme of ['https', 'http'] as const) {
           const credential = path === '/te/coding-is-secret' ? 'lower' : 'api';
           const r = await get(t, o, path, credential);
           t.equal(r.status, 502, r.text.slice(0, 300));
-          const err = (r.json as { error?: { code: string; message: string; maybe_executed?: boolean; audit_seq?: number } }).error;
+          const err = (
+            r.json as { error?: { code: string; message: string; maybe_executed?: boolean; audit_seq?: number } }
+          ).error;
           t.equal(err?.code, 'upstream_error');
           t.equal(err?.maybe_executed, true, 'maybe_executed');
           t.type(err?.audit_seq, 'number', 'journaled');
           t.match(err?.message, /executed/, 'the message says the request ran');
           t.equal(o.origin.requests.length, before + 1, 'the origin saw the request once');
-          if (credential === 'lower') t.equal(header(o.origin.requests.at(-1)!, 'authorization'), `Bearer ${LOWER}`, 'the origin received the secret it named the coding after');
+          if (credential === 'lower')
+            t.equal(
+              header(o.origin.requests.at(-1)!, 'authorization'),
+              `Bearer ${LOWER}`,
+              'the origin received the secret it named the coding after',
+            );
         });
       }
     });
@@ -217,7 +266,10 @@ for (const scheme of ['https', 'http'] as const) {
           t.equal(reply.body_encoding, 'base64');
           const bytes = Buffer.from(reply.body, 'base64');
           t.equal(bytes.length, CAP, 'exactly max_response_body bytes');
-          t.ok(bytes.every((b) => b === 0), 'the decoded zeros');
+          t.ok(
+            bytes.every((b) => b === 0),
+            'the decoded zeros',
+          );
           noWireCoding(t, reply);
           t.ok(Date.now() - started < 10_000, 'answered without decoding it all');
         });

@@ -55,13 +55,13 @@ async function countedServer(tls: { key: string; cert: string } | null, handler:
     port: (server.address() as AddressInfo).port,
     tcp: () => tcp,
     requests,
-    close: () => new Promise<void>((r) => {
-      for (const s of raw.values()) s.destroy();
-      server.close(() => r());
-    }),
+    close: () =>
+      new Promise<void>((r) => {
+        for (const s of raw.values()) s.destroy();
+        server.close(() => r());
+      }),
   };
 }
-
 
 interface Case {
   what: string;
@@ -136,15 +136,25 @@ t.test('upstream failures: refusals, maybe_executed, no retry, journaled', async
   const wrongName = await countedServer({ key: s.ca.key, cert: s.ca.cert }, (_req, res) => res.end('x'));
   const untrusted = await countedServer({ key: otherCa.key, cert: otherCa.cert }, (_req, res) => res.end('x'));
   const plain = await countedServer(null, (_req, res) => res.end('x'));
-  t.teardown(() => Promise.all([broken.close(), wrongName.close(), untrusted.close(), plain.close()]).then(() => undefined));
+  t.teardown(() =>
+    Promise.all([broken.close(), wrongName.close(), untrusted.close(), plain.close()]).then(() => undefined),
+  );
   const deadPort = await freePort();
 
   const secret = makeCanary('TOKEN');
-  const rule = (host: string, port: number): string => `[[allow]]\nhost = "${host}"\nports = [${port}]\nmethods = ["GET", "POST"]\n`;
-  s.addCredential('api',
+  const rule = (host: string, port: number): string =>
+    `[[allow]]\nhost = "${host}"\nports = [${port}]\nmethods = ["GET", "POST"]\n`;
+  s.addCredential(
+    'api',
     `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n` +
-    rule('api.example.test', P) + rule('api.example.test', broken.port) + rule('api.example.test', deadPort) + rule('wrong.example.test', wrongName.port) +
-    rule('untrusted.example.test', untrusted.port) + rule('plain.example.test', plain.port), secret);
+      rule('api.example.test', P) +
+      rule('api.example.test', broken.port) +
+      rule('api.example.test', deadPort) +
+      rule('wrong.example.test', wrongName.port) +
+      rule('untrusted.example.test', untrusted.port) +
+      rule('plain.example.test', plain.port),
+    secret,
+  );
   await s.approver();
 
   const seen = (path: string) => () => s.up.requests.filter((q) => q.url === path).length;
@@ -153,18 +163,128 @@ t.test('upstream failures: refusals, maybe_executed, no retry, journaled', async
   const cases: Case[] = [
     // Five of each stall: the deadline must hold whatever the phase of any
     // coarse timer inside the client.
-    ...[1, 2, 3, 4, 5].map((i): Case => ({ what: `a slow upstream, timeout_ms 700 (#${i})`, url: url('api.example.test', P, `/slow/${i}`), timeoutMs: 700, status: 504, code: 'upstream_timeout', maybeExecuted: true, message: /may have reached/, elapsed: [700, 1700], requests: seen(`/slow/${i}`), expectRequests: 1 })),
-    ...[1, 2, 3, 4, 5].map((i): Case => ({ what: `a body that stalls after the headers, timeout_ms 700 (#${i})`, url: url('api.example.test', P, `/slow-body/${i}`), timeoutMs: 700, status: 504, code: 'upstream_timeout', maybeExecuted: true, elapsed: [700, 1700], requests: seen(`/slow-body/${i}`), expectRequests: 1 })),
-    { what: 'a slow upstream, http.timeout 2s', url: url('api.example.test', P, '/slow/config'), status: 504, code: 'upstream_timeout', maybeExecuted: true, elapsed: [2000, 3000], requests: seen('/slow/config'), expectRequests: 1 },
-    { what: 'a reset mid-response', url: url('api.example.test', broken.port, '/reset-mid'), status: 502, code: 'upstream_error', maybeExecuted: true, requests: () => broken.requests.filter((u) => u === '/reset-mid').length, expectRequests: 1 },
-    { what: 'a reset before any response', url: url('api.example.test', broken.port, '/reset-early'), status: 502, code: 'upstream_error', maybeExecuted: true, requests: () => broken.requests.filter((u) => u === '/reset-early').length, expectRequests: 1 },
-    { what: 'the connection closed before any response', url: url('api.example.test', broken.port, '/close-early'), status: 502, code: 'upstream_error', maybeExecuted: true, requests: () => broken.requests.filter((u) => u === '/close-early').length, expectRequests: 1 },
-    { what: 'an invalid status line', url: url('api.example.test', broken.port, '/garbage'), status: 502, code: 'upstream_error', maybeExecuted: true, message: /invalid HTTP response/, requests: () => broken.requests.filter((u) => u === '/garbage').length, expectRequests: 1 },
-    { what: 'two different Content-Lengths', url: url('api.example.test', broken.port, '/dup-length'), status: 502, code: 'upstream_error', maybeExecuted: true, message: /invalid HTTP response/, requests: () => broken.requests.filter((u) => u === '/dup-length').length, expectRequests: 1 },
-    { what: 'a refused connection', url: url('api.example.test', deadPort, '/refused'), status: 502, code: 'upstream_error', maybeExecuted: 'absent', message: /refused/, requests: none, expectRequests: 0 },
-    { what: 'a certificate for another name', url: url('wrong.example.test', wrongName.port, '/tls'), status: 502, code: 'upstream_error', maybeExecuted: 'absent', message: /TLS/, requests: () => wrongName.requests.length, expectRequests: 0, tcp: wrongName.tcp },
-    { what: 'a certificate from an untrusted CA', url: url('untrusted.example.test', untrusted.port, '/tls'), status: 502, code: 'upstream_error', maybeExecuted: 'absent', message: /TLS/, requests: () => untrusted.requests.length, expectRequests: 0, tcp: untrusted.tcp },
-    { what: 'no TLS at all', url: url('plain.example.test', plain.port, '/tls'), status: 502, code: 'upstream_error', maybeExecuted: 'absent', requests: () => plain.requests.length, expectRequests: 0, tcp: plain.tcp },
+    ...[1, 2, 3, 4, 5].map((i): Case => ({
+      what: `a slow upstream, timeout_ms 700 (#${i})`,
+      url: url('api.example.test', P, `/slow/${i}`),
+      timeoutMs: 700,
+      status: 504,
+      code: 'upstream_timeout',
+      maybeExecuted: true,
+      message: /may have reached/,
+      elapsed: [700, 1700],
+      requests: seen(`/slow/${i}`),
+      expectRequests: 1,
+    })),
+    ...[1, 2, 3, 4, 5].map((i): Case => ({
+      what: `a body that stalls after the headers, timeout_ms 700 (#${i})`,
+      url: url('api.example.test', P, `/slow-body/${i}`),
+      timeoutMs: 700,
+      status: 504,
+      code: 'upstream_timeout',
+      maybeExecuted: true,
+      elapsed: [700, 1700],
+      requests: seen(`/slow-body/${i}`),
+      expectRequests: 1,
+    })),
+    {
+      what: 'a slow upstream, http.timeout 2s',
+      url: url('api.example.test', P, '/slow/config'),
+      status: 504,
+      code: 'upstream_timeout',
+      maybeExecuted: true,
+      elapsed: [2000, 3000],
+      requests: seen('/slow/config'),
+      expectRequests: 1,
+    },
+    {
+      what: 'a reset mid-response',
+      url: url('api.example.test', broken.port, '/reset-mid'),
+      status: 502,
+      code: 'upstream_error',
+      maybeExecuted: true,
+      requests: () => broken.requests.filter((u) => u === '/reset-mid').length,
+      expectRequests: 1,
+    },
+    {
+      what: 'a reset before any response',
+      url: url('api.example.test', broken.port, '/reset-early'),
+      status: 502,
+      code: 'upstream_error',
+      maybeExecuted: true,
+      requests: () => broken.requests.filter((u) => u === '/reset-early').length,
+      expectRequests: 1,
+    },
+    {
+      what: 'the connection closed before any response',
+      url: url('api.example.test', broken.port, '/close-early'),
+      status: 502,
+      code: 'upstream_error',
+      maybeExecuted: true,
+      requests: () => broken.requests.filter((u) => u === '/close-early').length,
+      expectRequests: 1,
+    },
+    {
+      what: 'an invalid status line',
+      url: url('api.example.test', broken.port, '/garbage'),
+      status: 502,
+      code: 'upstream_error',
+      maybeExecuted: true,
+      message: /invalid HTTP response/,
+      requests: () => broken.requests.filter((u) => u === '/garbage').length,
+      expectRequests: 1,
+    },
+    {
+      what: 'two different Content-Lengths',
+      url: url('api.example.test', broken.port, '/dup-length'),
+      status: 502,
+      code: 'upstream_error',
+      maybeExecuted: true,
+      message: /invalid HTTP response/,
+      requests: () => broken.requests.filter((u) => u === '/dup-length').length,
+      expectRequests: 1,
+    },
+    {
+      what: 'a refused connection',
+      url: url('api.example.test', deadPort, '/refused'),
+      status: 502,
+      code: 'upstream_error',
+      maybeExecuted: 'absent',
+      message: /refused/,
+      requests: none,
+      expectRequests: 0,
+    },
+    {
+      what: 'a certificate for another name',
+      url: url('wrong.example.test', wrongName.port, '/tls'),
+      status: 502,
+      code: 'upstream_error',
+      maybeExecuted: 'absent',
+      message: /TLS/,
+      requests: () => wrongName.requests.length,
+      expectRequests: 0,
+      tcp: wrongName.tcp,
+    },
+    {
+      what: 'a certificate from an untrusted CA',
+      url: url('untrusted.example.test', untrusted.port, '/tls'),
+      status: 502,
+      code: 'upstream_error',
+      maybeExecuted: 'absent',
+      message: /TLS/,
+      requests: () => untrusted.requests.length,
+      expectRequests: 0,
+      tcp: untrusted.tcp,
+    },
+    {
+      what: 'no TLS at all',
+      url: url('plain.example.test', plain.port, '/tls'),
+      status: 502,
+      code: 'upstream_error',
+      maybeExecuted: 'absent',
+      requests: () => plain.requests.length,
+      expectRequests: 0,
+      tcp: plain.tcp,
+    },
   ];
 
   // Warm up: the approval (a session) and one good request.
@@ -172,7 +292,12 @@ t.test('upstream failures: refusals, maybe_executed, no retry, journaled', async
   t.equal(warm.status, 200, warm.text);
 
   // Another request stays in flight meanwhile, as on a daemon in use.
-  const background = s.request({ credential: 'api', method: 'GET', url: url('api.example.test', P, '/busy'), timeout_ms: 120_000 });
+  const background = s.request({
+    credential: 'api',
+    method: 'GET',
+    url: url('api.example.test', P, '/busy'),
+    timeout_ms: 120_000,
+  });
   t.ok(await eventually(() => busy.length === 1, 10_000), 'a request is in flight');
 
   const texts: string[] = [];
@@ -180,7 +305,13 @@ t.test('upstream failures: refusals, maybe_executed, no retry, journaled', async
   for (const c of cases) {
     await t.test(c.what, async (t) => {
       const started = Date.now();
-      const r = await s.request({ credential: 'api', method: 'POST', url: c.url, body: 'payload', ...(c.timeoutMs ? { timeout_ms: c.timeoutMs } : {}) });
+      const r = await s.request({
+        credential: 'api',
+        method: 'POST',
+        url: c.url,
+        body: 'payload',
+        ...(c.timeoutMs ? { timeout_ms: c.timeoutMs } : {}),
+      });
       const elapsed = Date.now() - started;
       texts.push(r.text);
       t.equal(r.status, c.status, r.text);
@@ -190,7 +321,8 @@ t.test('upstream failures: refusals, maybe_executed, no retry, journaled', async
       else t.notOk(e && 'maybe_executed' in e, 'maybe_executed is absent');
       if (c.message) t.match(e?.message, c.message);
       t.type(e?.audit_seq, 'number', 'journaled');
-      if (c.elapsed) t.ok(elapsed >= c.elapsed[0] && elapsed <= c.elapsed[1], `elapsed ${elapsed} ms within ${c.elapsed.join('–')}`);
+      if (c.elapsed)
+        t.ok(elapsed >= c.elapsed[0] && elapsed <= c.elapsed[1], `elapsed ${elapsed} ms within ${c.elapsed.join('–')}`);
       t.equal(c.requests(), c.expectRequests, `the upstream read ${c.expectRequests} request(s)`);
       if (c.tcp) t.equal(c.tcp(), 1, 'one connection attempt');
       if (e) results.push({ c, err: e });

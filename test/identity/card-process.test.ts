@@ -32,7 +32,11 @@ function parseStat(pid: number): { sid: number } {
 t.test('the card shows the process chain', async (t) => {
   const s = await startStack();
   t.teardown(() => s.close());
-  s.addCredential('api', `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`, 'card-secret-0123456789');
+  s.addCredential(
+    'api',
+    `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`,
+    'card-secret-0123456789',
+  );
   const script = writeAgentScript();
   t.teardown(() => script.cleanup());
   const cards: FullCard[] = [];
@@ -45,7 +49,11 @@ t.test('the card shows the process chain', async (t) => {
   const ask = async (t: Test, a: Agent): Promise<FullCard> => {
     const before = cards.length;
     const r = await a.request(s.sock, body);
-    t.equal((r.json as { error: { code: string } }).error.code, 'denied_by_user', 'the request reached a human (and was denied)');
+    t.equal(
+      (r.json as { error: { code: string } }).error.code,
+      'denied_by_user',
+      'the request reached a human (and was denied)',
+    );
     t.equal(cards.length, before + 1, 'one card');
     return cards.at(-1)!;
   };
@@ -62,8 +70,24 @@ t.test('the card shows the process chain', async (t) => {
     const child = await parent.spawn({ id: 'child', argv, cwd: childDir });
     const card = await ask(t, child);
     t.same(
-      { pid: card.process.pid, uid: card.process.uid, exe: card.process.exe, cwd: card.process.cwd, cmdline: card.process.cmdline, exe_deleted: card.process.exe_deleted, exe_memfd: card.process.exe_memfd },
-      { pid: child.pid, uid: process.getuid!(), exe: node, cwd: realpathSync(childDir), cmdline: argv, exe_deleted: false, exe_memfd: false },
+      {
+        pid: card.process.pid,
+        uid: card.process.uid,
+        exe: card.process.exe,
+        cwd: card.process.cwd,
+        cmdline: card.process.cmdline,
+        exe_deleted: card.process.exe_deleted,
+        exe_memfd: card.process.exe_memfd,
+      },
+      {
+        pid: child.pid,
+        uid: process.getuid!(),
+        exe: node,
+        cwd: realpathSync(childDir),
+        cmdline: argv,
+        exe_deleted: false,
+        exe_memfd: false,
+      },
     );
     t.ok(card.process.key.startsWith(`${child.pid}:`));
     const up = card.ancestors[0]!;
@@ -75,7 +99,11 @@ t.test('the card shows the process chain', async (t) => {
     // The chain stops below the session leader: the test process is next
     // unless it leads its session itself.
     const testLeadsSession = parseStat(process.pid).sid === process.pid;
-    t.equal(card.ancestors[1]?.pid, testLeadsSession ? undefined : process.pid, "then the parent's parent: the test process");
+    t.equal(
+      card.ancestors[1]?.pid,
+      testLeadsSession ? undefined : process.pid,
+      "then the parent's parent: the test process",
+    );
     await child.exit();
   });
 
@@ -96,7 +124,10 @@ t.test('the card shows the process chain', async (t) => {
     // python creates the memfd (Node has no memfd_create), fills it with
     // node, and execs it in place: the same pid, now running from the memfd.
     const launch = `import os,sys\nfd=os.memfd_create('postern-test-node',0)\nwith open(sys.argv[1],'rb') as f: os.sendfile(fd,f.fileno(),0,os.fstat(f.fileno()).st_size)\nos.execv('/proc/self/fd/%d'%fd,['node',sys.argv[2]])\n`;
-    const child = await parent.spawn({ id: 'memfd', argv: ['/usr/bin/python3', '-c', launch, process.execPath, script.path] });
+    const child = await parent.spawn({
+      id: 'memfd',
+      argv: ['/usr/bin/python3', '-c', launch, process.execPath, script.path],
+    });
     const card = await ask(t, child);
     t.equal(card.process.pid, child.pid);
     t.match(card.process.exe, /^\/memfd:postern-test-node/);

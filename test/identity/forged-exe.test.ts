@@ -18,7 +18,11 @@ const PYTHON = realpathSync('/usr/bin/python3');
 t.test('the card says when the exe path may not be the program that runs', async (t) => {
   const s = await startStack();
   t.teardown(() => s.close());
-  s.addCredential('api', `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`, 'forged-secret-0123456789');
+  s.addCredential(
+    'api',
+    `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`,
+    'forged-secret-0123456789',
+  );
   const holder = writeHolder();
   t.teardown(() => holder.cleanup());
   const cards: Card[] = [];
@@ -39,7 +43,7 @@ t.test('the card says when the exe path may not be the program that runs', async
     return { card, text: renderCard(readCard(card)!).join('\n') };
   };
 
-  await t.test('in the daemon\'s mount namespace, the real file: no flag', async (t) => {
+  await t.test("in the daemon's mount namespace, the real file: no flag", async (t) => {
     const { card, text } = await ask(['/usr/bin/python3']);
     t.equal(card.process.exe, PYTHON);
     t.notMatch(text, /WARNING/);
@@ -52,8 +56,21 @@ t.test('the card says when the exe path may not be the program that runs', async
   });
 
   await t.test('its own binary bind-mounted over /usr/bin/git in its own namespace: both flags', async (t) => {
-    const { card, text } = await ask(['unshare', '-m', '--propagation', 'private', 'sh', '-c', `mount --bind ${fake} ${GIT} && exec ${GIT} "$@"`, 'sh']);
-    t.equal(card.process.exe, `${GIT}  ${OTHER_MOUNT_NS_NOTE}  ${EXE_MISMATCH_NOTE}`, 'not shown as plain /usr/bin/git');
+    const { card, text } = await ask([
+      'unshare',
+      '-m',
+      '--propagation',
+      'private',
+      'sh',
+      '-c',
+      `mount --bind ${fake} ${GIT} && exec ${GIT} "$@"`,
+      'sh',
+    ]);
+    t.equal(
+      card.process.exe,
+      `${GIT}  ${OTHER_MOUNT_NS_NOTE}  ${EXE_MISMATCH_NOTE}`,
+      'not shown as plain /usr/bin/git',
+    );
     t.match(text, /not the file the process runs/);
     t.match(text, /WARNING: the exe path shown may not be the program that runs/);
   });

@@ -21,7 +21,10 @@ function openToOthers(s: Stack): void {
 }
 
 function asNobody(script: AgentScript): Promise<Agent> {
-  return Agent.start(script, { prefix: ['setpriv', `--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups'], cwd: script.dir });
+  return Agent.start(script, {
+    prefix: ['setpriv', `--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups'],
+    cwd: script.dir,
+  });
 }
 
 function errorCode(json: unknown): string | undefined {
@@ -49,11 +52,15 @@ t.test('agent_uids decides who may use the agent socket', async (t) => {
   t.equal(nobody.uid, NOBODY, 'the agent runs as uid 65534');
   const body = (s: Stack): unknown => ({ credential: 'api', method: 'GET', url: s.url('api.example.test', '/v1/x') });
 
-  await t.test('agent_uids = [] (the daemon\'s own uid only): another uid is refused', async (t) => {
+  await t.test("agent_uids = [] (the daemon's own uid only): another uid is refused", async (t) => {
     const r = await nobody.request(own.sock, body(own));
     t.equal(r.status, 403, r.text);
     t.equal(errorCode(r.json), 'denied_peer');
-    t.match((r.json as { error: { message: string } }).error.message, /uid 65534.*agent_uids/, 'the message names the uid and the setting');
+    t.match(
+      (r.json as { error: { message: string } }).error.message,
+      /uid 65534.*agent_uids/,
+      'the message names the uid and the setting',
+    );
     t.equal(ownCards.length, 0, 'no card: refused before approval');
     // The daemon's own uid is still served (the refusal above is about the uid).
     const root = await Agent.start(script);
@@ -64,19 +71,22 @@ t.test('agent_uids decides who may use the agent socket', async (t) => {
     await root.exit();
   });
 
-  await t.test('agent_uids = [65534]: that uid is served, with a card naming it; the daemon\'s uid no longer is', async (t) => {
-    const r = await nobody.request(listed.sock, body(listed));
-    t.equal(r.status, 200, r.text);
-    t.equal(listedCards.length, 1, 'served after a human approved its card');
-    const card = listedCards[0]! as Card & { process: { uid: number } };
-    t.equal(card.process.pid, nobody.pid);
-    t.equal(card.process.uid, NOBODY, 'the card names the uid');
-    const root = await Agent.start(script);
-    t.teardown(() => root.kill());
-    const refused = await root.request(listed.sock, body(listed));
-    t.equal(refused.status, 403, refused.text);
-    t.equal(errorCode(refused.json), 'denied_peer', 'a non-empty agent_uids replaces the default');
-    t.equal(listedCards.length, 1);
-    await root.exit();
-  });
+  await t.test(
+    "agent_uids = [65534]: that uid is served, with a card naming it; the daemon's uid no longer is",
+    async (t) => {
+      const r = await nobody.request(listed.sock, body(listed));
+      t.equal(r.status, 200, r.text);
+      t.equal(listedCards.length, 1, 'served after a human approved its card');
+      const card = listedCards[0]! as Card & { process: { uid: number } };
+      t.equal(card.process.pid, nobody.pid);
+      t.equal(card.process.uid, NOBODY, 'the card names the uid');
+      const root = await Agent.start(script);
+      t.teardown(() => root.kill());
+      const refused = await root.request(listed.sock, body(listed));
+      t.equal(refused.status, 403, refused.text);
+      t.equal(errorCode(refused.json), 'denied_peer', 'a non-empty agent_uids replaces the default');
+      t.equal(listedCards.length, 1);
+      await root.exit();
+    },
+  );
 });

@@ -10,18 +10,28 @@ import { Agent, writeAgentScript } from '../helpers/agent-child';
 
 // The pids of a process in each namespace it belongs to, outermost first.
 function nsPids(pid: number): number[] {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('NSpid:')) ?? '';
+  const line =
+    readFileSync(`/proc/${pid}/status`, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('NSpid:')) ?? '';
   return line.split(/\s+/).slice(1).filter(Boolean).map(Number);
 }
 
-t.test('same inner pid, new instance: a new card (daemon outside the agents\' pid namespace)', async (t) => {
+t.test("same inner pid, new instance: a new card (daemon outside the agents' pid namespace)", async (t) => {
   const s = await startStack();
   t.teardown(() => s.close());
-  s.addCredential('api', `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`, 'ns-secret-0123456789');
+  s.addCredential(
+    'api',
+    `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`,
+    'ns-secret-0123456789',
+  );
   const script = writeAgentScript();
   t.teardown(() => script.cleanup());
   const cards: Card[] = [];
-  let plan: (card: Card) => { decision: 'deny' | 'session'; root_key?: string } = (card) => ({ decision: 'session', root_key: card.process.key });
+  let plan: (card: Card) => { decision: 'deny' | 'session'; root_key?: string } = (card) => ({
+    decision: 'session',
+    root_key: card.process.key,
+  });
   await s.approver((card) => {
     cards.push(card);
     return plan(card);
@@ -57,7 +67,11 @@ t.test('same inner pid, new instance: a new card (daemon outside the agents\' pi
   plan = () => ({ decision: 'deny' });
   r = await y.request(s.sock, body);
   t.equal(r.status, 403, r.text);
-  t.equal((r.json as { error: { code: string } }).error.code, 'denied_by_user', "Y waited for a human and was denied: X's session did not cover it");
+  t.equal(
+    (r.json as { error: { code: string } }).error.code,
+    'denied_by_user',
+    "Y waited for a human and was denied: X's session did not cover it",
+  );
   t.equal(cards.length, 2, 'Y produced a new card');
   const yOuter = cards[1]!.process.pid;
   t.same(nsPids(yOuter), [yOuter, P], 'the card names Y by its outer pid, inner pid P');

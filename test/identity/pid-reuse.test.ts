@@ -14,7 +14,6 @@ import { Agent, writeAgentScript } from '../helpers/agent-child';
 
 type Answer = { decision: 'deny' | 'once' | 'session'; root_key?: string } | null;
 
-
 // key = pid:start_time:exe_dev:exe_ino:arg_start:argv_hash
 function keyParts(key: string): { pid: string; start: string; exe: string } {
   const [pid, start, dev, ino] = key.split(':');
@@ -26,7 +25,11 @@ t.test('a recycled pid never inherits an approval (daemon and agents in one pid 
   const h = makeHome();
   t.teardown(() => h.cleanup());
   mkdirSync(h.home, { mode: 0o700 });
-  writeFileSync(join(h.home, 'config.toml'), `[http]\ndns_servers = ["127.0.0.1:${dns.port}"]\nca_file = "${ca.caFile}"\n`, { mode: 0o600 });
+  writeFileSync(
+    join(h.home, 'config.toml'),
+    `[http]\ndns_servers = ["127.0.0.1:${dns.port}"]\nca_file = "${ca.caFile}"\n`,
+    { mode: 0o600 },
+  );
   t.equal(init(h).code, 0, 'init');
 
   // The daemon as pid 1 of a new pid namespace with its own /proc; the CLI
@@ -37,8 +40,24 @@ t.test('a recycled pid never inherits an approval (daemon and agents in one pid 
   t.teardown(() => ns.close());
   const { daemonPid, inNs, admin } = ns;
   t.same(nsPids(daemonPid).slice(1), [1], 'the daemon is pid 1 of its own namespace');
-  const def = h.file('api.toml', `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`);
-  t.equal(ns.cli(['cred', 'add', '--file', def, '--secret-file', h.file('s', 'pid-reuse-secret-0123'), '--passphrase-file', h.passFile]).code, 0, 'cred add');
+  const def = h.file(
+    'api.toml',
+    `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`,
+  );
+  t.equal(
+    ns.cli([
+      'cred',
+      'add',
+      '--file',
+      def,
+      '--secret-file',
+      h.file('s', 'pid-reuse-secret-0123'),
+      '--passphrase-file',
+      h.passFile,
+    ]).code,
+    0,
+    'cred add',
+  );
 
   const cards: Card[] = [];
   let plan: (card: Card) => Answer = () => null;
@@ -50,20 +69,30 @@ t.test('a recycled pid never inherits an approval (daemon and agents in one pid 
     if (answer) void admin.request('approval.decide', { id: card.id, ...answer });
   };
   const sessionRoots = async (): Promise<string[]> =>
-    ((await admin.request('sessions.list'))['result'] as { sessions: { root: { key: string } }[] }).sessions.map((s) => s.root.key);
+    ((await admin.request('sessions.list'))['result'] as { sessions: { root: { key: string } }[] }).sessions.map(
+      (s) => s.root.key,
+    );
 
   const sock = join(h.home, 'agent.sock');
-  const body0 = (): Record<string, unknown> => ({ credential: 'api', method: 'GET', url: `https://api.example.test:${up.port}/v1/x` });
+  const body0 = (): Record<string, unknown> => ({
+    credential: 'api',
+    method: 'GET',
+    url: `https://api.example.test:${up.port}/v1/x`,
+  });
   // A peer outside the daemon's pid namespace has no pid the daemon can see.
   const outside = await agentRequest(sock, 'POST', '/v1/http', body0());
   t.equal(outside.status, 403, outside.text);
-  t.equal((outside.json as { error: { code: string } }).error.code, 'unidentified_peer', 'a peer the daemon cannot name is refused');
+  t.equal(
+    (outside.json as { error: { code: string } }).error.code,
+    'unidentified_peer',
+    'a peer the daemon cannot name is refused',
+  );
   const body = body0();
 
   // The controller joins the daemon's pid and mount namespaces; it forks the agents.
   const ctl = await Agent.start(script, { prefix: inNs([]) });
   t.teardown(() => ctl.kill());
-  t.equal(ctl.ppid, 0, "the controller is inside the namespace (its parent, nsenter, is outside)");
+  t.equal(ctl.ppid, 0, 'the controller is inside the namespace (its parent, nsenter, is outside)');
 
   await t.test('X approved for a session; Y with the same pid must ask again', async (t) => {
     const P = 4242;
@@ -86,7 +115,11 @@ t.test('a recycled pid never inherits an approval (daemon and agents in one pid 
     plan = () => ({ decision: 'deny' });
     r = await y.request(sock, body);
     t.equal(r.status, 403, r.text);
-    t.equal((r.json as { error: { code: string } }).error.code, 'denied_by_user', 'Y had to wait for a decision, and it was a denial');
+    t.equal(
+      (r.json as { error: { code: string } }).error.code,
+      'denied_by_user',
+      'Y had to wait for a decision, and it was a denial',
+    );
     t.equal(cards.length, 2, 'Y produced a new card');
     const yCard = cards[1]!;
     t.equal(yCard.process.pid, P, "Y's card shows the same pid");
@@ -115,10 +148,17 @@ t.test('a recycled pid never inherits an approval (daemon and agents in one pid 
     const y = await ctl.spawnAt({ id: 'y2' }, P);
     t.equal(y.pid, P, 'Y now holds the pid of the waiting requester');
     const pending = (await admin.request('approvals.list'))['result'] as { pending: { id: string }[] };
-    t.ok(pending.pending.some((c) => c.id === xCard.id), "X's card is still pending (its connection is open)");
+    t.ok(
+      pending.pending.some((c) => c.id === xCard.id),
+      "X's card is still pending (its connection is open)",
+    );
 
     // The human approves X's card with a session rooted at X.
-    const d = await admin.request('approval.decide', { id: xCard.id, decision: 'session', root_key: xCard.process.key });
+    const d = await admin.request('approval.decide', {
+      id: xCard.id,
+      decision: 'session',
+      root_key: xCard.process.key,
+    });
     t.equal((d['result'] as { taken: boolean }).taken, true, 'the decision was taken');
     t.ok(await eventually(() => existsSync(replyFile), 5000), 'the held request was answered');
     const raw = readFileSync(replyFile, 'utf8');
@@ -126,7 +166,11 @@ t.test('a recycled pid never inherits an approval (daemon and agents in one pid 
     const json = JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4)) as { error: { code: string } };
     t.equal(json.error.code, 'unidentified_peer', 'the instance check at decision time refused it');
     t.notOk((await sessionRoots()).includes(xCard.process.key), 'no session was created for the dead instance');
-    t.equal(up.requests.filter((q) => q.url === '/v1/x').length, 2, 'the upstream saw only the two requests of the first X');
+    t.equal(
+      up.requests.filter((q) => q.url === '/v1/x').length,
+      2,
+      'the upstream saw only the two requests of the first X',
+    );
 
     plan = () => ({ decision: 'deny' });
     const r = await y.request(sock, body);

@@ -13,12 +13,27 @@ function errorOf(json: unknown): { code?: string; problems?: { path: string }[] 
   return (json as { error?: { code?: string; problems?: { path: string }[] } } | null)?.error ?? {};
 }
 
-t.test('the agent\'s reason: on the card, escaped and marked, and in the journal', async (t) => {
+t.test("the agent's reason: on the card, escaped and marked, and in the journal", async (t) => {
   const [sshd, s] = await Promise.all([startSshd(), startStack()]);
   t.teardown(() => sshd.close());
   t.teardown(() => s.close());
-  s.addCredential('api', `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\napprove = "each-use"\n`, 'reason-secret-0123456789');
-  const added = addSshCredential(s.h, { name: 'box', port: sshd.port, user: sshd.user, hostKey: sshd.hostKeyFingerprint, commands: ['echo *'], approve: 'each-use' }, sshd.keys.ed25519.path);
+  s.addCredential(
+    'api',
+    `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\napprove = "each-use"\n`,
+    'reason-secret-0123456789',
+  );
+  const added = addSshCredential(
+    s.h,
+    {
+      name: 'box',
+      port: sshd.port,
+      user: sshd.user,
+      hostKey: sshd.hostKeyFingerprint,
+      commands: ['echo *'],
+      approve: 'each-use',
+    },
+    sshd.keys.ed25519.path,
+  );
   t.equal(added.code, 0, added.stderr);
   const cards: Card[] = [];
   await s.approver((card) => (cards.push(card), { decision: 'once' }));
@@ -34,19 +49,31 @@ t.test('the agent\'s reason: on the card, escaped and marked, and in the journal
     const text = renderCard(readCard(card)!);
     const line = text.find((l) => l.trimStart().startsWith('reason'));
     t.ok(line, text.join('\n'));
-    t.match(line!, '"file the bug\\n  o  allow once\\u{202E} \\"quoted\\""', 'escaped: one line, no bidi override, quotes escaped');
-    t.match(line!, /the agent's words, not checked by postern/, 'marked as the agent\'s words');
-    const intent = auditList(s).filter((e) => e['kind'] === 'http_intent').at(-1);
+    t.match(
+      line!,
+      '"file the bug\\n  o  allow once\\u{202E} \\"quoted\\""',
+      'escaped: one line, no bidi override, quotes escaped',
+    );
+    t.match(line!, /the agent's words, not checked by postern/, "marked as the agent's words");
+    const intent = auditList(s)
+      .filter((e) => e['kind'] === 'http_intent')
+      .at(-1);
     t.equal(intent?.['reason'], hostile, 'the journal records it');
   });
 
   await t.test('POST /v1/ssh', async (t) => {
-    const r = await agentRequest(s.sock, 'POST', '/v1/ssh', { credential: 'box', command: 'echo hi', reason: 'deploy the fix' });
+    const r = await agentRequest(s.sock, 'POST', '/v1/ssh', {
+      credential: 'box',
+      command: 'echo hi',
+      reason: 'deploy the fix',
+    });
     t.equal(r.status, 200, r.text);
     const card = cards.at(-1)!;
     t.equal(card.action['reason'], 'deploy the fix');
     t.match(renderCard(readCard(card)!).join('\n'), /reason\s+"deploy the fix"  <- the agent's words/);
-    const intent = auditList(s).filter((e) => e['kind'] === 'ssh_intent').at(-1);
+    const intent = auditList(s)
+      .filter((e) => e['kind'] === 'ssh_intent')
+      .at(-1);
     t.equal(intent?.['reason'], 'deploy the fix');
   });
 
@@ -69,7 +96,11 @@ t.test('the agent\'s reason: on the card, escaped and marked, and in the journal
       r = await agentRequest(s.sock, 'POST', endpoint, body);
       t.equal(r.status, 400, r.text);
       t.equal(errorOf(r.json).code, 'bad_request');
-      t.same(errorOf(r.json).problems?.map((p) => p.path), ['reason'], r.text);
+      t.same(
+        errorOf(r.json).problems?.map((p) => p.path),
+        ['reason'],
+        r.text,
+      );
     }
     t.equal(cards.length, before, 'no card for a refused request');
   });

@@ -22,7 +22,11 @@ function refusal(r: Reply): { code?: string; message?: string } {
 t.test('an agent cannot attach as an approver or decide a card', async (t) => {
   const s = await startStack();
   t.teardown(() => s.close());
-  s.addCredential('api', `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`, 'self-approval-secret-0123');
+  s.addCredential(
+    'api',
+    `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`,
+    'self-approval-secret-0123',
+  );
   const adminPath = join(s.h.home, 'admin.sock');
 
   // The human's approver: records cards, decides only when the test says so.
@@ -65,7 +69,11 @@ t.test('an agent cannot attach as an approver or decide a card', async (t) => {
     t.equal(refusal(r).code, 'denied_by_user', `the agent cannot decide "${decision.decision}" on its own card`);
   }
   const list = (await human.request('approvals.list'))['result'] as { pending: { id: string }[] };
-  t.same(list.pending.map((c) => c.id), [card.id], 'the card is still pending');
+  t.same(
+    list.pending.map((c) => c.id),
+    [card.id],
+    'the card is still pending',
+  );
 
   // The human denies: the agent's request was never approved.
   const d = await human.request('approval.decide', { id: card.id, decision: 'deny' });
@@ -74,6 +82,10 @@ t.test('an agent cannot attach as an approver or decide a card', async (t) => {
   t.equal(reply.status, 403, reply.text);
   t.equal((reply.json as { error: { code: string } }).error.code, 'denied_by_user');
   t.equal(s.up.requests.length, 0, 'nothing reached the upstream');
-  t.same(((await human.request('sessions.list'))['result'] as { sessions: unknown[] }).sessions, [], 'no session exists');
+  t.same(
+    ((await human.request('sessions.list'))['result'] as { sessions: unknown[] }).sessions,
+    [],
+    'no session exists',
+  );
   await agent.exit();
 });

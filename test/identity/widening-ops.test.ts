@@ -20,7 +20,11 @@ function refusal(r: Reply): { code?: string; message?: string } {
 t.test('without the passphrase no widening operation goes through', async (t) => {
   const s = await startStack();
   t.teardown(() => s.close());
-  s.addCredential('api', `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`, 'self-approval-secret-0123');
+  s.addCredential(
+    'api',
+    `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`,
+    'self-approval-secret-0123',
+  );
   const vaultPath = join(s.h.home, 'vault');
   const vaultBefore = readFileSync(vaultPath);
   const adminPath = join(s.h.home, 'admin.sock');
@@ -38,7 +42,9 @@ t.test('without the passphrase no widening operation goes through', async (t) =>
   t.teardown(() => rogue.close());
 
   await t.test('every widening operation needs the passphrase', async (t) => {
-    const shown = (await rogue.request('cred.show', { name: 'api' }))['result'] as { definition: Record<string, unknown> };
+    const shown = (await rogue.request('cred.show', { name: 'api' }))['result'] as {
+      definition: Record<string, unknown>;
+    };
     const original = shown.definition;
     t.equal(original['name'], 'api', 'the definition is readable without the passphrase (no secret in it)');
     const widened = { ...original, allow_addresses: ['0.0.0.0/0'] };
@@ -68,7 +74,9 @@ t.test('without the passphrase no widening operation goes through', async (t) =>
       fresh.close();
       await resetGuard();
     }
-    const list = ((await rogue.request('cred.list'))['result'] as { credentials: { name: string }[] }).credentials.map((c) => c.name);
+    const list = ((await rogue.request('cred.list'))['result'] as { credentials: { name: string }[] }).credentials.map(
+      (c) => c.name,
+    );
     t.same(list, ['api'], 'nothing added or removed');
     const now = ((await rogue.request('cred.show', { name: 'api' }))['result'] as { definition: unknown }).definition;
     t.same(now, original, 'the definition is unchanged');
@@ -77,7 +85,10 @@ t.test('without the passphrase no widening operation goes through', async (t) =>
 
   await t.test('a changed config cannot be approved without the passphrase', async (t) => {
     const configPath = join(s.h.home, 'config.toml');
-    writeFileSync(configPath, readFileSync(configPath, 'utf8').replace('[daemon]\n', '[daemon]\nagent_uids = [65534]\n'));
+    writeFileSync(
+      configPath,
+      readFileSync(configPath, 'utf8').replace('[daemon]\n', '[daemon]\nagent_uids = [65534]\n'),
+    );
     const diff = (await rogue.request('config.diff'))['result'] as { approved: boolean; current_hash: string };
     t.equal(diff.approved, false, 'the change is seen');
     let r = await rogue.request('config.approve', { hash: diff.current_hash });

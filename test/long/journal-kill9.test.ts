@@ -48,7 +48,9 @@ async function lifeOfDriver(file: string, keys: AuditKeys, delay: number, early:
   const round: Round = { acks: [], vault: null, ready: false };
   let stderr = '';
   let buffered = '';
-  const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once('exit', (_code, signal) => resolve(signal)));
+  const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+    child.once('exit', (_code, signal) => resolve(signal)),
+  );
   let onReady: () => void = () => undefined;
   const ready = new Promise<void>((resolve) => {
     onReady = resolve;
@@ -90,7 +92,17 @@ t.test(`${KILLS} kill -9s of a journal writer: always repairable, verifiable, no
   let acked = new Map<number, string>();
   let lastVault: { generation: number; hash: string } | null = null;
   let durable: { segment: number; size: number } | null = null;
-  const seen = { powerCuts: 0, repairs: 0, tornLeft: 0, unstartedSegments: 0, restarts: 0, acks: 0, segments: 0, earlyKills: 0, failures: 0 };
+  const seen = {
+    powerCuts: 0,
+    repairs: 0,
+    tornLeft: 0,
+    unstartedSegments: 0,
+    restarts: 0,
+    acks: 0,
+    segments: 0,
+    earlyKills: 0,
+    failures: 0,
+  };
 
   for (let round = 0; round < KILLS; round++) {
     if (round % ROUNDS_PER_JOURNAL === 0) {
@@ -148,7 +160,12 @@ t.test(`${KILLS} kill -9s of a journal writer: always repairable, verifiable, no
     const sample = [...life.acks.slice(-1), ...life.acks.filter(() => Math.random() < 0.02)];
     for (const a of sample) if (!(await j.contains(a.seq, a.hash))) problems.push(`contains(${a.seq}) is false`);
     const v = j.latestVault();
-    if (lastVault && (!v || v.generation < lastVault.generation || (v.generation === lastVault.generation && v.vault_hash !== lastVault.hash))) {
+    if (
+      lastVault &&
+      (!v ||
+        v.generation < lastVault.generation ||
+        (v.generation === lastVault.generation && v.vault_hash !== lastVault.hash))
+    ) {
       problems.push(`vault state ${JSON.stringify(v)} is behind the acknowledged ${JSON.stringify(lastVault)}`);
     }
     if (v) lastVault = { generation: v.generation, hash: v.vault_hash }; // an unacknowledged vault entry may have landed

@@ -14,14 +14,24 @@ import { readMeta } from '../../shared/vault-meta';
 const KILLS = Number(process.env['POSTERN_KILLS'] ?? 200);
 
 const definition = (name: string): Record<string, unknown> => ({
-  name, description: '', kind: 'http', approve: 'session', redact_response: true, pass_set_cookie: false, allow_addresses: [],
+  name,
+  description: '',
+  kind: 'http',
+  approve: 'session',
+  redact_response: true,
+  pass_set_cookie: false,
+  allow_addresses: [],
   inject: { header: 'authorization', template: 'Bearer {secret}' },
   allow: [{ host: 'api.example.com', schemes: ['https'], ports: [443], methods: ['GET'], paths: ['/*'] }],
 });
 
 type State = Map<string, string>; // name -> secret
 
-const key = (s: State): string => [...s.entries()].sort().map(([n, v]) => `${n}=${v}`).join(',');
+const key = (s: State): string =>
+  [...s.entries()]
+    .sort()
+    .map(([n, v]) => `${n}=${v}`)
+    .join(',');
 
 t.test(`${KILLS} kill -9s during cred add/rm: the vault is always a complete state`, async (t) => {
   const h = makeHome();
@@ -77,10 +87,14 @@ t.test(`${KILLS} kill -9s during cred add/rm: the vault is always a complete sta
 
     const opened = await openVaultFile(join(h.home, 'vault'), pass);
     const meta = readMeta(opened.contents);
-    const found: State = new Map(meta.credentials.map((c) => [c.name, opened.contents.blobs[c.secret]!.toString('utf8')]));
+    const found: State = new Map(
+      meta.credentials.map((c) => [c.name, opened.contents.blobs[c.secret]!.toString('utf8')]),
+    );
     const ok = key(found) === key(acked) || (pending !== null && key(found) === key(pending));
     if (!ok) {
-      t.fail(`round ${round}: the vault holds ${key(found)}; expected ${key(acked)}${pending ? ` or ${key(pending)}` : ''}`);
+      t.fail(
+        `round ${round}: the vault holds ${key(found)}; expected ${key(acked)}${pending ? ` or ${key(pending)}` : ''}`,
+      );
       break;
     }
     // The in-flight change may have reached the disk before the kill.

@@ -6,10 +6,11 @@ import { readFileSync } from 'node:fs';
 import { cli, makeHome, startDaemon } from '../helpers/postern';
 
 function rssMiB(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('VmRSS:'));
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('VmRSS:'));
   return Number(line!.replace(/\D+/g, '')) / 1024;
 }
-
 
 t.test('unlock time and RSS at --kdf moderate', async (t) => {
   const h = makeHome();
@@ -27,6 +28,8 @@ t.test('unlock time and RSS at --kdf moderate', async (t) => {
   const after = rssMiB(pid);
   t.ok(after > 0, 'RSS read');
   t.comment(`FIGURE unlock at --kdf moderate (CLI start to answer): ${seconds.toFixed(2)} s (target ≤ 2.5 s)`);
-  t.comment(`FIGURE daemon RSS before unlock ${before.toFixed(0)} MiB; 10 s after unlock ${after.toFixed(0)} MiB (target ≤ 120 MiB)`);
+  t.comment(
+    `FIGURE daemon RSS before unlock ${before.toFixed(0)} MiB; 10 s after unlock ${after.toFixed(0)} MiB (target ≤ 120 MiB)`,
+  );
   process.stdout.write(`# FIGURE unlock_moderate_s=${seconds.toFixed(2)} rss_after_unlock_mib=${after.toFixed(0)}\n`);
 });

@@ -14,7 +14,11 @@ t.test('the MCP bridge: tools, an approval rooted at its parent, a refusal as a 
   const s = await startStack();
   t.teardown(() => s.close());
   const secret = makeCanary('MCPTOKEN');
-  s.addCredential('api', `name = "api"\ndescription = "the test API"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`, secret);
+  s.addCredential(
+    'api',
+    `name = "api"\ndescription = "the test API"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET"]\npaths = ["/v1/*"]\n`,
+    secret,
+  );
 
   const cards: Card[] = [];
   await s.approver((card) => {
@@ -29,7 +33,12 @@ t.test('the MCP bridge: tools, an approval rooted at its parent, a refusal as a 
   // so the bridge's parent is this process.
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(s.h.env)) if (v !== undefined && k !== 'NODE_OPTIONS') env[k] = v;
-  const transport = new StdioClientTransport({ command: '/usr/bin/env', args: ['-u', 'NODE_OPTIONS', process.execPath, CLI, 'mcp'], env, stderr: 'pipe' });
+  const transport = new StdioClientTransport({
+    command: '/usr/bin/env',
+    args: ['-u', 'NODE_OPTIONS', process.execPath, CLI, 'mcp'],
+    env,
+    stderr: 'pipe',
+  });
   let stderr = '';
   transport.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
   const client = new Client({ name: 'postern-test', version: '1.0.0' });
@@ -41,7 +50,11 @@ t.test('the MCP bridge: tools, an approval rooted at its parent, a refusal as a 
   t.same(tools.map((x) => x.name).sort(), ['http_request', 'list_credentials', 'ssh_exec']);
   for (const name of ['http_request', 'ssh_exec']) {
     const tool = tools.find((x) => x.name === name)!;
-    t.same(tool.annotations, { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true }, `${name}: honest annotations`);
+    t.same(
+      tool.annotations,
+      { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+      `${name}: honest annotations`,
+    );
     t.ok(tool.inputSchema.properties && 'credential' in tool.inputSchema.properties, `${name}: has an input schema`);
   }
   t.match(tools.find((x) => x.name === 'list_credentials')!.annotations, { readOnlyHint: true });
@@ -51,7 +64,10 @@ t.test('the MCP bridge: tools, an approval rooted at its parent, a refusal as a 
   t.match(list.structuredContent, { credentials: [{ name: 'api', kind: 'http', description: 'the test API' }] });
 
   // A request: approved once, by a session rooted at this process.
-  const ok = await client.callTool({ name: 'http_request', arguments: { credential: 'api', method: 'GET', url: s.url('api.example.test', '/v1/items') } });
+  const ok = await client.callTool({
+    name: 'http_request',
+    arguments: { credential: 'api', method: 'GET', url: s.url('api.example.test', '/v1/items') },
+  });
   t.notOk(ok.isError, JSON.stringify(ok));
   const reply = ok.structuredContent as { status: number; body: string; redactions: number; audit_seq: number };
   t.equal(reply.status, 200);
@@ -62,12 +78,18 @@ t.test('the MCP bridge: tools, an approval rooted at its parent, a refusal as a 
   t.equal(cards[0]!.ancestors[0]?.pid, process.pid, 'and this process as its parent');
 
   // Covered by the session: no second card.
-  const again = await client.callTool({ name: 'http_request', arguments: { credential: 'api', method: 'GET', url: s.url('api.example.test', '/v1/other') } });
+  const again = await client.callTool({
+    name: 'http_request',
+    arguments: { credential: 'api', method: 'GET', url: s.url('api.example.test', '/v1/other') },
+  });
   t.notOk(again.isError);
   t.equal(cards.length, 1, 'the session rooted at the parent covers the next request');
 
   // A refusal: a tool error carrying the daemon's code and message.
-  const refused = await client.callTool({ name: 'http_request', arguments: { credential: 'api', method: 'POST', url: s.url('api.example.test', '/v1/items') } });
+  const refused = await client.callTool({
+    name: 'http_request',
+    arguments: { credential: 'api', method: 'POST', url: s.url('api.example.test', '/v1/items') },
+  });
   t.equal(refused.isError, true);
   const err = (refused.structuredContent as { error: { code: string; message: string; audit_seq: number } }).error;
   t.equal(err.code, 'denied_policy');
@@ -78,11 +100,11 @@ t.test('the MCP bridge: tools, an approval rooted at its parent, a refusal as a 
   t.same(findCanary(JSON.stringify([list, ok, again, refused]), secret), []);
 
   // Closing stdin ends the bridge.
-  const exited = new Promise<number | null>((resolve) => transport.onclose = () => resolve(0));
+  const exited = new Promise<number | null>((resolve) => (transport.onclose = () => resolve(0)));
   await client.close();
   await exited;
   t.ok(bridgePid !== null && !processAlive(bridgePid), 'the bridge exited');
-  t.same(findCanary(stderr, secret), [], 'nothing of the secret on the bridge\'s stderr');
+  t.same(findCanary(stderr, secret), [], "nothing of the secret on the bridge's stderr");
   t.same(findCanary(journalBytes(s.h.home), secret), [], 'the journal files hold no form of the secret');
   t.same(findCanary(await journalText(s.h), secret), [], 'no decrypted journal entry holds a form of the secret');
 });
@@ -109,9 +131,17 @@ t.test('a bad [mcp] max_result stops the bridge with an error naming the key', a
   const h = makeHome();
   t.teardown(() => h.cleanup());
   const config = h.file('bridge.toml', '[mcp]\nmax_result = "20MiB"\n');
-  const r = cli({ env: { ...h.env, POSTERN_CONFIG: config, POSTERN_AGENT_SOCKET: '/nonexistent/agent.sock' } }, ['mcp'], '');
+  const r = cli(
+    { env: { ...h.env, POSTERN_CONFIG: config, POSTERN_AGENT_SOCKET: '/nonexistent/agent.sock' } },
+    ['mcp'],
+    '',
+  );
   t.equal(r.code, 1, 'refused');
-  t.match(r.stderr.split('\n')[0], /^postern: .*mcp\.max_result: must be at most "8MiB"/, 'the first line names the key and the limit');
+  t.match(
+    r.stderr.split('\n')[0],
+    /^postern: .*mcp\.max_result: must be at most "8MiB"/,
+    'the first line names the key and the limit',
+  );
   t.notMatch(r.stderr, /^\s+at /m, 'no stack trace');
   t.equal(r.stdout, '', 'nothing served on stdout');
 });

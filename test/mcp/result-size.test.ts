@@ -8,7 +8,22 @@ import { fitWithin, prefixWithin, serialisedBytes } from '../../cli/mcp/result-s
 
 // Characters of every serialised width: 1 (a), 2 (\" \\ \n é), 3 (€), 4
 // (😀, a pair), 6 (\u0001, and a lone surrogate written as \udXXX).
-const ALPHABET = ['a', '"', '\\', '\n', '\t', 'é', '€', '😀', '\u0001', '\u001f', '\u007f', '\ud800', '\udc00', '\u2028'];
+const ALPHABET = [
+  'a',
+  '"',
+  '\\',
+  '\n',
+  '\t',
+  'é',
+  '€',
+  '😀',
+  '\u0001',
+  '\u001f',
+  '\u007f',
+  '\ud800',
+  '\udc00',
+  '\u2028',
+];
 
 function randomText(n: number): string {
   let s = '';
@@ -33,7 +48,10 @@ t.test('prefixWithin takes the longest prefix that fits, serialised', async (t) 
       const longer = text.slice(0, p.length + next);
       const pairSplit = p.length > 0 && /[\ud800-\udbff]$/.test(p) && /^[\udc00-\udfff]/.test(text.slice(p.length));
       t.notOk(pairSplit, 'a surrogate pair is never split');
-      t.ok(inside(longer) > budget || pairSplit, `the longest: one more character would take ${inside(longer)} > ${budget}`);
+      t.ok(
+        inside(longer) > budget || pairSplit,
+        `the longest: one more character would take ${inside(longer)} > ${budget}`,
+      );
     }
   }
 });
@@ -57,16 +75,32 @@ t.test('base64 is cut on whole groups', async (t) => {
 t.test('fitWithin fits a rendering that mentions what it kept', async (t) => {
   for (const max of [200, 1000, 5000]) {
     const value = { status: 200, body: randomText(3000), stderr: randomText(500) };
-    const r = fitWithin(value, [{ name: 'body', base64: false }, { name: 'stderr', base64: false }], max, (v, cuts) => ({
-      summary: `${v.body.length} characters kept, ${cuts.map((c) => `${c.field} ${c.kept}/${c.of}`).join(' ')}`,
-      value: v,
-    }));
+    const r = fitWithin(
+      value,
+      [
+        { name: 'body', base64: false },
+        { name: 'stderr', base64: false },
+      ],
+      max,
+      (v, cuts) => ({
+        summary: `${v.body.length} characters kept, ${cuts.map((c) => `${c.field} ${c.kept}/${c.of}`).join(' ')}`,
+        value: v,
+      }),
+    );
     t.ok(r !== null, `${max}: fits`);
     t.ok(serialisedBytes(r) <= max, `${max}: ${serialisedBytes(r)} bytes`);
     t.ok(serialisedBytes(r) > max - 12, `${max}: and uses the room (${serialisedBytes(r)})`);
     t.ok(value.body.startsWith(r!.value.body), `${max}: the body is a prefix`);
   }
-  t.equal(fitWithin({ huge: 'x'.repeat(500), body: 'y' }, [{ name: 'body', base64: false }], 100, (v) => v), null, 'null when emptying the fields is not enough');
+  t.equal(
+    fitWithin({ huge: 'x'.repeat(500), body: 'y' }, [{ name: 'body', base64: false }], 100, (v) => v),
+    null,
+    'null when emptying the fields is not enough',
+  );
   const small = { body: 'fits' };
-  t.equal(fitWithin(small, [{ name: 'body', base64: false }], 100, (v, cuts) => ({ v, cuts: cuts.length }))?.cuts, 0, 'what fits is not cut');
+  t.equal(
+    fitWithin(small, [{ name: 'body', base64: false }], 100, (v, cuts) => ({ v, cuts: cuts.length }))?.cuts,
+    0,
+    'what fits is not cut',
+  );
 });

@@ -51,12 +51,23 @@ async function stack(t: Test, secret: string): Promise<Stack> {
     },
   });
   t.teardown(() => s.close());
-  s.addCredential('api', `name = "api"\ndescription = "the test API"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\nredact_response = true\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET", "POST"]\npaths = ["/v1/*"]\n`, secret);
+  s.addCredential(
+    'api',
+    `name = "api"\ndescription = "the test API"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\nredact_response = true\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["GET", "POST"]\npaths = ["/v1/*"]\n`,
+    secret,
+  );
   return s;
 }
 
-function get(s: Stack, path: string, extra: Record<string, unknown> = {}): { name: string; arguments: Record<string, unknown> } {
-  return { name: 'http_request', arguments: { credential: 'api', method: 'GET', url: s.url('api.example.test', path), ...extra } };
+function get(
+  s: Stack,
+  path: string,
+  extra: Record<string, unknown> = {},
+): { name: string; arguments: Record<string, unknown> } {
+  return {
+    name: 'http_request',
+    arguments: { credential: 'api', method: 'GET', url: s.url('api.example.test', path), ...extra },
+  };
 }
 
 function serialised(r: unknown): number {
@@ -74,7 +85,10 @@ function isCut(t: Test, r: CallToolResult, max: number, original: string, what: 
   const size = serialised(r);
   t.ok(size <= max, `${what}: the result is ${size} bytes serialised, at most ${max}`);
   t.ok(size > max - 4096, `${what}: and uses the room it has (${size} of ${max})`);
-  t.ok(reply.body.length > 0 && original.startsWith(reply.body), `${what}: the body is a prefix of what the upstream sent`);
+  t.ok(
+    reply.body.length > 0 && original.startsWith(reply.body),
+    `${what}: the body is a prefix of what the upstream sent`,
+  );
   const content = r.content as { type: string; text: string }[];
   t.equal(content.length, 1, `${what}: one text item`);
   t.ok(content[0]!.text.length < 1000, `${what}: the text is a short summary, not the body`);
@@ -112,7 +126,10 @@ t.test('large bodies are cut to mcp.max_result, once, and the connection lives',
   isCut(t, binary, max, BINARY.toString('base64'), 'a base64 body');
   const kept = (binary.structuredContent as unknown as Reply).body;
   t.equal(kept.length % 4, 0, 'cut on a base64 group: it decodes');
-  t.ok(BINARY.subarray(0, Buffer.from(kept, 'base64').length).equals(Buffer.from(kept, 'base64')), 'to the first bytes of the body');
+  t.ok(
+    BINARY.subarray(0, Buffer.from(kept, 'base64').length).equals(Buffer.from(kept, 'base64')),
+    'to the first bytes of the body',
+  );
 
   t.notOk(b.closed(), 'the connection lives');
   t.ok((await b.client.listTools()).tools.length === 3, 'and answers');
@@ -144,7 +161,7 @@ t.test('at max_result = "8MiB" every line stays under the SDK limit', async (t) 
   t.same(findCanary(b.stdout(), secret), []);
 });
 
-t.test('instructions, reason on the card, refusals in an MCP agent\'s words', async (t) => {
+t.test("instructions, reason on the card, refusals in an MCP agent's words", async (t) => {
   const secret = makeCanary('MCPWORDS');
   const s = await stack(t, secret);
   const cards: Card[] = [];
@@ -164,19 +181,28 @@ t.test('instructions, reason on the card, refusals in an MCP agent\'s words', as
   for (const name of ['http_request', 'ssh_exec']) {
     t.ok('reason' in (tools.find((x) => x.name === name)!.inputSchema.properties ?? {}), `${name} takes a reason`);
   }
-  t.ok('idempotency_key' in (tools.find((x) => x.name === 'http_request')!.inputSchema.properties ?? {}), 'http_request keeps idempotency_key');
+  t.ok(
+    'idempotency_key' in (tools.find((x) => x.name === 'http_request')!.inputSchema.properties ?? {}),
+    'http_request keeps idempotency_key',
+  );
 
   const reason = 'fetch the items the user asked for';
   const ok = (await b.client.callTool(get(s, '/v1/items', { reason }))) as CallToolResult;
   t.notOk(ok.isError, JSON.stringify(ok));
   t.equal(cards.length, 1);
-  t.equal(cards[0]!.action['reason'], reason, 'the card shows the agent\'s reason');
+  t.equal(cards[0]!.action['reason'], reason, "the card shows the agent's reason");
 
   // ssh_exec forwards its reason too: the refusal's journal entry has it.
   const sshReason = 'check who deploys';
-  const ssh = (await b.client.callTool({ name: 'ssh_exec', arguments: { credential: 'api', command: 'id -un', reason: sshReason } })) as CallToolResult;
+  const ssh = (await b.client.callTool({
+    name: 'ssh_exec',
+    arguments: { credential: 'api', command: 'id -un', reason: sshReason },
+  })) as CallToolResult;
   t.equal(ssh.isError, true, 'an HTTP credential cannot run a command');
-  t.ok(auditList(s).some((e) => e['kind'] === 'ssh_refused' && e['reason'] === sshReason), 'the journal has the ssh_exec reason');
+  t.ok(
+    auditList(s).some((e) => e['kind'] === 'ssh_refused' && e['reason'] === sshReason),
+    'the journal has the ssh_exec reason',
+  );
 
   // A reason the daemon refuses comes back in its words, as a tool error.
   const long = (await b.client.callTool(get(s, '/v1/items', { reason: 'x'.repeat(201) }))) as CallToolResult;
@@ -186,8 +212,15 @@ t.test('instructions, reason on the card, refusals in an MCP agent\'s words', as
 
   // Refusals name tools, not agent-socket endpoints.
   const refusals: CallToolResult[] = [];
-  refusals.push((await b.client.callTool({ name: 'http_request', arguments: { credential: 'nope', method: 'GET', url: s.url('api.example.test', '/v1/x') } })) as CallToolResult);
-  refusals.push((await b.client.callTool({ name: 'ssh_exec', arguments: { credential: 'nope', command: 'id' } })) as CallToolResult);
+  refusals.push(
+    (await b.client.callTool({
+      name: 'http_request',
+      arguments: { credential: 'nope', method: 'GET', url: s.url('api.example.test', '/v1/x') },
+    })) as CallToolResult,
+  );
+  refusals.push(
+    (await b.client.callTool({ name: 'ssh_exec', arguments: { credential: 'nope', command: 'id' } })) as CallToolResult,
+  );
   refusals.push(ssh);
   for (const r of refusals) {
     const text = (r.content as { text: string }[])[0]!.text;
@@ -195,6 +228,10 @@ t.test('instructions, reason on the card, refusals in an MCP agent\'s words', as
     t.equal(r.isError, true, text);
     t.notMatch(text + message, /\/v1\/|postern cred list|postern request/, `said in an MCP agent's words: ${text}`);
   }
-  t.match((refusals[0]!.content as { text: string }[])[0]!.text, /^unknown_credential: .*list_credentials/, 'an unknown credential points at list_credentials');
+  t.match(
+    (refusals[0]!.content as { text: string }[])[0]!.text,
+    /^unknown_credential: .*list_credentials/,
+    'an unknown credential points at list_credentials',
+  );
   t.same(findCanary(b.stdout(), secret), []);
 });

@@ -37,7 +37,10 @@ class Bridge implements Transport {
   constructor(env: NodeJS.ProcessEnv) {
     const clean: Record<string, string> = {};
     for (const [k, v] of Object.entries(env)) if (v !== undefined && k !== 'NODE_OPTIONS') clean[k] = v;
-    this.child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', process.execPath, CLI, 'mcp'], { env: clean, stdio: ['pipe', 'pipe', 'pipe'] });
+    this.child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', process.execPath, CLI, 'mcp'], {
+      env: clean,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     this.exited = new Promise((resolve) => this.child.on('exit', (code, signal) => resolve({ code, signal })));
     this.child.stderr!.on('data', (d: Buffer) => (this.stderr += d.toString()));
     this.child.stdout!.on('data', (chunk: Buffer) => {
@@ -133,7 +136,11 @@ t.test('an initialised home whose daemon is not running', async (t) => {
   const { bridge, client } = await startBridge(t, h.env);
 
   const tools = (await client.listTools()).tools;
-  t.same(tools.map((x) => x.name).sort(), ['http_request', 'list_credentials', 'ssh_exec'], 'tools/list answers without a daemon');
+  t.same(
+    tools.map((x) => x.name).sort(),
+    ['http_request', 'list_credentials', 'ssh_exec'],
+    'tools/list answers without a daemon',
+  );
 
   // Every tool, twice: each call answers, the bridge stays up.
   for (const round of [1, 2]) {
@@ -203,7 +210,10 @@ t.test('the daemon killed while a call is in flight', async (t) => {
   await s.approver((card) => ({ decision: 'session', root_key: card.ancestors[0]?.key ?? card.process.key }));
   const { bridge, client } = await startBridge(t, s.h.env);
 
-  const pending = client.callTool({ name: 'http_request', arguments: { credential: 'api', method: 'POST', url: s.url('api.example.test', '/v1/items'), body: 'once' } }) as Promise<ToolResult>;
+  const pending = client.callTool({
+    name: 'http_request',
+    arguments: { credential: 'api', method: 'POST', url: s.url('api.example.test', '/v1/items'), body: 'once' },
+  }) as Promise<ToolResult>;
   t.ok(await eventually(() => s.up.requests.length === 1, 10_000), 'the request reached the upstream');
   s.d.proc.kill('SIGKILL');
   t.equal(await s.d.exited, null, 'the daemon is gone');

@@ -22,7 +22,11 @@ import { findCanary, journalBytes, journalText, makeCanary } from '../helpers/ca
 async function stack(t: Test, secret: string): Promise<{ s: Stack; admin: TestAdmin; cards: Card[] }> {
   const s = await startStack();
   t.teardown(() => s.close());
-  s.addCredential('api', `name = "api"\ndescription = "the test API"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["POST"]\npaths = ["/v1/*"]\n`, secret);
+  s.addCredential(
+    'api',
+    `name = "api"\ndescription = "the test API"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${s.up.port}]\nmethods = ["POST"]\npaths = ["/v1/*"]\n`,
+    secret,
+  );
   const cards: Card[] = [];
   // A human who looks at each card and does not decide.
   const admin = await s.approver((card) => {
@@ -33,7 +37,16 @@ async function stack(t: Test, secret: string): Promise<{ s: Stack; admin: TestAd
 }
 
 function post(s: Stack, path: string): { name: string; arguments: Record<string, unknown> } {
-  return { name: 'http_request', arguments: { credential: 'api', method: 'POST', url: s.url('api.example.test', path), body: 'do it', reason: `test ${path}` } };
+  return {
+    name: 'http_request',
+    arguments: {
+      credential: 'api',
+      method: 'POST',
+      url: s.url('api.example.test', path),
+      body: 'do it',
+      reason: `test ${path}`,
+    },
+  };
 }
 
 // The card for `path`, once it is pending.
@@ -43,15 +56,32 @@ async function cardFor(t: Test, cards: Card[], path: string): Promise<Card> {
 }
 
 async function isWithdrawn(t: Test, s: Stack, admin: TestAdmin, card: Card, path: string): Promise<void> {
-  t.ok(await eventually(() => admin.pushes.some((p) => p['push'] === 'withdrawn' && p['id'] === card.id), 10_000), `${path}: the approver was told the card is withdrawn`);
+  t.ok(
+    await eventually(() => admin.pushes.some((p) => p['push'] === 'withdrawn' && p['id'] === card.id), 10_000),
+    `${path}: the approver was told the card is withdrawn`,
+  );
   const push = admin.pushes.find((p) => p['push'] === 'withdrawn' && p['id'] === card.id);
   t.equal(push?.['reason'], 'withdrawn by the requester', `${path}: by the requester`);
   const late = await admin.request('approval.decide', { id: card.id, decision: 'once' });
-  t.equal((late['result'] as Record<string, unknown> | undefined)?.['taken'], false, `${path}: a decision on the withdrawn card is not taken`);
-  t.notOk(s.up.requests.some((q) => q.url === path), `${path}: nothing reached the upstream`);
+  t.equal(
+    (late['result'] as Record<string, unknown> | undefined)?.['taken'],
+    false,
+    `${path}: a decision on the withdrawn card is not taken`,
+  );
+  t.notOk(
+    s.up.requests.some((q) => q.url === path),
+    `${path}: nothing reached the upstream`,
+  );
   const entry = auditList(s).find((e) => e['kind'] === 'http_refused' && e['path'] === path);
-  t.equal(entry?.['withdrawn'], 'by the requester', `${path}: the journal says the requester withdrew it (${JSON.stringify(entry)})`);
-  t.notOk(auditList(s).some((e) => e['kind'] === 'http_intent' && e['path'] === path), `${path}: no intent was journaled`);
+  t.equal(
+    entry?.['withdrawn'],
+    'by the requester',
+    `${path}: the journal says the requester withdrew it (${JSON.stringify(entry)})`,
+  );
+  t.notOk(
+    auditList(s).some((e) => e['kind'] === 'http_intent' && e['path'] === path),
+    `${path}: no intent was journaled`,
+  );
 }
 
 t.test('a call the client cancels or times out is withdrawn', async (t) => {
@@ -61,14 +91,20 @@ t.test('a call the client cancels or times out is withdrawn', async (t) => {
 
   // Aborted by the client.
   const ac = new AbortController();
-  const aborted = b.client.callTool(post(s, '/v1/aborted'), undefined, { signal: ac.signal }).then(() => 'answered', (e: Error) => e.message);
+  const aborted = b.client.callTool(post(s, '/v1/aborted'), undefined, { signal: ac.signal }).then(
+    () => 'answered',
+    (e: Error) => e.message,
+  );
   const c1 = await cardFor(t, cards, '/v1/aborted');
   ac.abort('the user stopped it');
   t.match(await aborted, /stopped|abort/i, 'the client sees its own cancellation');
   await isWithdrawn(t, s, admin, c1, '/v1/aborted');
 
   // Timed out by the SDK (as with its 60 s default, shorter here).
-  const timedOut = await b.client.callTool(post(s, '/v1/timed-out'), undefined, { timeout: 1500 }).then(() => 'answered', (e: Error) => e.message);
+  const timedOut = await b.client.callTool(post(s, '/v1/timed-out'), undefined, { timeout: 1500 }).then(
+    () => 'answered',
+    (e: Error) => e.message,
+  );
   t.match(timedOut, /timed out/i, 'the SDK timed the call out');
   const c2 = await cardFor(t, cards, '/v1/timed-out');
   await isWithdrawn(t, s, admin, c2, '/v1/timed-out');
@@ -105,7 +141,16 @@ t.test('a call whose client process is killed is withdrawn, and the bridge exits
   const script = join(dir, 'client.js');
   writeFileSync(script, CLIENT_JS);
   const params = { ...bridgeCommand(), env: bridgeEnv(s.h.env), call: post(s, '/v1/killed') };
-  const child = spawn(process.execPath, [script, require.resolve('@modelcontextprotocol/sdk/client/index.js'), require.resolve('@modelcontextprotocol/sdk/client/stdio.js'), JSON.stringify(params)], { env: bridgeEnv(process.env), stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [
+      script,
+      require.resolve('@modelcontextprotocol/sdk/client/index.js'),
+      require.resolve('@modelcontextprotocol/sdk/client/stdio.js'),
+      JSON.stringify(params),
+    ],
+    { env: bridgeEnv(process.env), stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
   t.teardown(() => void child.kill('SIGKILL'));
   let out = '';

@@ -5,14 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import {
-  loadNative,
-  peerCred,
-  peerCredOfSocket,
-  pidfdOpen,
-  projectRoot,
-  socketFd,
-} from '../../shared/native';
+import { loadNative, peerCred, peerCredOfSocket, pidfdOpen, projectRoot, socketFd } from '../../shared/native';
 
 // Children running as another uid must not load tap's coverage hook (tap's
 // processinfo plugin adds it to every child's NODE_OPTIONS), so they run
@@ -67,8 +60,17 @@ t.test('peerCred from a process of another uid reports that uid', async (t) => {
   const accepted = once(server, 'connection') as Promise<[net.Socket]>;
   const child = spawn(
     'env',
-    ['-u', 'NODE_OPTIONS', 'setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '-e',
-      `const s = require('net').connect(${JSON.stringify(sockPath)}); s.on('connect', () => setTimeout(() => s.end(), 2000));`],
+    [
+      '-u',
+      'NODE_OPTIONS',
+      'setpriv',
+      '--reuid=65534',
+      '--regid=65534',
+      '--clear-groups',
+      process.execPath,
+      '-e',
+      `const s = require('net').connect(${JSON.stringify(sockPath)}); s.on('connect', () => setTimeout(() => s.end(), 2000));`,
+    ],
     { stdio: 'ignore', env: {} },
   );
   const [sock] = await accepted;
@@ -183,8 +185,12 @@ t.test('a missing addon is refused with bad_environment and says how to build it
   t.ok(loader, 'tap runs this file with its TypeScript loader');
   const run = spawnSync(
     process.execPath,
-    [loader!, '-e', `try { require(${JSON.stringify(path.join(fakeRoot, 'shared', 'native.ts'))}).loadNative(); }
-      catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }`],
+    [
+      loader!,
+      '-e',
+      `try { require(${JSON.stringify(path.join(fakeRoot, 'shared', 'native.ts'))}).loadNative(); }
+      catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }`,
+    ],
     { encoding: 'utf8' },
   );
   const out = JSON.parse(run.stdout) as { code: string; message: string };

@@ -12,7 +12,8 @@ const nativeDir = path.resolve(__dirname, '..', '..', 'native');
 function copyNative(t: Test): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'postern-build-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  for (const f of ['build.js', 'binding.gyp', 'peercred.c']) fs.copyFileSync(path.join(nativeDir, f), path.join(dir, f));
+  for (const f of ['build.js', 'binding.gyp', 'peercred.c'])
+    fs.copyFileSync(path.join(nativeDir, f), path.join(dir, f));
   return dir;
 }
 

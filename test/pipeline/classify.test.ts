@@ -5,7 +5,13 @@
 // end walk ADDRESS_TABLE itself so that no row is left untested.
 import t, { Test } from 'tap';
 import ipaddr from 'ipaddr.js';
-import { ADDRESS_TABLE, BlockReason, classifyAddress, classifyAll, assertAllAllowed } from '../../daemon/pipeline/classify';
+import {
+  ADDRESS_TABLE,
+  BlockReason,
+  classifyAddress,
+  classifyAll,
+  assertAllAllowed,
+} from '../../daemon/pipeline/classify';
 import { Refusal } from '../../shared/errors';
 
 type Expect = 'public' | 'allowed_by_credential' | BlockReason;
@@ -279,8 +285,21 @@ t.test('Teredo, ISATAP and combined forms', async (t) => {
 });
 
 t.test('classify refuses what is not an address (a programming error)', async (t) => {
-  for (const bad of ['127.1', '2130706433', '0x7f.0.0.1', '010.0.0.1', '1.2.3.256', ' 1.2.3.4', '', 'localhost',
-    'fe80::1%eth0', '[::1]', '::ffff:0x7f.0.0.1', '1:2:3:4:5:6:7:8:9', '10.0.0.0/8']) {
+  for (const bad of [
+    '127.1',
+    '2130706433',
+    '0x7f.0.0.1',
+    '010.0.0.1',
+    '1.2.3.256',
+    ' 1.2.3.4',
+    '',
+    'localhost',
+    'fe80::1%eth0',
+    '[::1]',
+    '::ffff:0x7f.0.0.1',
+    '1:2:3:4:5:6:7:8:9',
+    '10.0.0.0/8',
+  ]) {
     t.throws(() => classifyAddress(bad, NONE), TypeError, JSON.stringify(bad));
   }
   t.throws(() => classifyAddress('8.8.8.8', ['10.0.0.0']), 'an allow entry without a prefix length');
@@ -290,7 +309,10 @@ t.test('classifyAll judges every address and reports the first blocked one', asy
   const all = classifyAll(['8.8.8.8', '10.0.0.5', '::1', '2606:4700::1'], NONE);
   t.equal(all.allowed, false);
   t.equal(all.verdicts.length, 4, 'no address is skipped');
-  t.same(all.verdicts.map((v) => v.reason), ['public', 'private', 'loopback', 'public']);
+  t.same(
+    all.verdicts.map((v) => v.reason),
+    ['public', 'private', 'loopback', 'public'],
+  );
   if (!all.allowed) t.match(all.blocked, { address: '10.0.0.5', reason: 'private', range: '10.0.0.0/8' });
 
   const ok = classifyAll(['8.8.8.8', '::ffff:10.0.0.5'], ['10.0.0.0/8']);
@@ -304,22 +326,49 @@ t.test('classifyAll judges every address and reports the first blocked one', asy
 });
 
 t.test('assertAllAllowed: one blocked address refuses the request', async (t) => {
-  t.same(assertAllAllowed('example.com', ['93.184.216.34', '2606:2800:220:1::1'], NONE).map((v) => v.reason), ['public', 'public']);
+  t.same(
+    assertAllAllowed('example.com', ['93.184.216.34', '2606:2800:220:1::1'], NONE).map((v) => v.reason),
+    ['public', 'public'],
+  );
 
   const refusals: [string, string[], string[], RegExp, Record<string, unknown>][] = [
-    ['app.test', ['93.184.216.34', '10.0.0.5'], NONE,
+    [
+      'app.test',
+      ['93.184.216.34', '10.0.0.5'],
+      NONE,
       /^app\.test resolves to 93\.184\.216\.34, 10\.0\.0\.5, and every address must be allowed: address 10\.0\.0\.5 is private \(RFC 1918, 10\.0\.0\.0\/8\); a credential may reach it only if allow_addresses covers it$/,
-      { host: 'app.test', address: '10.0.0.5', range: '10.0.0.0/8', reason: 'private', judged_as: '10.0.0.5' }],
+      { host: 'app.test', address: '10.0.0.5', range: '10.0.0.0/8', reason: 'private', judged_as: '10.0.0.5' },
+    ],
     ['app.test', ['10.0.0.5', '93.184.216.34'], NONE, /address 10\.0\.0\.5 is private/, { address: '10.0.0.5' }],
-    ['app.test', ['93.184.216.34', '::1', '127.0.0.1'], NONE, /\(2 of its 3 addresses are blocked\).*address ::1 is loopback \(RFC 4291, ::1\/128\)/,
-      { address: '::1', reason: 'loopback' }],
+    [
+      'app.test',
+      ['93.184.216.34', '::1', '127.0.0.1'],
+      NONE,
+      /\(2 of its 3 addresses are blocked\).*address ::1 is loopback \(RFC 4291, ::1\/128\)/,
+      { address: '::1', reason: 'loopback' },
+    ],
     ['app.test', ['127.0.0.1', '::1'], ['127.0.0.1/32'], /address ::1 is loopback/, { address: '::1' }],
-    ['meta.test', ['93.184.216.34', '::ffff:169.254.169.254'], EVERYTHING,
+    [
+      'meta.test',
+      ['93.184.216.34', '::ffff:169.254.169.254'],
+      EVERYTHING,
       /address ::ffff:169\.254\.169\.254 \(IPv4-mapped, judged as 169\.254\.169\.254\) is a cloud metadata endpoint .*169\.254\.169\.254\/32\); it is blocked for every credential, even when allow_addresses covers it/,
-      { address: '::ffff:169.254.169.254', judged_as: '169.254.169.254', reason: 'metadata' }],
-    ['10.0.0.5', ['10.0.0.5'], NONE,
-      /^address 10\.0\.0\.5 is private \(RFC 1918, 10\.0\.0\.0\/8\); a credential may reach it only if allow_addresses covers it$/, {}],
-    ['[::ffff:7f00:1]', ['::ffff:7f00:1'], NONE, /^address ::ffff:7f00:1 \(IPv4-mapped, judged as 127\.0\.0\.1\) is loopback/, {}],
+      { address: '::ffff:169.254.169.254', judged_as: '169.254.169.254', reason: 'metadata' },
+    ],
+    [
+      '10.0.0.5',
+      ['10.0.0.5'],
+      NONE,
+      /^address 10\.0\.0\.5 is private \(RFC 1918, 10\.0\.0\.0\/8\); a credential may reach it only if allow_addresses covers it$/,
+      {},
+    ],
+    [
+      '[::ffff:7f00:1]',
+      ['::ffff:7f00:1'],
+      NONE,
+      /^address ::ffff:7f00:1 \(IPv4-mapped, judged as 127\.0\.0\.1\) is loopback/,
+      {},
+    ],
   ];
   for (const [host, addresses, allow, message, detail] of refusals) {
     const label = `${host} ${addresses.join(' ')}`;
@@ -338,11 +387,23 @@ t.test('assertAllAllowed: one blocked address refuses the request', async (t) =>
 
   // A long answer is shortened in the message, not left out of the check.
   const many = Array.from({ length: 20 }, (_, i) => `93.184.216.${i + 1}`).concat(['192.168.0.1']);
-  t.throws(() => assertAllAllowed('big.test', many, NONE), { code: 'denied_address', message: /, \.\.\., and every.*192\.168\.0\.1 is private/ });
+  t.throws(() => assertAllAllowed('big.test', many, NONE), {
+    code: 'denied_address',
+    message: /, \.\.\., and every.*192\.168\.0\.1 is private/,
+  });
 
   t.throws(() => assertAllAllowed('app.test', [], NONE), /no addresses to check/, 'an empty list is a caller bug');
-  t.notOk((() => { try { assertAllAllowed('app.test', [], NONE); } catch (e) { return e instanceof Refusal; } return true; })(),
-    'and not a Refusal the agent would see as a decision');
+  t.notOk(
+    (() => {
+      try {
+        assertAllAllowed('app.test', [], NONE);
+      } catch (e) {
+        return e instanceof Refusal;
+      }
+      return true;
+    })(),
+    'and not a Refusal the agent would see as a decision',
+  );
 });
 
 // ---------------------------------------------------------------- generated from ADDRESS_TABLE
@@ -368,7 +429,8 @@ function ends(cidr: string): [ipaddr.IPv4 | ipaddr.IPv6, ipaddr.IPv4 | ipaddr.IP
     : [ipaddr.IPv6.networkAddressFromCIDR(cidr), ipaddr.IPv6.broadcastAddressFromCIDR(cidr)];
 }
 
-const text = (a: ipaddr.IPv4 | ipaddr.IPv6) => (a.kind() === 'ipv4' ? a.toString() : (a as ipaddr.IPv6).toRFC5952String());
+const text = (a: ipaddr.IPv4 | ipaddr.IPv6) =>
+  a.kind() === 'ipv4' ? a.toString() : (a as ipaddr.IPv6).toRFC5952String();
 
 t.test('every table row: its ends are blocked, its outside neighbours are not judged by it', async (t) => {
   t.ok(ADDRESS_TABLE.length >= 40, 'the table is populated');
@@ -390,27 +452,51 @@ t.test('every table row: its ends are blocked, its outside neighbours are not ju
   }
 });
 
-t.test('every overridable row opens with allow_addresses; link-local, NAT64 local-use and metadata rows never do', async (t) => {
-  const WIDE = ['0.0.0.0/0', '::/0'];
-  for (const row of ADDRESS_TABLE) {
-    const [first, last] = ends(row.cidr);
-    for (const a of [first, last]) {
-      for (const allow of [[row.cidr], WIDE]) {
-        const v = classifyAddress(text(a), allow);
-        // 2001:: (start of 2001::/23) is Teredo: judged by its client, not the row.
-        if (v.judgedAs !== text(a)) continue;
-        if (row.overridable) t.equal(v.reason, 'allowed_by_credential', `${text(a)} with ${allow.join(', ')} allowed`);
-        else t.match(v, { allowed: false, reason: mostSpecificReason(text(a)) }, `${text(a)} stays blocked with ${allow.join(', ')} allowed`);
+t.test(
+  'every overridable row opens with allow_addresses; link-local, NAT64 local-use and metadata rows never do',
+  async (t) => {
+    const WIDE = ['0.0.0.0/0', '::/0'];
+    for (const row of ADDRESS_TABLE) {
+      const [first, last] = ends(row.cidr);
+      for (const a of [first, last]) {
+        for (const allow of [[row.cidr], WIDE]) {
+          const v = classifyAddress(text(a), allow);
+          // 2001:: (start of 2001::/23) is Teredo: judged by its client, not the row.
+          if (v.judgedAs !== text(a)) continue;
+          if (row.overridable)
+            t.equal(v.reason, 'allowed_by_credential', `${text(a)} with ${allow.join(', ')} allowed`);
+          else
+            t.match(
+              v,
+              { allowed: false, reason: mostSpecificReason(text(a)) },
+              `${text(a)} stays blocked with ${allow.join(', ')} allowed`,
+            );
+        }
       }
     }
-  }
-  t.same([...new Set(ADDRESS_TABLE.filter((r) => !r.overridable).map((r) => r.reason))].sort(), ['link_local', 'metadata', 'nat64_local'],
-    'only link-local, NAT64 local-use and metadata rows are not overridable');
-  // Every address of link-local, whatever allow_addresses says.
-  for (const a of ['169.254.0.1', '169.254.0.23', '169.254.42.42', '169.254.170.23', '169.254.254.254', 'fe80::1', 'fe80::a9fe:a9fe', 'febf::1', '64:ff9b:1::a9fe:a9fe', '64:ff9b:1:abcd::1', 'fd20:ce::254']) {
-    t.equal(classifyAddress(a, WIDE).allowed, false, `${a} is blocked with every address allowed`);
-  }
-});
+    t.same(
+      [...new Set(ADDRESS_TABLE.filter((r) => !r.overridable).map((r) => r.reason))].sort(),
+      ['link_local', 'metadata', 'nat64_local'],
+      'only link-local, NAT64 local-use and metadata rows are not overridable',
+    );
+    // Every address of link-local, whatever allow_addresses says.
+    for (const a of [
+      '169.254.0.1',
+      '169.254.0.23',
+      '169.254.42.42',
+      '169.254.170.23',
+      '169.254.254.254',
+      'fe80::1',
+      'fe80::a9fe:a9fe',
+      'febf::1',
+      '64:ff9b:1::a9fe:a9fe',
+      '64:ff9b:1:abcd::1',
+      'fd20:ce::254',
+    ]) {
+      t.equal(classifyAddress(a, WIDE).allowed, false, `${a} is blocked with every address allowed`);
+    }
+  },
+);
 
 // The reason the most specific row gives an address (no allow list).
 function mostSpecificReason(a: string): string {

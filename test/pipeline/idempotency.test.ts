@@ -4,7 +4,13 @@
 // its record (dropped, expired, purged) never touches a newer record with
 // the same key.
 import t from 'tap';
-import { IdempotencyStore, IDEMPOTENCY_MAX_RECORDS, IDEMPOTENCY_TTL_MS, Lookup, Ticket } from '../../daemon/pipeline/idempotency';
+import {
+  IdempotencyStore,
+  IDEMPOTENCY_MAX_RECORDS,
+  IDEMPOTENCY_TTL_MS,
+  Lookup,
+  Ticket,
+} from '../../daemon/pipeline/idempotency';
 import { Refusal } from '../../shared/errors';
 
 function clock(start = 1_700_000_000_000): { now: () => number; at: number; advance(ms: number): void } {
@@ -37,13 +43,23 @@ t.test('same request replays, another is a conflict, an unfinished one is in pro
   const c = clock();
   const s = new IdempotencyStore(c.now);
   const tk = ticketOf(s.lookup('session:a', 'api', 'k', 'h1'));
-  t.equal(codeOf(() => s.lookup('session:a', 'api', 'k', 'h1')), 'in_progress');
-  t.equal(codeOf(() => s.lookup('session:a', 'api', 'k', 'h2')), 'idempotency_conflict', 'a different request is a conflict even while in flight');
+  t.equal(
+    codeOf(() => s.lookup('session:a', 'api', 'k', 'h1')),
+    'in_progress',
+  );
+  t.equal(
+    codeOf(() => s.lookup('session:a', 'api', 'k', 'h2')),
+    'idempotency_conflict',
+    'a different request is a conflict even while in flight',
+  );
   tk.finish(reply(7));
   const again = s.lookup('session:a', 'api', 'k', 'h1');
   t.equal(again.kind, 'replay');
   t.same(again.kind === 'replay' ? again.outcome : null, reply(7));
-  t.equal(codeOf(() => s.lookup('session:a', 'api', 'k', 'h2')), 'idempotency_conflict');
+  t.equal(
+    codeOf(() => s.lookup('session:a', 'api', 'k', 'h2')),
+    'idempotency_conflict',
+  );
   // The scope, the credential and the key each make a separate record.
   t.equal(s.lookup('session:b', 'api', 'k', 'h1').kind, 'new');
   t.equal(s.lookup('session:a', 'other', 'k', 'h1').kind, 'new');
@@ -90,7 +106,11 @@ t.test('at most 10,000 records: the oldest is dropped first', async (t) => {
   // The dropped record's late ticket does not touch the new record.
   tickets[0]!.finish(reply(123));
   tickets[0]!.abandon();
-  t.equal(codeOf(() => s.lookup('session:a', 'api', 'k0', 'h-other')), 'in_progress', 'the new k0 record is untouched by the old ticket');
+  t.equal(
+    codeOf(() => s.lookup('session:a', 'api', 'k0', 'h-other')),
+    'in_progress',
+    'the new k0 record is untouched by the old ticket',
+  );
 });
 
 t.test('a smaller bound is honoured exactly', async (t) => {
@@ -119,7 +139,10 @@ t.test('records live 24 h', async (t) => {
   // The expired record's ticket cannot overwrite or remove the new one.
   first.finish(reply(99));
   first.abandon();
-  t.equal(codeOf(() => s.lookup('session:a', 'api', 'k', 'h-other')), 'in_progress');
+  t.equal(
+    codeOf(() => s.lookup('session:a', 'api', 'k', 'h-other')),
+    'in_progress',
+  );
   c.advance(IDEMPOTENCY_TTL_MS);
   t.equal(s.lookup('session:a', 'api', 'later', 'h-x').kind, 'new', 'the younger one expires in its turn');
 });
@@ -131,7 +154,11 @@ t.test('an in-flight record also expires after 24 h', async (t) => {
   c.advance(IDEMPOTENCY_TTL_MS);
   const fresh = ticketOf(s.lookup('p', 'api', 'k', 'h'));
   stuck.finish(reply(1));
-  t.equal(codeOf(() => s.lookup('p', 'api', 'k', 'h')), 'in_progress', 'the stale ticket did not finish the fresh record');
+  t.equal(
+    codeOf(() => s.lookup('p', 'api', 'k', 'h')),
+    'in_progress',
+    'the stale ticket did not finish the fresh record',
+  );
   fresh.finish(reply(2));
   const r = s.lookup('p', 'api', 'k', 'h');
   t.same(r.kind === 'replay' ? r.outcome : null, reply(2));
@@ -147,7 +174,11 @@ t.test('purge: one scope on session end, everything on lock', async (t) => {
   t.equal(s.size, 2);
   t.equal(s.lookup('session:a', 'api', 'k', 'other').kind, 'new', "session a's record is gone");
   inFlight.finish(reply(4));
-  t.equal(s.lookup('session:a', 'api', 'k2', 'other').kind, 'new', 'a purged in-flight record does not come back when its request ends');
+  t.equal(
+    s.lookup('session:a', 'api', 'k2', 'other').kind,
+    'new',
+    'a purged in-flight record does not come back when its request ends',
+  );
   t.equal(s.lookup('session:b', 'api', 'k', 'h').kind, 'replay', "session b's record stays");
   s.purgeAll();
   t.equal(s.size, 0);

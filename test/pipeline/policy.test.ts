@@ -3,7 +3,10 @@
 // requests go through the real validator, as in the daemon.
 import t from 'tap';
 import {
-  checkPolicy, checkHeadersForCredential, checkQueryForCredential, pathPatternMatches,
+  checkPolicy,
+  checkHeadersForCredential,
+  checkQueryForCredential,
+  pathPatternMatches,
 } from '../../daemon/pipeline/policy';
 import { validateHttpRequest, HttpRequest } from '../../daemon/pipeline/validate';
 import { validateDefinition, HttpCredentialDef } from '../../shared/credential';
@@ -12,7 +15,11 @@ import { Refusal } from '../../shared/errors';
 const LIMITS = { maxRequestBody: 1 << 20, maxTimeout: 600_000 };
 
 function http(def: Record<string, unknown>): HttpCredentialDef {
-  const d = validateDefinition({ kind: 'http', inject: { header: 'Authorization', template: 'Bearer {secret}' }, ...def });
+  const d = validateDefinition({
+    kind: 'http',
+    inject: { header: 'Authorization', template: 'Bearer {secret}' },
+    ...def,
+  });
   if (d.kind !== 'http') throw new Error('not http');
   return d;
 }
@@ -38,7 +45,16 @@ function refusal(fn: () => unknown): Refusal {
 // The SPEC §4 example.
 const github = http({
   name: 'github',
-  allow: [{ host: 'api.github.com', schemes: ['https'], ports: [443], methods: ['GET', 'POST'], paths: ['/repos/acme/app/*'], approve: 'each-use' }],
+  allow: [
+    {
+      host: 'api.github.com',
+      schemes: ['https'],
+      ports: [443],
+      methods: ['GET', 'POST'],
+      paths: ['/repos/acme/app/*'],
+      approve: 'each-use',
+    },
+  ],
 });
 const wildcard = http({ name: 'wild', allow: [{ host: '*.example.com' }] });
 const literal4 = http({ name: 'local', allow: [{ host: '127.0.0.1', schemes: ['http'], ports: [8080] }] });
@@ -46,7 +62,13 @@ const literal6 = http({ name: 'v6', allow: [{ host: '[2001:db8::1]', schemes: ['
 const named = http({ name: 'named', allow: [{ host: 'localhost', schemes: ['http'], ports: [8080] }] });
 const paths = http({
   name: 'paths',
-  allow: [{ host: 'api.example.com', methods: ['GET', 'DELETE'], paths: ['/repos/*/issues', '/exact', '/a+b', '/a.b', '/x/*/y/*/z', '/files/*.txt'] }],
+  allow: [
+    {
+      host: 'api.example.com',
+      methods: ['GET', 'DELETE'],
+      paths: ['/repos/*/issues', '/exact', '/a+b', '/a.b', '/x/*/y/*/z', '/files/*.txt'],
+    },
+  ],
 });
 const both = http({ name: 'both', allow: [{ host: 'api.example.com', schemes: ['http', 'https'] }] });
 
@@ -189,11 +211,27 @@ t.test('the strictest approve of the covering rules applies', async (t) => {
       { host: '*.example.com', paths: ['/admin/*'], approve: 'each-use' },
     ],
   });
-  t.same(checkPolicy(mixed, req('GET', 'https://api.example.com/x')), { rule: mixed.allow[0], ruleIndex: 0, approve: 'session' });
-  t.same(checkPolicy(mixed, req('GET', 'https://api.example.com/admin/x')), { rule: mixed.allow[1], ruleIndex: 1, approve: 'each-use' });
-  t.same(checkPolicy(mixed, req('GET', 'https://b.example.com/admin/x')), { rule: mixed.allow[2], ruleIndex: 2, approve: 'each-use' });
+  t.same(checkPolicy(mixed, req('GET', 'https://api.example.com/x')), {
+    rule: mixed.allow[0],
+    ruleIndex: 0,
+    approve: 'session',
+  });
+  t.same(checkPolicy(mixed, req('GET', 'https://api.example.com/admin/x')), {
+    rule: mixed.allow[1],
+    ruleIndex: 1,
+    approve: 'each-use',
+  });
+  t.same(checkPolicy(mixed, req('GET', 'https://b.example.com/admin/x')), {
+    rule: mixed.allow[2],
+    ruleIndex: 2,
+    approve: 'each-use',
+  });
   const strictCred = http({ name: 'strict', approve: 'each-use', allow: [{ host: 'api.example.com' }] });
-  t.equal(checkPolicy(strictCred, req('GET', 'https://api.example.com/')).approve, 'each-use', "the credential's approve counts");
+  t.equal(
+    checkPolicy(strictCred, req('GET', 'https://api.example.com/')).approve,
+    'each-use',
+    "the credential's approve counts",
+  );
 });
 
 t.test('path patterns: * matches anything including "/", the rest is literal', async (t) => {
@@ -225,7 +263,11 @@ t.test('path patterns: * matches anything including "/", the rest is literal', a
 });
 
 t.test('headers against the credential: the injected header, Authorization for Basic', async (t) => {
-  const apiKey = http({ name: 'apikey', inject: { header: 'X-Api-Key', template: '{secret}' }, allow: [{ host: 'api.example.com' }] });
+  const apiKey = http({
+    name: 'apikey',
+    inject: { header: 'X-Api-Key', template: '{secret}' },
+    allow: [{ host: 'api.example.com' }],
+  });
   const basic = http({ name: 'basic', inject: { basic_user: 'me' }, allow: [{ host: 'api.example.com' }] });
   const query = http({ name: 'query', inject: { query: 'api_key' }, allow: [{ host: 'api.example.com' }] });
   const url = 'https://api.example.com/';
@@ -245,24 +287,57 @@ t.test('headers against the credential: the injected header, Authorization for B
     t.match(e.message, `header "${name.toLowerCase()}" may not be sent: `, `${def.name} ${name}`);
     t.match(e.message, /; remove it$/);
   }
-  t.match(refusal(() => checkHeadersForCredential(req('GET', url, { 'x-api-key': 'k' }), apiKey)).message, /credential apikey injects its secret into it/);
-  t.match(refusal(() => checkHeadersForCredential(req('GET', url, { Authorization: 'k' }), basic)).message, /credential basic sends its secret as HTTP Basic/);
+  t.match(
+    refusal(() => checkHeadersForCredential(req('GET', url, { 'x-api-key': 'k' }), apiKey)).message,
+    /credential apikey injects its secret into it/,
+  );
+  t.match(
+    refusal(() => checkHeadersForCredential(req('GET', url, { Authorization: 'k' }), basic)).message,
+    /credential basic sends its secret as HTTP Basic/,
+  );
   // Allowed: what this credential does not inject into.
-  t.same(checkHeadersForCredential(req('GET', url, { Authorization: 'Bearer mine' }), apiKey), [['authorization', 'Bearer mine']]);
-  t.same(checkHeadersForCredential(req('GET', url, { Authorization: 'Bearer mine' }), query), [['authorization', 'Bearer mine']]);
+  t.same(checkHeadersForCredential(req('GET', url, { Authorization: 'Bearer mine' }), apiKey), [
+    ['authorization', 'Bearer mine'],
+  ]);
+  t.same(checkHeadersForCredential(req('GET', url, { Authorization: 'Bearer mine' }), query), [
+    ['authorization', 'Bearer mine'],
+  ]);
   t.same(checkHeadersForCredential(req('GET', url, { 'X-Api-Key': 'k' }), basic), [['x-api-key', 'k']]);
-  t.same(checkHeadersForCredential(req('GET', url, { Accept: 'a', 'X-Api-Key-Id': '1' }), apiKey), [['accept', 'a'], ['x-api-key-id', '1']]);
+  t.same(checkHeadersForCredential(req('GET', url, { Accept: 'a', 'X-Api-Key-Id': '1' }), apiKey), [
+    ['accept', 'a'],
+    ['x-api-key-id', '1'],
+  ]);
 });
 
 t.test('the query injection form: the agent may not send that parameter', async (t) => {
   const query = http({ name: 'query', inject: { query: 'api_key' }, allow: [{ host: 'api.example.com' }] });
-  for (const q of ['?api_key=x', '?API_KEY=x', '?api%5Fkey=x', '?api%5fkey=x', '?a=1&api_key', '?a=1;api_key=2', '?api_key[]=x', '?api_key%5B0%5D=x', '?api_key=']) {
+  for (const q of [
+    '?api_key=x',
+    '?API_KEY=x',
+    '?api%5Fkey=x',
+    '?api%5fkey=x',
+    '?a=1&api_key',
+    '?a=1;api_key=2',
+    '?api_key[]=x',
+    '?api_key%5B0%5D=x',
+    '?api_key=',
+  ]) {
     const e = refusal(() => checkQueryForCredential(req('GET', `https://api.example.com/x${q}`), query));
     t.equal(e.code, 'bad_request', q);
-    t.match(e.message, /^url query parameter "api_key" may not be sent: credential query injects its secret into it; remove it/, q);
+    t.match(
+      e.message,
+      /^url query parameter "api_key" may not be sent: credential query injects its secret into it; remove it/,
+      q,
+    );
   }
   for (const q of ['', '?', '?api_keyx=1', '?x=api_key', '?xapi_key=1', '?a=%zz']) {
-    t.doesNotThrow(() => checkQueryForCredential(req('GET', `https://api.example.com/x${q.replace('%zz', '%25zz')}`), query), q);
+    t.doesNotThrow(
+      () => checkQueryForCredential(req('GET', `https://api.example.com/x${q.replace('%zz', '%25zz')}`), query),
+      q,
+    );
   }
-  t.doesNotThrow(() => checkQueryForCredential(req('GET', 'https://api.example.com/x?api_key=1'), github), 'other forms: no check');
+  t.doesNotThrow(
+    () => checkQueryForCredential(req('GET', 'https://api.example.com/x?api_key=1'), github),
+    'other forms: no check',
+  );
 });

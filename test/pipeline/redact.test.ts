@@ -21,38 +21,56 @@ const SB = Buffer.from(S, 'utf8');
 const INJECTED = `Bearer ${S}`;
 
 function redactor(...needles: string[]): Redactor {
-  const r = buildRedactor(needles.map((n) => Buffer.from(n, 'utf8')), LABEL);
+  const r = buildRedactor(
+    needles.map((n) => Buffer.from(n, 'utf8')),
+    LABEL,
+  );
   if (!r) throw new Error('no redactor');
   return r;
 }
 
-const pctAll = (b: Buffer, upper: boolean): string => [...b].map((c) => {
-  const h = c.toString(16).padStart(2, '0');
-  return `%${upper ? h.toUpperCase() : h}`;
-}).join('');
-const uAll = (b: Buffer, upper: boolean): string => [...b].map((c) => {
-  const h = c.toString(16).padStart(4, '0');
-  return `\\u${upper ? h.toUpperCase() : h}`;
-}).join('');
+const pctAll = (b: Buffer, upper: boolean): string =>
+  [...b]
+    .map((c) => {
+      const h = c.toString(16).padStart(2, '0');
+      return `%${upper ? h.toUpperCase() : h}`;
+    })
+    .join('');
+const uAll = (b: Buffer, upper: boolean): string =>
+  [...b]
+    .map((c) => {
+      const h = c.toString(16).padStart(4, '0');
+      return `\\u${upper ? h.toUpperCase() : h}`;
+    })
+    .join('');
 const jsonInner = (s: string): string => JSON.stringify(s).slice(1, -1);
-const hex2 = (c: number, upper = false): string => c.toString(16).padStart(2, '0')[upper ? 'toUpperCase' : 'toLowerCase']();
+const hex2 = (c: number, upper = false): string =>
+  c.toString(16).padStart(2, '0')[upper ? 'toUpperCase' : 'toLowerCase']();
 // Per character (code point) or per byte, one escape each.
-const htmlDec = (s: string, zeros = 0): string => [...s].map((c) => `&#${'0'.repeat(zeros)}${c.codePointAt(0)};`).join('');
-const htmlHex = (s: string, x: 'x' | 'X', upper: boolean, width = 0): string => [...s].map((c) => {
-  const h = (c.codePointAt(0) as number).toString(16).padStart(width, '0');
-  return `&#${x}${upper ? h.toUpperCase() : h};`;
-}).join('');
+const htmlDec = (s: string, zeros = 0): string =>
+  [...s].map((c) => `&#${'0'.repeat(zeros)}${c.codePointAt(0)};`).join('');
+const htmlHex = (s: string, x: 'x' | 'X', upper: boolean, width = 0): string =>
+  [...s]
+    .map((c) => {
+      const h = (c.codePointAt(0) as number).toString(16).padStart(width, '0');
+      return `&#${x}${upper ? h.toUpperCase() : h};`;
+    })
+    .join('');
 const xAll = (b: Buffer, upper: boolean): string => [...b].map((c) => `\\x${hex2(c, upper)}`).join('');
 const pct2All = (b: Buffer, upper: boolean): string => [...b].map((c) => `%25${hex2(c, upper)}`).join('');
 // What an HTML escaper leaves: letters and digits raw, the rest as references.
-const htmlPartly = (s: string): string => [...s].map((c) => (/[A-Za-z0-9]/.test(c) ? c : `&#${c.codePointAt(0)};`)).join('');
+const htmlPartly = (s: string): string =>
+  [...s].map((c) => (/[A-Za-z0-9]/.test(c) ? c : `&#${c.codePointAt(0)};`)).join('');
 // Each byte its own way, in turn: raw, %XX, %25XX, \xXX, \u00XX, &#NN;,
 // &#xNN; (the last three stand for characters, so only for ASCII bytes).
-const mixed = (b: Buffer, shift = 0): string => [...b].map((c, i) => {
-  const ways = [String.fromCharCode(c), `%${hex2(c, true)}`, `%25${hex2(c)}`, `\\x${hex2(c)}`];
-  if (c < 0x80) ways.push(`\\u00${hex2(c, true)}`, `&#${c};`, `&#x${hex2(c)};`);
-  return ways[(i + shift) % ways.length] as string;
-}).join('');
+const mixed = (b: Buffer, shift = 0): string =>
+  [...b]
+    .map((c, i) => {
+      const ways = [String.fromCharCode(c), `%${hex2(c, true)}`, `%25${hex2(c)}`, `\\x${hex2(c)}`];
+      if (c < 0x80) ways.push(`\\u00${hex2(c, true)}`, `&#${c};`, `&#x${hex2(c)};`);
+      return ways[(i + shift) % ways.length] as string;
+    })
+    .join('');
 const utf16le = (s: string): string => Buffer.from(s, 'utf16le').toString('latin1');
 const utf16be = (s: string): string => Buffer.from(s, 'utf16le').swap16().toString('latin1');
 
@@ -67,17 +85,26 @@ const WHOLE: [string, string][] = [
   ['percent-encoded, every byte, upper case', pctAll(SB, true)],
   ['percent-encoded, every byte, mixed case', pctAll(SB, true).replace(/%2F/g, '%2f')],
   ['percent-encoded, partly (encodeURIComponent)', encodeURIComponent(S)],
-  ['percent-encoded, one byte in two', [...SB].map((c, i) => (i % 2 ? `%${c.toString(16).padStart(2, '0')}` : String.fromCharCode(c))).join('')],
+  [
+    'percent-encoded, one byte in two',
+    [...SB].map((c, i) => (i % 2 ? `%${c.toString(16).padStart(2, '0')}` : String.fromCharCode(c))).join(''),
+  ],
   ['form-encoded (space as +)', new URLSearchParams({ k: S }).toString().slice(2)],
   ['JSON string (\\" and \\\\)', jsonInner(S)],
   ['JSON, every character \\u-escaped, lower case', uAll(SB, false)],
   ['JSON, every character \\u-escaped, upper case', uAll(SB, true)],
   ['JSON with \\/', jsonInner(S).replace(/\//g, '\\/')],
-  ['JSON, some characters \\u-escaped', [...S].map((c, i) => (i % 3 === 0 ? uAll(Buffer.from(c), false) : jsonInner(c))).join('')],
+  [
+    'JSON, some characters \\u-escaped',
+    [...S].map((c, i) => (i % 3 === 0 ? uAll(Buffer.from(c), false) : jsonInner(c))).join(''),
+  ],
   ['hex, percent-encoded', pctAll(Buffer.from(SB.toString('hex')), false)],
   ['percent-encoded twice, every byte, lower case', pct2All(SB, false)],
   ['percent-encoded twice, every byte, upper case', pct2All(SB, true)],
-  ['percent-encoded twice, raw and once in turn', [...SB].map((c, i) => [String.fromCharCode(c), `%${hex2(c)}`, `%25${hex2(c, true)}`][i % 3]).join('')],
+  [
+    'percent-encoded twice, raw and once in turn',
+    [...SB].map((c, i) => [String.fromCharCode(c), `%${hex2(c)}`, `%25${hex2(c, true)}`][i % 3]).join(''),
+  ],
   ['\\x, every byte, lower case', xAll(SB, false)],
   ['\\x, every byte, upper case', xAll(SB, true)],
   ['\\x, one byte in two', [...SB].map((c, i) => (i % 2 ? `\\x${hex2(c)}` : String.fromCharCode(c))).join('')],
@@ -169,18 +196,35 @@ function base32Decode(s: string): Buffer {
 
 const RADIXES: Radix[] = [
   {
-    name: 'base64', bits: 6, group: 3, encode: (b) => b.toString('base64'), decode: (s) => Buffer.from(s, 'base64'),
-    variants: [['padded', (s) => s], ['unpadded', (s) => s.replace(/=+$/, '')], ['url', (s) => s.replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '')]],
+    name: 'base64',
+    bits: 6,
+    group: 3,
+    encode: (b) => b.toString('base64'),
+    decode: (s) => Buffer.from(s, 'base64'),
+    variants: [
+      ['padded', (s) => s],
+      ['unpadded', (s) => s.replace(/=+$/, '')],
+      ['url', (s) => s.replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '')],
+    ],
   },
   {
-    name: 'base32', bits: 5, group: 5, encode: base32, decode: base32Decode,
-    variants: [['padded', (s) => s], ['unpadded', (s) => s.replace(/=+$/, '')], ['lower case', (s) => s.toLowerCase()]],
+    name: 'base32',
+    bits: 5,
+    group: 5,
+    encode: base32,
+    decode: base32Decode,
+    variants: [
+      ['padded', (s) => s],
+      ['unpadded', (s) => s.replace(/=+$/, '')],
+      ['lower case', (s) => s.toLowerCase()],
+    ],
   },
 ];
 
 // Printable bytes, and bytes above ASCII around them.
 const secretOf = (n: number): Buffer => Buffer.from(Array.from({ length: n }, (_, i) => 0x21 + ((i * 37 + 11) % 94)));
-const around = (n: number, seed: number): Buffer => Buffer.from(Array.from({ length: n }, (_, i) => 0x80 + ((i * 53 + seed * 29) % 128)));
+const around = (n: number, seed: number): Buffer =>
+  Buffer.from(Array.from({ length: n }, (_, i) => 0x80 + ((i * 53 + seed * 29) % 128)));
 
 // The bytes wholly carried by the characters from index `from` on of an
 // encoding (realigned to their group, then the bytes that began before
@@ -193,38 +237,51 @@ function decodableFrom(rx: Radix, right: string, from: number): Buffer {
 }
 
 for (const rx of RADIXES) {
-  t.test(`${rx.name}: every character carrying a bit of the secret is replaced, nothing decodable is left`, async (t) => {
-    let cases = 0;
-    for (let n = 12; n < 12 + rx.group; n++) {
-      const secret = secretOf(n);
-      const r = buildRedactor([secret], LABEL) as Redactor;
-      for (let p = 0; p <= rx.group + 1; p++) {
-        for (let q = 0; q <= rx.group + 1; q++) {
-          const full = rx.encode(Buffer.concat([around(p, n), secret, around(q, n + 1)]));
-          for (const [variant, shape] of rx.variants) {
-            const enc = shape(full);
-            const label = `${variant}, ${n} bytes, ${p} before, ${q} after`;
-            const out = redact(r, Buffer.from(`=${enc};`)).data.toString('latin1');
-            cases += 1;
-            const [left, right] = out.slice(1, -1).split(MARK) as [string, string | undefined];
-            if (right === undefined || !enc.startsWith(left) || !enc.endsWith(right)) {
-              t.fail(`${label}: one mark, the rest as it was: ${out}`);
-              continue;
+  t.test(
+    `${rx.name}: every character carrying a bit of the secret is replaced, nothing decodable is left`,
+    async (t) => {
+      let cases = 0;
+      for (let n = 12; n < 12 + rx.group; n++) {
+        const secret = secretOf(n);
+        const r = buildRedactor([secret], LABEL) as Redactor;
+        for (let p = 0; p <= rx.group + 1; p++) {
+          for (let q = 0; q <= rx.group + 1; q++) {
+            const full = rx.encode(Buffer.concat([around(p, n), secret, around(q, n + 1)]));
+            for (const [variant, shape] of rx.variants) {
+              const enc = shape(full);
+              const label = `${variant}, ${n} bytes, ${p} before, ${q} after`;
+              const out = redact(r, Buffer.from(`=${enc};`)).data.toString('latin1');
+              cases += 1;
+              const [left, right] = out.slice(1, -1).split(MARK) as [string, string | undefined];
+              if (right === undefined || !enc.startsWith(left) || !enc.endsWith(right)) {
+                t.fail(`${label}: one mark, the rest as it was: ${out}`);
+                continue;
+              }
+              const leak = [...rx.decode(left), ...decodableFrom(rx, right, enc.length - right.length)].filter(
+                (b) => b < 0x80,
+              );
+              if (leak.length > 0)
+                t.fail(
+                  `${label}: secret bytes decodable beside the mark: ${JSON.stringify(Buffer.from(leak).toString('latin1'))}`,
+                );
+              // Exactly from the first character with a secret bit to the
+              // last; with nothing after the secret, the padding goes too.
+              const first = Math.floor((p * 8) / rx.bits);
+              const end = q === 0 ? enc.length : Math.ceil(((p + n) * 8) / rx.bits);
+              if (out !== `=${enc.slice(0, first)}${MARK}${enc.slice(end)};`)
+                t.equal(
+                  out,
+                  `=${enc.slice(0, first)}${MARK}${enc.slice(end)};`,
+                  `${label}: replaced from character ${first} to ${end}`,
+                );
             }
-            const leak = [...rx.decode(left), ...decodableFrom(rx, right, enc.length - right.length)].filter((b) => b < 0x80);
-            if (leak.length > 0) t.fail(`${label}: secret bytes decodable beside the mark: ${JSON.stringify(Buffer.from(leak).toString('latin1'))}`);
-            // Exactly from the first character with a secret bit to the
-            // last; with nothing after the secret, the padding goes too.
-            const first = Math.floor((p * 8) / rx.bits);
-            const end = q === 0 ? enc.length : Math.ceil(((p + n) * 8) / rx.bits);
-            if (out !== `=${enc.slice(0, first)}${MARK}${enc.slice(end)};`) t.equal(out, `=${enc.slice(0, first)}${MARK}${enc.slice(end)};`, `${label}: replaced from character ${first} to ${end}`);
           }
         }
+        r.wipe();
       }
-      r.wipe();
-    }
-    t.pass(`${cases} encodings, each replaced exactly from its first secret bit to its last, padding included`);
-  });
+      t.pass(`${cases} encodings, each replaced exactly from its first secret bit to its last, padding included`);
+    },
+  );
 }
 
 t.test('the edge check can fail: the part made of whole groups alone leaves secret bytes decodable', async (t) => {
@@ -233,9 +290,16 @@ t.test('the edge check can fail: the part made of whole groups alone leaves secr
   const secret = secretOf(13);
   const enc = Buffer.concat([around(1, 0), secret, around(2, 1)]).toString('base64');
   const left = enc.slice(0, 4);
-  t.same([...RADIXES[0]!.decode(left)].filter((b) => b < 0x80), [...secret.subarray(0, 2)], 'the group before the stable part decodes to secret bytes');
+  t.same(
+    [...RADIXES[0]!.decode(left)].filter((b) => b < 0x80),
+    [...secret.subarray(0, 2)],
+    'the group before the stable part decodes to secret bytes',
+  );
   const right = enc.slice(Math.floor((1 + 13) / 3) * 4);
-  t.ok([...decodableFrom(RADIXES[0]!, right, Math.floor((1 + 13) / 3) * 4)].some((b) => b < 0x80), 'so does the group after it');
+  t.ok(
+    [...decodableFrom(RADIXES[0]!, right, Math.floor((1 + 13) / 3) * 4)].some((b) => b < 0x80),
+    'so does the group after it',
+  );
 });
 
 t.test('base32 at the five alignments, escaped and partly percent-encoded', async (t) => {
@@ -263,8 +327,16 @@ t.test('non-ASCII characters: HTML references of the code point, \\x and %25 of 
   const forms: [string, string][] = [
     ['HTML decimal references of every code point', htmlDec(U)],
     ['HTML hex references of every code point', htmlHex(U, 'x', true)],
-    ['HTML references of the non-ASCII characters only', [...U].map((c) => (c.codePointAt(0)! > 0x7f ? `&#${c.codePointAt(0)};` : c)).join('')],
-    ['HTML references and raw UTF-8 in turn', [...U].map((c, i) => (i % 2 ? `&#x${c.codePointAt(0)!.toString(16)};` : Buffer.from(c).toString('latin1'))).join('')],
+    [
+      'HTML references of the non-ASCII characters only',
+      [...U].map((c) => (c.codePointAt(0)! > 0x7f ? `&#${c.codePointAt(0)};` : c)).join(''),
+    ],
+    [
+      'HTML references and raw UTF-8 in turn',
+      [...U]
+        .map((c, i) => (i % 2 ? `&#x${c.codePointAt(0)!.toString(16)};` : Buffer.from(c).toString('latin1')))
+        .join(''),
+    ],
     ['\\x of every byte', xAll(UB, false)],
     ['%25 of every byte', pct2All(UB, true)],
     ['every escape, mixed', mixed(UB)],
@@ -275,7 +347,11 @@ t.test('non-ASCII characters: HTML references of the code point, \\x and %25 of 
   for (const [what, form] of forms) {
     const data = Buffer.from(`<${form}>`, 'latin1');
     const out = redact(r, data);
-    t.equal(out.data.toString('latin1'), what.includes('mark') ? `<\xff\xfe${MARK}>` : `<${MARK}>`, `${what}: replaced exactly`);
+    t.equal(
+      out.data.toString('latin1'),
+      what.includes('mark') ? `<\xff\xfe${MARK}>` : `<${MARK}>`,
+      `${what}: replaced exactly`,
+    );
     t.equal(out.count, 1, `${what}: once`);
     t.not(exposures(data, U).length, 0, `${what}: the detector sees it`);
     t.same(exposures(out.data, U), [], `${what}: nothing left`);
@@ -332,7 +408,13 @@ t.test('\\x, %25 and UTF-16: near misses are left as they are', async (t) => {
   // One byte changed, wherever it is, under each new escape.
   const flip = (i: number): string => S.slice(0, i) + String.fromCharCode(S.charCodeAt(i) ^ 0x01) + S.slice(i + 1);
   for (let i = 0; i < S.length; i++) {
-    for (const text of [htmlDec(flip(i)), xAll(Buffer.from(flip(i)), true), pct2All(Buffer.from(flip(i)), false), mixed(Buffer.from(flip(i))), utf16be(flip(i))]) {
+    for (const text of [
+      htmlDec(flip(i)),
+      xAll(Buffer.from(flip(i)), true),
+      pct2All(Buffer.from(flip(i)), false),
+      mixed(Buffer.from(flip(i))),
+      utf16be(flip(i)),
+    ]) {
       const out = redact(r, Buffer.from(text, 'latin1'));
       if (out.count !== 0) t.fail(`byte ${i} changed, redacted: ${text}`);
     }
@@ -342,7 +424,13 @@ t.test('\\x, %25 and UTF-16: near misses are left as they are', async (t) => {
 
 t.test('a secret that looks like escapes is found raw, and escaped', async (t) => {
   // Each secret, and what its escapes stand for.
-  for (const [secret, meaning] of [['Z%41x%2541q', 'ZAx%41q'], ['Z\\x41\\u0042q', 'ZABq'], ['Z&#65;&amp;q', 'ZA&q'], ['%41%42%43', 'ABC'], ['&#x41;&#66;', 'AB']] as [string, string][]) {
+  for (const [secret, meaning] of [
+    ['Z%41x%2541q', 'ZAx%41q'],
+    ['Z\\x41\\u0042q', 'ZABq'],
+    ['Z&#65;&amp;q', 'ZA&q'],
+    ['%41%42%43', 'ABC'],
+    ['&#x41;&#66;', 'AB'],
+  ] as [string, string][]) {
     const r = redactor(secret);
     for (const [what, text] of [
       ['raw', secret],
@@ -354,7 +442,11 @@ t.test('a secret that looks like escapes is found raw, and escaped', async (t) =
       const out = redact(r, Buffer.from(`(${text})`));
       t.equal(out.data.toString(), `(${MARK})`, `${JSON.stringify(secret)} ${what}`);
     }
-    t.equal(redact(r, Buffer.from(`(${meaning})`)).count, 0, `${JSON.stringify(secret)}: what its escapes stand for is another text`);
+    t.equal(
+      redact(r, Buffer.from(`(${meaning})`)).count,
+      0,
+      `${JSON.stringify(secret)}: what its escapes stand for is another text`,
+    );
   }
 });
 
@@ -380,11 +472,19 @@ t.test('the whole injected value wins over the secret inside it', async (t) => {
   // The longest form can be written with the longest escape of every byte,
   // and still fits in maxMatchLength (what is read beyond the cap).
   const longest = htmlHex(Buffer.from(INJECTED).toString('hex'), 'x', false, MAX_REF_DIGITS);
-  t.ok(r.maxMatchLength >= longest.length, `maxMatchLength covers the hex of the injected value, every byte as an HTML reference of ${MAX_REF_DIGITS} digits`);
+  t.ok(
+    r.maxMatchLength >= longest.length,
+    `maxMatchLength covers the hex of the injected value, every byte as an HTML reference of ${MAX_REF_DIGITS} digits`,
+  );
   out = redact(r, Buffer.from(longest));
   t.equal(out.data.toString(), MARK, 'that longest spelling is found');
-  const wrapped = (Buffer.from(INJECTED).toString('base64').match(/./g) as string[]).map((c) => `&#x${'0'.repeat(MAX_REF_DIGITS - 2)}${hex2(c.charCodeAt(0))};`).join('\\r\\n');
-  t.ok(r.maxMatchLength >= wrapped.length, 'and base64 with every character so escaped and a JSON \\r\\n between any two');
+  const wrapped = (Buffer.from(INJECTED).toString('base64').match(/./g) as string[])
+    .map((c) => `&#x${'0'.repeat(MAX_REF_DIGITS - 2)}${hex2(c.charCodeAt(0))};`)
+    .join('\\r\\n');
+  t.ok(
+    r.maxMatchLength >= wrapped.length,
+    'and base64 with every character so escaped and a JSON \\r\\n between any two',
+  );
   out = redact(r, Buffer.from(wrapped));
   t.equal(out.data.toString(), MARK, 'that spelling is found too');
 });
@@ -401,7 +501,11 @@ t.test('occurrences: adjacent, overlapping, many', async (t) => {
   const P = 'abcabcab';
   const rp = redactor(P);
   out = redact(rp, Buffer.from('abcabcabcab'));
-  t.equal(out.data.toString(), `${MARK}cab`, 'overlapping occurrences: the first is replaced, what is left holds no whole secret');
+  t.equal(
+    out.data.toString(),
+    `${MARK}cab`,
+    'overlapping occurrences: the first is replaced, what is left holds no whole secret',
+  );
   t.equal(out.count, 1);
   const many = Array.from({ length: 500 }, (_, i) => (i % 2 ? S : SB.toString('hex'))).join(',');
   out = redact(r, Buffer.from(many));
@@ -413,16 +517,28 @@ t.test('non-ASCII secrets: bytes, JSON \\u escapes of the code points, percent',
   const U = 'pässwörd-€-😀-Ω7';
   const UB = Buffer.from(U, 'utf8');
   const r = redactor(U);
-  const jsonEscaped = (upper: boolean): string => JSON.stringify(U).slice(1, -1).replace(/[^\x20-\x7e]/g, (c) => {
-    const h = c.charCodeAt(0).toString(16).padStart(4, '0');
-    return `\\u${upper ? h.toUpperCase() : h}`;
-  });
+  const jsonEscaped = (upper: boolean): string =>
+    JSON.stringify(U)
+      .slice(1, -1)
+      .replace(/[^\x20-\x7e]/g, (c) => {
+        const h = c.charCodeAt(0).toString(16).padStart(4, '0');
+        return `\\u${upper ? h.toUpperCase() : h}`;
+      });
   t.match(jsonEscaped(false), /\\ud83d\\ude00/, 'the emoji is written as a surrogate pair');
   const forms: [string, Buffer][] = [
     ['UTF-8 bytes', UB],
     ['JSON \\u escapes, lower case', Buffer.from(jsonEscaped(false))],
     ['JSON \\u escapes, upper case', Buffer.from(jsonEscaped(true))],
-    ['every character \\u-escaped', Buffer.from([...U].map((c) => [...Array(c.length).keys()].map((k) => `\\u${c.charCodeAt(k).toString(16).padStart(4, '0')}`).join('')).join(''))],
+    [
+      'every character \\u-escaped',
+      Buffer.from(
+        [...U]
+          .map((c) =>
+            [...Array(c.length).keys()].map((k) => `\\u${c.charCodeAt(k).toString(16).padStart(4, '0')}`).join(''),
+          )
+          .join(''),
+      ),
+    ],
     ['percent-encoded UTF-8', Buffer.from(encodeURIComponent(U))],
     ['percent-encoded UTF-8, lower case', Buffer.from(encodeURIComponent(U).toLowerCase())],
     ['hex', Buffer.from(UB.toString('hex'))],
@@ -448,7 +564,11 @@ t.test(`needles shorter than ${MIN_NEEDLE} bytes are not searched`, async (t) =>
   t.equal(out.data.toString(), `abc ${MARK} abc`, 'the 4-byte needle is searched, the 3-byte one is not');
   t.equal(out.count, 1);
   const none = redact(null, Buffer.from('0123456789'), 4);
-  t.same({ data: none.data.toString(), count: none.count, cut: none.cut }, { data: '0123', count: 0, cut: true }, 'no redactor: only the cut');
+  t.same(
+    { data: none.data.toString(), count: none.count, cut: none.cut },
+    { data: '0123', count: 0, cut: true },
+    'no redactor: only the cut',
+  );
 });
 
 t.test('the cut is in input positions', async (t) => {
@@ -459,23 +579,39 @@ t.test('the cut is in input positions', async (t) => {
     const o = redact(r, Buffer.from(input, 'latin1'), cut);
     return { text: o.data.toString('latin1'), count: o.count, cut: o.cut };
   };
-  t.same(run(fill(150, 'a')), { text: fill(100, 'a'), count: 0, cut: true }, 'no occurrence: the first bytes up to the cut');
+  t.same(
+    run(fill(150, 'a')),
+    { text: fill(100, 'a'), count: 0, cut: true },
+    'no occurrence: the first bytes up to the cut',
+  );
   t.same(run(fill(100, 'a')), { text: fill(100, 'a'), count: 0, cut: false }, 'exactly the cut: not cut');
   t.same(run(fill(40, 'a') + S), { text: fill(40, 'a') + MARK, count: 1, cut: false }, 'an occurrence within the cut');
   // An occurrence that starts before the cut and ends beyond it is replaced
   // whole: no leading part of the secret is returned.
   for (const before of [1, 5, S.length - 1]) {
     const got = run(fill(CUT - before, 'a') + S + fill(50, 'b'));
-    t.same(got, { text: (fill(CUT - before, 'a') + MARK).slice(0, CUT), count: 1, cut: true }, `straddling the cut, ${before} byte(s) before it`);
+    t.same(
+      got,
+      { text: (fill(CUT - before, 'a') + MARK).slice(0, CUT), count: 1, cut: true },
+      `straddling the cut, ${before} byte(s) before it`,
+    );
   }
-  t.same(run(fill(CUT, 'a') + S), { text: fill(CUT, 'a'), count: 0, cut: true }, 'an occurrence starting at the cut is left out, not counted');
+  t.same(
+    run(fill(CUT, 'a') + S),
+    { text: fill(CUT, 'a'), count: 0, cut: true },
+    'an occurrence starting at the cut is left out, not counted',
+  );
   // Many occurrences, each longer than its mark: the output shrinks, but
   // nothing from beyond input position CUT is pulled into it.
   const unit = `${S}.`;
   const input = unit.repeat(10) + fill(200, 'Z');
   const o = run(input, 300);
   const starts = Math.ceil(300 / unit.length);
-  t.same(o, { text: `${MARK}.`.repeat(starts - 1) + MARK, count: starts, cut: true }, 'marks for the occurrences that start before the cut, nothing after');
+  t.same(
+    o,
+    { text: `${MARK}.`.repeat(starts - 1) + MARK, count: starts, cut: true },
+    'marks for the occurrences that start before the cut, nothing after',
+  );
   t.notMatch(o.text, /Z/, 'no byte from beyond the cut');
   t.same(run('abc', 0), { text: '', count: 0, cut: true }, 'a cut of 0');
   t.same(run(S, Infinity), { text: MARK, count: 1, cut: false }, 'no cut');
@@ -521,7 +657,10 @@ t.test('near misses are left as they are', async (t) => {
 t.test('header values and names (redactText)', async (t) => {
   const r = redactor(S, INJECTED);
   t.same(redactText(r, `Bearer ${S}`), { text: MARK, count: 1 });
-  t.same(redactText(r, `a=${encodeURIComponent(S)}; b=${SB.toString('hex')}`), { text: `a=${MARK}; b=${MARK}`, count: 2 });
+  t.same(redactText(r, `a=${encodeURIComponent(S)}; b=${SB.toString('hex')}`), {
+    text: `a=${MARK}; b=${MARK}`,
+    count: 2,
+  });
   t.same(redactText(r, `x-${SB.toString('hex')}`), { text: `x-${MARK}`, count: 1 }, 'a header name holding the hex');
   t.same(redactText(null, S), { text: S, count: 0 }, 'redaction off');
 });
@@ -530,7 +669,11 @@ t.test('base64 broken into lines (PEM, MIME, JSON-escaped newlines) is still fou
   const secret = Buffer.from(randomBytesForWrap(96));
   const r = buildRedactor([Buffer.from(secret)], 'k') as Redactor;
   const mark = '[REDACTED:k]';
-  for (const [name, sep] of [['LF every 64', '\n'], ['CRLF every 76', '\r\n'], ['JSON \\n every 64', '\\n']] as const) {
+  for (const [name, sep] of [
+    ['LF every 64', '\n'],
+    ['CRLF every 76', '\r\n'],
+    ['JSON \\n every 64', '\\n'],
+  ] as const) {
     const width = name.includes('76') ? 76 : 64;
     for (let prefix = 0; prefix < 3; prefix++) {
       const b64 = Buffer.concat([Buffer.alloc(prefix, 7), secret, Buffer.from('tail')]).toString('base64');

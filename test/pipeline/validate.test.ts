@@ -27,13 +27,30 @@ function refusal(fn: () => unknown): Refusal {
 
 t.test('a valid request, typed and normalised', async (t) => {
   const r = validateHttpRequest(
-    { ...BASE, method: 'post', headers: { Accept: 'application/json', 'X-Trace': 'a\tb' }, body: '{"title":"é"}', timeout_ms: 10000, idempotency_key: 'a1b2' },
+    {
+      ...BASE,
+      method: 'post',
+      headers: { Accept: 'application/json', 'X-Trace': 'a\tb' },
+      body: '{"title":"é"}',
+      timeout_ms: 10000,
+      idempotency_key: 'a1b2',
+    },
     LIMITS,
   );
   t.equal(r.credential, 'github');
   t.equal(r.method, 'POST');
-  t.same(r.target, { scheme: 'https', host: 'api.github.com', hostKind: 'name', port: 443, path: '/repos/acme/app/issues', query: '' });
-  t.same(r.headers, [['accept', 'application/json'], ['x-trace', 'a\tb']]);
+  t.same(r.target, {
+    scheme: 'https',
+    host: 'api.github.com',
+    hostKind: 'name',
+    port: 443,
+    path: '/repos/acme/app/issues',
+    query: '',
+  });
+  t.same(r.headers, [
+    ['accept', 'application/json'],
+    ['x-trace', 'a\tb'],
+  ]);
   t.same(r.rawHeaders, { Accept: 'application/json', 'X-Trace': 'a\tb' });
   t.same(r.body, Buffer.from('{"title":"\u00e9"}', 'utf8'));
   t.equal(r.timeoutMs, 10000);
@@ -47,7 +64,13 @@ t.test('a valid request, typed and normalised', async (t) => {
 });
 
 t.test('methods: upper-cased tokens; CONNECT, TRACE, TRACK refused', async (t) => {
-  const good: [string, string][] = [['get', 'GET'], ['Patch', 'PATCH'], ['DELETE', 'DELETE'], ['propfind', 'PROPFIND'], ['M-SEARCH', 'M-SEARCH']];
+  const good: [string, string][] = [
+    ['get', 'GET'],
+    ['Patch', 'PATCH'],
+    ['DELETE', 'DELETE'],
+    ['propfind', 'PROPFIND'],
+    ['M-SEARCH', 'M-SEARCH'],
+  ];
   for (const [m, want] of good) t.equal(validateHttpRequest({ ...BASE, method: m }, LIMITS).method, want, m);
 });
 
@@ -85,13 +108,23 @@ const rows: Row[] = [
   [{ ...BASE, foo: 1 }, 'bad_request', /"foo": unknown field/, /remove it/],
   [{ ...BASE, Body: 'x' }, 'bad_request', /"Body": unknown field/, /the fields are credential, method, url/],
   [{ ...BASE, follow_redirects: true }, 'bad_request', /"follow_redirects": unknown field/, /remove it/],
-  [JSON.parse('{"credential":"github","method":"GET","url":"https://a.example.com/","__proto__":{"x":1}}'), 'bad_request', /"__proto__": unknown field/, /remove it/],
+  [
+    JSON.parse('{"credential":"github","method":"GET","url":"https://a.example.com/","__proto__":{"x":1}}'),
+    'bad_request',
+    /"__proto__": unknown field/,
+    /remove it/,
+  ],
   // headers (shape; names and values below)
   [{ ...BASE, headers: ['accept'] }, 'bad_request', /headers: /, /must be an object/],
   [{ ...BASE, headers: 'accept: x' }, 'bad_request', /headers: /, /must be an object/],
   [{ ...BASE, headers: null }, 'bad_request', /headers: /, /must be an object/],
   [{ ...BASE, headers: { accept: 5 } }, 'bad_request', /headers: header "accept"/, /string value/],
-  [{ ...BASE, headers: { 'X-Forwarded-For': '1.2.3.4' } }, 'bad_request', /headers: header "x-forwarded-for" may not be sent/, /remove it/],
+  [
+    { ...BASE, headers: { 'X-Forwarded-For': '1.2.3.4' } },
+    'bad_request',
+    /headers: header "x-forwarded-for" may not be sent/,
+    /remove it/,
+  ],
   // body and body_base64
   [{ ...BASE, body: 'x', body_base64: 'eA==' }, 'bad_request', /body, body_base64: both are given/, /send one/],
   [{ ...BASE, body: '', body_base64: '' }, 'bad_request', /body, body_base64: both are given/, /send one/],
@@ -106,7 +139,12 @@ const rows: Row[] = [
   [{ ...BASE, body_base64: 'aGVsbG9=' }, 'bad_request', /body_base64: /, /not canonical/],
   [{ ...BASE, body_base64: 'QR==' }, 'bad_request', /body_base64: /, /not canonical/],
   [{ ...BASE, body_base64: 42 }, 'bad_request', /body_base64: /, /must be a string/],
-  [{ ...BASE, body: 'x'.repeat(LIMITS.maxRequestBody + 1) }, 'body_too_large', /body: /, /1025 bytes, more than max_request_body \(1024 bytes\)/],
+  [
+    { ...BASE, body: 'x'.repeat(LIMITS.maxRequestBody + 1) },
+    'body_too_large',
+    /body: /,
+    /1025 bytes, more than max_request_body \(1024 bytes\)/,
+  ],
   [{ ...BASE, body: '\u00e9'.repeat(LIMITS.maxRequestBody / 2 + 1) }, 'body_too_large', /body: /, /1026 bytes/],
   [{ ...BASE, body_base64: B64_OVER }, 'body_too_large', /body_base64: /, /1025 bytes/],
   // timeout_ms
@@ -128,7 +166,12 @@ const rows: Row[] = [
 
 // SPEC §6.3's table, written out here so the statuses are checked against
 // the contract, not against postern's own list.
-const SPEC_STATUS: Record<string, number> = { bad_request: 400, body_too_large: 413, unknown_credential: 404, denied_policy: 403 };
+const SPEC_STATUS: Record<string, number> = {
+  bad_request: 400,
+  body_too_large: 413,
+  unknown_credential: 404,
+  denied_policy: 403,
+};
 
 t.test('refused requests: exact code, field named, what to do', async (t) => {
   for (const [input, code, field, why] of rows) {
@@ -150,7 +193,11 @@ t.test('bodies at the limit and the forms of an empty body', async (t) => {
   t.same(validateHttpRequest({ ...BASE, body_base64: '' }, LIMITS).body, Buffer.alloc(0));
   t.same(validateHttpRequest({ ...BASE, body_base64: 'aGVsbG8=' }, LIMITS).body, Buffer.from('hello'));
   t.same(validateHttpRequest({ ...BASE, body_base64: '/+8=' }, LIMITS).body, Buffer.from([0xff, 0xef]));
-  t.same(validateHttpRequest({ ...BASE, body: 'a\ud83d\ude00b' }, LIMITS).body, Buffer.from('a\u{1f600}b', 'utf8'), 'a paired surrogate is fine');
+  t.same(
+    validateHttpRequest({ ...BASE, body: 'a\ud83d\ude00b' }, LIMITS).body,
+    Buffer.from('a\u{1f600}b', 'utf8'),
+    'a paired surrogate is fine',
+  );
 });
 
 t.test('timeout and idempotency key at their bounds', async (t) => {
@@ -160,7 +207,9 @@ t.test('timeout and idempotency key at their bounds', async (t) => {
 });
 
 t.test('every problem is reported at once, each with its field', async (t) => {
-  const r = refusal(() => validateHttpRequest({ credential: 'Bad', method: 'CONNECT', url: 'ftp://x/', timeout_ms: 0, extra: 1 }, LIMITS));
+  const r = refusal(() =>
+    validateHttpRequest({ credential: 'Bad', method: 'CONNECT', url: 'ftp://x/', timeout_ms: 0, extra: 1 }, LIMITS),
+  );
   t.equal(r.code, 'bad_request');
   const paths = (r.detail?.problems as { path: string }[]).map((p) => p.path).sort();
   t.same(paths, ['"extra"', 'credential', 'method', 'timeout_ms', 'url']);
@@ -182,7 +231,17 @@ t.test('the request must be an object', async (t) => {
 });
 
 t.test('HTTP_REQUEST_FIELDS lists exactly the fields SPEC §6.1 names', async (t) => {
-  t.same([...HTTP_REQUEST_FIELDS].sort(), ['body', 'body_base64', 'credential', 'headers', 'idempotency_key', 'method', 'reason', 'timeout_ms', 'url']);
+  t.same([...HTTP_REQUEST_FIELDS].sort(), [
+    'body',
+    'body_base64',
+    'credential',
+    'headers',
+    'idempotency_key',
+    'method',
+    'reason',
+    'timeout_ms',
+    'url',
+  ]);
 });
 
 // ------------------------------------------------------------ headers
@@ -191,13 +250,19 @@ t.test('HTTP_REQUEST_FIELDS lists exactly the fields SPEC §6.1 names', async (t
 // spellings, and for prefixes some names under it.
 function namesFor(row: { name: string; prefix: boolean }): string[] {
   const base = row.prefix ? [`${row.name}for`, `${row.name}authorization`, `${row.name}x`] : [row.name];
-  return base.flatMap((n) => [n, n.toUpperCase(), n.replace(/(^|-)([a-z])/g, (_, d: string, c: string) => d + c.toUpperCase())]);
+  return base.flatMap((n) => [
+    n,
+    n.toUpperCase(),
+    n.replace(/(^|-)([a-z])/g, (_, d: string, c: string) => d + c.toUpperCase()),
+  ]);
 }
 
 // The same names with "_" for "-" (CGI-style servers read them alike), and
 // mixtures of both.
 function underscoreNamesFor(row: { name: string; prefix: boolean }): string[] {
-  return namesFor(row).filter((n) => n.includes('-')).flatMap((n) => [n.replace(/-/g, '_'), n.replace('-', '_')]);
+  return namesFor(row)
+    .filter((n) => n.includes('-'))
+    .flatMap((n) => [n.replace(/-/g, '_'), n.replace('-', '_')]);
 }
 
 t.test('every forbidden header is refused with "_" for "-" too', async (t) => {
@@ -212,7 +277,11 @@ t.test('every forbidden header is refused with "_" for "-" too', async (t) => {
   }
   t.ok(n > 40, `${n} spellings`);
   const twins = refusal(() => checkAgentHeaders({ 'x-trace': 'a', X_Trace: 'b' }));
-  t.match(twins, { code: 'bad_request', message: /header "x_trace" is given twice/ }, 'x-trace and X_Trace are one header');
+  t.match(
+    twins,
+    { code: 'bad_request', message: /header "x_trace" is given twice/ },
+    'x-trace and X_Trace are one header',
+  );
 });
 
 t.test('every forbidden header of the table is refused, in any case', async (t) => {
@@ -232,22 +301,56 @@ t.test('every forbidden header of the table is refused, in any case', async (t) 
 
 t.test('the SPEC §6.2 names are all in the table', async (t) => {
   const spec = [
-    'host', 'content-length', 'transfer-encoding', 'connection', 'upgrade', 'te', 'trailer', 'keep-alive', 'expect',
-    'accept-encoding', 'proxy-*', 'forwarded', 'x-forwarded-*', 'x-real-ip', 'x-http-method-override', 'x-http-method',
-    'x-method-override', 'x-original-url', 'x-rewrite-url',
+    'host',
+    'content-length',
+    'transfer-encoding',
+    'connection',
+    'upgrade',
+    'te',
+    'trailer',
+    'keep-alive',
+    'expect',
+    'accept-encoding',
+    'proxy-*',
+    'forwarded',
+    'x-forwarded-*',
+    'x-real-ip',
+    'x-http-method-override',
+    'x-http-method',
+    'x-method-override',
+    'x-original-url',
+    'x-rewrite-url',
   ];
   t.same(FORBIDDEN_HEADERS.map((r) => (r.prefix ? `${r.name}*` : r.name)).sort(), [...spec].sort());
 });
 
 t.test('headers near the forbidden names are allowed', async (t) => {
   const fine = {
-    Accept: 'application/json', 'Content-Type': 'application/json', 'User-Agent': 'agent/1', Authorization: 'Bearer mine',
-    Cookie: 'a=b', Proxy: 'x', 'X-Forwarded': 'x', 'XForwarded-For': 'x', 'Hosts': 'x', 'X-Real-IP-Note': 'x',
-    'Content-Length-Hint': 'x', 'If-None-Match': '"etag"', 'X-Empty': '',
+    Accept: 'application/json',
+    'Content-Type': 'application/json',
+    'User-Agent': 'agent/1',
+    Authorization: 'Bearer mine',
+    Cookie: 'a=b',
+    Proxy: 'x',
+    'X-Forwarded': 'x',
+    'XForwarded-For': 'x',
+    Hosts: 'x',
+    'X-Real-IP-Note': 'x',
+    'Content-Length-Hint': 'x',
+    'If-None-Match': '"etag"',
+    'X-Empty': '',
   };
   const got = checkAgentHeaders(fine);
-  t.same(got.map(([n]) => n), Object.keys(fine).map((n) => n.toLowerCase()), 'lower-cased, in order');
-  t.same(got.map(([, v]) => v), Object.values(fine), 'values unchanged');
+  t.same(
+    got.map(([n]) => n),
+    Object.keys(fine).map((n) => n.toLowerCase()),
+    'lower-cased, in order',
+  );
+  t.same(
+    got.map(([, v]) => v),
+    Object.values(fine),
+    'values unchanged',
+  );
 });
 
 const headerRows: [Record<string, string>, RegExp][] = [
@@ -270,7 +373,10 @@ const headerRows: [Record<string, string>, RegExp][] = [
   [{ ['h'.repeat(HEADER_LIMITS.nameBytes + 1)]: 'v' }, /longer than 128 bytes/],
   [{ 'x-a': 'v'.repeat(HEADER_LIMITS.valueBytes + 1) }, /header "x-a" has a value longer than 16384 bytes/],
   [{ Accept: 'a', accept: 'b' }, /header "accept" is given twice/],
-  [Object.fromEntries(Array.from({ length: HEADER_LIMITS.count + 1 }, (_, i) => [`x-h${i}`, 'v'])), /has 101 headers; send at most 100/],
+  [
+    Object.fromEntries(Array.from({ length: HEADER_LIMITS.count + 1 }, (_, i) => [`x-h${i}`, 'v'])),
+    /has 101 headers; send at most 100/,
+  ],
 ];
 
 t.test('header names and values: syntax, CR/LF/NUL, limits, duplicates', async (t) => {

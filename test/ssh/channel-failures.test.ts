@@ -27,7 +27,6 @@ interface ErrorBody {
   error: { code: string; message: string; audit_seq?: unknown; maybe_executed?: unknown };
 }
 
-
 type Entry = Record<string, unknown> & { seq: number; kind?: string };
 
 // The error object of a refusal (empty when the reply is not one, so that
@@ -44,8 +43,20 @@ interface CredSpec {
 }
 
 function addSsh(s: Stack, c: CredSpec): void {
-  const secretFile = c.auth === 'key' ? c.sshd.keys.ed25519.path : s.h.file(`${c.name}.secret`, c.sshd.password!.password + '\n');
-  const r = addSshCredential(s.h, { name: c.name, port: c.sshd.port, user: c.sshd.user, auth: c.auth, hostKey: c.sshd.hostKeyFingerprint, commands: c.commands }, secretFile);
+  const secretFile =
+    c.auth === 'key' ? c.sshd.keys.ed25519.path : s.h.file(`${c.name}.secret`, c.sshd.password!.password + '\n');
+  const r = addSshCredential(
+    s.h,
+    {
+      name: c.name,
+      port: c.sshd.port,
+      user: c.sshd.user,
+      auth: c.auth,
+      hostKey: c.sshd.hostKeyFingerprint,
+      commands: c.commands,
+    },
+    secretFile,
+  );
   if (r.code !== 0) throw new Error(`cred add ${c.name}: ${r.stderr}`);
 }
 
@@ -68,7 +79,9 @@ function parentOf(pid: number): number {
 }
 
 function pidsRunning(line: string): number[] {
-  return readdirSync('/proc').filter((e) => /^\d+$/.test(e) && procLine(Number(e)) === line).map(Number);
+  return readdirSync('/proc')
+    .filter((e) => /^\d+$/.test(e) && procLine(Number(e)) === line)
+    .map(Number);
 }
 
 // sshd's processes for `user`'s sessions: the privileged monitor
@@ -97,7 +110,13 @@ function connectionOf(user: string, command: string): number[] {
 // public key, so the seed is the 32 bytes before the public key's last
 // occurrence.
 function ed25519Seed(privateKeyText: string, publicKeyLine: string): Buffer {
-  const blob = Buffer.from(privateKeyText.split('\n').filter((l) => l !== '' && !l.startsWith('-----')).join(''), 'base64');
+  const blob = Buffer.from(
+    privateKeyText
+      .split('\n')
+      .filter((l) => l !== '' && !l.startsWith('-----'))
+      .join(''),
+    'base64',
+  );
   const pubBlob = Buffer.from(publicKeyLine.split(' ')[1]!, 'base64');
   const pub = pubBlob.subarray(pubBlob.length - 32);
   const at = blob.lastIndexOf(pub);
@@ -106,7 +125,8 @@ function ed25519Seed(privateKeyText: string, publicKeyLine: string): Buffer {
 }
 
 const NO_CHANNEL = '127.0.0.1 would not open an exec channel; the command was not started';
-const CHANNEL_FAILED = 'the SSH channel to 127.0.0.1 failed while the command ran; it may have had effects — check before retrying';
+const CHANNEL_FAILED =
+  'the SSH channel to 127.0.0.1 failed while the command ran; it may have had effects — check before retrying';
 
 t.test('SSH channel failures through the daemon', async (t) => {
   const [healthy, noSession, oneSession, s] = await Promise.all([
@@ -125,7 +145,12 @@ t.test('SSH channel failures through the daemon', async (t) => {
   addSsh(s, { name: 'nosession-pw', sshd: noSession, auth: 'password', commands: ['touch ran-nosession-pw'] });
   addSsh(s, { name: 'one', sshd: oneSession, auth: 'key', commands: ['sleep 2; echo first', 'echo second'] });
   addSsh(s, { name: 'good-pw', sshd: healthy, auth: 'password', commands: ['id -un', 'echo started; sleep 30'] });
-  addSsh(s, { name: 'good-key', sshd: healthy, auth: 'key', commands: ['id -un', 'echo started; sleep 29', 'sleep 2; echo first', 'sleep 28'] });
+  addSsh(s, {
+    name: 'good-key',
+    sshd: healthy,
+    auth: 'key',
+    commands: ['id -un', 'echo started; sleep 29', 'sleep 2; echo first', 'sleep 28'],
+  });
 
   const texts: string[] = [];
   const post = async (body: Record<string, unknown>): Promise<{ status: number; json: unknown; text: string }> => {
@@ -135,7 +160,12 @@ t.test('SSH channel failures through the daemon', async (t) => {
   };
   const entries = (): Entry[] => auditList<Entry>(s);
   // The outcome a refusal points at, and the intent that outcome names.
-  const journaled = (t: Test, auditSeq: unknown, outcome: Record<string, unknown>, intent: Record<string, unknown>): void => {
+  const journaled = (
+    t: Test,
+    auditSeq: unknown,
+    outcome: Record<string, unknown>,
+    intent: Record<string, unknown>,
+  ): void => {
     const all = entries();
     const out = all.find((e) => e.seq === auditSeq);
     t.match(out, { kind: 'ssh_outcome', ...outcome }, 'the outcome is journaled');
@@ -153,7 +183,10 @@ t.test('SSH channel failures through the daemon', async (t) => {
   const home = (d: Sshd): string => join(d.dir, 'home');
 
   await t.test('the server refuses the exec channel after a successful login', async (t) => {
-    for (const [credential, accepted] of [['nosession-key', 'Accepted publickey for'], ['nosession-pw', 'Accepted password for']] as const) {
+    for (const [credential, accepted] of [
+      ['nosession-key', 'Accepted publickey for'],
+      ['nosession-pw', 'Accepted password for'],
+    ] as const) {
       const logBefore = noSession.logs().length;
       const connections = noSession.connections();
       const command = `touch ran-${credential}`;
@@ -164,16 +197,28 @@ t.test('SSH channel failures through the daemon', async (t) => {
       t.equal(err.message, NO_CHANNEL);
       t.same(Object.keys(err).sort(), ['audit_seq', 'code', 'message'], 'no maybe_executed: the command never started');
       t.type(err.audit_seq, 'number');
-      t.ok(await eventually(() => /^no more sessions$/m.test(noSession.logs().slice(logBefore)), 5000), 'sshd refused the session channel');
+      t.ok(
+        await eventually(() => /^no more sessions$/m.test(noSession.logs().slice(logBefore)), 5000),
+        'sshd refused the session channel',
+      );
       const said = noSession.logs().slice(logBefore);
       t.match(said, `${accepted} ${noSession.user}`, 'the login itself succeeded');
       t.equal(noSession.connections(), connections + 1, 'one connection, no second attempt');
       t.notOk(existsSync(join(home(noSession), `ran-${credential}`)), 'the command never ran');
       // The connection is not kept: sshd's session for it ends.
       t.ok(await eventually(() => sessionPids(noSession.user).length === 0, 5000), 'the connection was closed');
-      journaled(t, err.audit_seq, { error: 'upstream_error', maybe_executed: null }, {
-        credential, command, port: noSession.port, user: noSession.user, host_key: noSession.hostKeyFingerprint,
-      });
+      journaled(
+        t,
+        err.audit_seq,
+        { error: 'upstream_error', maybe_executed: null },
+        {
+          credential,
+          command,
+          port: noSession.port,
+          user: noSession.user,
+          host_key: noSession.hostKeyFingerprint,
+        },
+      );
     }
     // The same credential again: a new connection (none was kept), the same refusal.
     const connections = noSession.connections();
@@ -188,7 +233,10 @@ t.test('SSH channel failures through the daemon', async (t) => {
   await t.test('a kept connection that has no room for another channel', async (t) => {
     const connections = oneSession.connections();
     const first = post({ credential: 'one', command: 'sleep 2; echo first' });
-    t.ok(await eventually(() => oneSession.processesOf(oneSession.user).includes('sleep 2'), 5000), 'the first command runs');
+    t.ok(
+      await eventually(() => oneSession.processesOf(oneSession.user).includes('sleep 2'), 5000),
+      'the first command runs',
+    );
     t.equal(oneSession.connections(), connections + 1);
     // sshd refuses a second session on that connection: a fresh one is made.
     const second = await post({ credential: 'one', command: 'echo second' });
@@ -217,7 +265,10 @@ t.test('SSH channel failures through the daemon', async (t) => {
   });
 
   await t.test('the connection drops while the command runs', async (t) => {
-    for (const [credential, sleep] of [['good-pw', 'sleep 30'], ['good-key', 'sleep 29']] as const) {
+    for (const [credential, sleep] of [
+      ['good-pw', 'sleep 30'],
+      ['good-key', 'sleep 29'],
+    ] as const) {
       // A kept connection first, which the long command then uses.
       await healthyWorks(t, credential);
       const connections = healthy.connections();
@@ -236,12 +287,25 @@ t.test('SSH channel failures through the daemon', async (t) => {
       t.equal(err.code, 'upstream_error');
       t.equal(err.maybe_executed, true);
       t.equal(err.message, CHANNEL_FAILED);
-      t.same(Object.keys(err).sort(), ['audit_seq', 'code', 'maybe_executed', 'message'], 'a refusal: no partial output, exit code or signal');
+      t.same(
+        Object.keys(err).sort(),
+        ['audit_seq', 'code', 'maybe_executed', 'message'],
+        'a refusal: no partial output, exit code or signal',
+      );
       t.ok(took < 5000, `answered ${took} ms after the connection dropped, not at the timeout`);
       // (A reply that is not a refusal points at its outcome too.)
-      journaled(t, err.audit_seq ?? (r.json as Partial<SshReply> | null)?.audit_seq, { error: 'upstream_error', maybe_executed: true }, {
-        credential, command, port: healthy.port, user: healthy.user, host_key: healthy.hostKeyFingerprint,
-      });
+      journaled(
+        t,
+        err.audit_seq ?? (r.json as Partial<SshReply> | null)?.audit_seq,
+        { error: 'upstream_error', maybe_executed: true },
+        {
+          credential,
+          command,
+          port: healthy.port,
+          user: healthy.user,
+          host_key: healthy.hostKeyFingerprint,
+        },
+      );
       // The next command gets a fresh connection: the broken one is gone.
       await healthyWorks(t, credential);
       t.equal(healthy.connections(), connections + 1, 'a fresh connection');
@@ -260,9 +324,14 @@ t.test('SSH channel failures through the daemon', async (t) => {
       ['decrypted journal', await journalText(s.h)],
     ] as const;
     for (const [where, text] of places) {
-      for (const pw of [healthy.password!.password, noSession.password!.password]) t.same(exposures(text, pw), [], `${where}: no form of a password`);
+      for (const pw of [healthy.password!.password, noSession.password!.password])
+        t.same(exposures(text, pw), [], `${where}: no form of a password`);
       t.same(exposures(text, seed), [], `${where}: no form of the key's seed`);
-      t.same(keyLines.filter((l) => text.includes(l)), [], `${where}: no line of the key file`);
+      t.same(
+        keyLines.filter((l) => text.includes(l)),
+        [],
+        `${where}: no line of the key file`,
+      );
     }
     t.ok(texts.length >= 12, `${texts.length} replies searched`);
   });

@@ -11,7 +11,17 @@ import t from 'tap';
 import type { Test } from 'tap';
 import { createHash, createPrivateKey, randomBytes } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, chownSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startSshd, ClientKeyName } from '../helpers/sshd';
@@ -21,12 +31,16 @@ import { SshCredSpec, SshReply, addSshCredential } from '../helpers/ssh-credenti
 import { exposures } from '../helpers/exposure';
 import { journalBytes, journalText } from '../helpers/canary';
 
-
 type Entry = Record<string, unknown> & { seq: number; kind?: string };
 
 type CredSpec = SshCredSpec & { host: string; auth: 'key' | 'password' };
 
-function addSsh(s: Stack, c: CredSpec, secretFile: string, keyPassphrase?: string): { code: number | null; stdout: string; stderr: string } {
+function addSsh(
+  s: Stack,
+  c: CredSpec,
+  secretFile: string,
+  keyPassphrase?: string,
+): { code: number | null; stdout: string; stderr: string } {
   return addSshCredential(s.h, c, secretFile, keyPassphrase);
 }
 
@@ -63,7 +77,13 @@ function privateParts(keyText: string): Record<string, Buffer> {
     const names = jwk['kty'] === 'RSA' ? ['d', 'p', 'q', 'dp', 'dq', 'qi'] : ['d'];
     return Object.fromEntries(names.map((n) => [n, magnitude(Buffer.from(jwk[n]!, 'base64url'))]));
   }
-  const body = Buffer.from(keyText.split('\n').filter((l) => l !== '' && !l.startsWith('-----')).join(''), 'base64');
+  const body = Buffer.from(
+    keyText
+      .split('\n')
+      .filter((l) => l !== '' && !l.startsWith('-----'))
+      .join(''),
+    'base64',
+  );
   const magic = 'openssh-key-v1\0';
   if (body.subarray(0, magic.length).toString('latin1') !== magic) throw new Error('not an openssh-key-v1 blob');
   const head = sshStrings(body, magic.length, 3); // cipher, kdf, kdf options
@@ -124,10 +144,19 @@ const KEY_CREDS: { key: ClientKeyName; name: string; host: 'ip' | 'name'; logTyp
 ];
 
 const BIG = "head -c 1000000 /dev/zero | tr '\\0' a";
-const BIG_EXIT = "head -c 300000 /dev/zero; echo done >&2; exit 5";
+const BIG_EXIT = 'head -c 300000 /dev/zero; echo done >&2; exit 5';
 const COMMANDS = [
-  'id -un', 'echo hi', 'cat secret/*', "sh -c 'exit 3'", 'false', 'kill -TERM $$', 'ls /nonexistent',
-  'echo out; echo err >&2; exit 7', BIG, BIG_EXIT, 'base64 secret/*',
+  'id -un',
+  'echo hi',
+  'cat secret/*',
+  "sh -c 'exit 3'",
+  'false',
+  'kill -TERM $$',
+  'ls /nonexistent',
+  'echo out; echo err >&2; exit 7',
+  BIG,
+  BIG_EXIT,
+  'base64 secret/*',
 ];
 const CAP = 64 * 1024;
 
@@ -174,7 +203,13 @@ t.test('POST /v1/ssh against OpenSSH, through the daemon', async (t) => {
     t.equal(r.status, 200, `${String(body['command'])}: ${r.text.slice(0, 400)}`);
     return r.json as SshReply;
   };
-  const cred = (c: { name: string; host?: string; auth?: 'key' | 'password'; commands?: string[]; stdin?: boolean }): CredSpec => ({
+  const cred = (c: {
+    name: string;
+    host?: string;
+    auth?: 'key' | 'password';
+    commands?: string[];
+    stdin?: boolean;
+  }): CredSpec => ({
     name: c.name,
     host: c.host ?? '127.0.0.1',
     port: sshd.port,
@@ -199,14 +234,42 @@ t.test('POST /v1/ssh against OpenSSH, through the daemon', async (t) => {
       const before = sshd.logs().length;
       const r = await ok(t, { credential: k.name, command: 'id -un' });
       t.type(r.audit_seq, 'number');
-      t.same(r, {
-        exit_code: 0, signal: null, stdout: `${sshd.user}\n`, stderr: '', encoding: 'utf8', truncated: false, redactions: 0,
-        target: { host, address: '127.0.0.1', port: sshd.port }, audit_seq: r.audit_seq,
-      }, `${k.name} (${k.key})`);
-      t.match(sshd.logs().slice(before), new RegExp(`Accepted publickey for ${sshd.user} from 127\\.0\\.0\\.1 port \\d+ ssh2: ${k.logType} ${sshd.keys[k.key].fingerprint.replace(/[+/]/g, '\\$&')}`), `${k.name}: sshd accepted that key`);
+      t.same(
+        r,
+        {
+          exit_code: 0,
+          signal: null,
+          stdout: `${sshd.user}\n`,
+          stderr: '',
+          encoding: 'utf8',
+          truncated: false,
+          redactions: 0,
+          target: { host, address: '127.0.0.1', port: sshd.port },
+          audit_seq: r.audit_seq,
+        },
+        `${k.name} (${k.key})`,
+      );
+      t.match(
+        sshd.logs().slice(before),
+        new RegExp(
+          `Accepted publickey for ${sshd.user} from 127\\.0\\.0\\.1 port \\d+ ssh2: ${k.logType} ${sshd.keys[k.key].fingerprint.replace(/[+/]/g, '\\$&')}`,
+        ),
+        `${k.name}: sshd accepted that key`,
+      );
     }
     const card = cards.find((c) => c.credential === 'k-rsa');
-    t.match(card?.action, { kind: 'ssh', host: 'box.example.test', address: '127.0.0.1', port: sshd.port, user: sshd.user, command: 'id -un' }, 'the card shows the checked address and the command');
+    t.match(
+      card?.action,
+      {
+        kind: 'ssh',
+        host: 'box.example.test',
+        address: '127.0.0.1',
+        port: sshd.port,
+        user: sshd.user,
+        command: 'id -un',
+      },
+      'the card shows the checked address and the command',
+    );
   });
 
   await t.test('password login', async (t) => {
@@ -216,8 +279,15 @@ t.test('POST /v1/ssh against OpenSSH, through the daemon', async (t) => {
     const before = sshd.logs().length;
     const r = await ok(t, { credential: 'pw', command: 'id -un' });
     t.same(r, {
-      exit_code: 0, signal: null, stdout: `${sshd.user}\n`, stderr: '', encoding: 'utf8', truncated: false, redactions: 0,
-      target: { host: '127.0.0.1', address: '127.0.0.1', port: sshd.port }, audit_seq: r.audit_seq,
+      exit_code: 0,
+      signal: null,
+      stdout: `${sshd.user}\n`,
+      stderr: '',
+      encoding: 'utf8',
+      truncated: false,
+      redactions: 0,
+      target: { host: '127.0.0.1', address: '127.0.0.1', port: sshd.port },
+      audit_seq: r.audit_seq,
     });
     t.match(sshd.logs().slice(before), `Accepted password for ${sshd.user} from 127.0.0.1 port `);
   });
@@ -234,7 +304,13 @@ t.test('POST /v1/ssh against OpenSSH, through the daemon', async (t) => {
     t.equal(ls.exit_code, 2);
     t.equal(ls.stdout, '');
     t.match(ls.stderr, /^ls: cannot access '\/nonexistent': No such file or directory\n$/);
-    t.match(await run('echo out; echo err >&2; exit 7'), { exit_code: 7, signal: null, stdout: 'out\n', stderr: 'err\n', encoding: 'utf8' });
+    t.match(await run('echo out; echo err >&2; exit 7'), {
+      exit_code: 7,
+      signal: null,
+      stdout: 'out\n',
+      stderr: 'err\n',
+      encoding: 'utf8',
+    });
   });
 
   await t.test('concurrent commands each report their own exit status', async (t) => {
@@ -242,14 +318,22 @@ t.test('POST /v1/ssh against OpenSSH, through the daemon', async (t) => {
     // command often arrive in the same read as its channel's opening.
     const seen: string[] = [];
     for (let round = 0; round < 3; round++) {
-      const rs = await Promise.all(Array.from({ length: 8 }, () => post({ credential: 'k-ed25519', command: 'echo out; echo err >&2; exit 7' })));
+      const rs = await Promise.all(
+        Array.from({ length: 8 }, () => post({ credential: 'k-ed25519', command: 'echo out; echo err >&2; exit 7' })),
+      );
       for (const r of rs) {
         const j = r.json as SshReply;
-        seen.push(`${r.status} exit_code=${String(j.exit_code)} signal=${String(j.signal)} stdout=${JSON.stringify(j.stdout)} stderr=${JSON.stringify(j.stderr)}`);
+        seen.push(
+          `${r.status} exit_code=${String(j.exit_code)} signal=${String(j.signal)} stdout=${JSON.stringify(j.stdout)} stderr=${JSON.stringify(j.stderr)}`,
+        );
       }
     }
     const expected = '200 exit_code=7 signal=null stdout="out\\n" stderr="err\\n"';
-    t.same(seen.filter((x) => x !== expected), [], `all ${seen.length} replies: ${expected}`);
+    t.same(
+      seen.filter((x) => x !== expected),
+      [],
+      `all ${seen.length} replies: ${expected}`,
+    );
   });
 
   await t.test('stdin', async (t) => {
@@ -279,7 +363,11 @@ t.test('POST /v1/ssh against OpenSSH, through the daemon', async (t) => {
     t.ok(r.stdout.length >= CAP / 2, 'most of the cap is used');
     t.match(r.stdout, /^a+$/);
     const outcome = auditEntries(s).find((e) => e.seq === r.audit_seq);
-    t.match(outcome, { kind: 'ssh_outcome', bytes: 1_000_000, truncated: true, exit_code: 0 }, 'the journal counts every byte that arrived');
+    t.match(
+      outcome,
+      { kind: 'ssh_outcome', bytes: 1_000_000, truncated: true, exit_code: 0 },
+      'the journal counts every byte that arrived',
+    );
     r = await ok(t, { credential: 'k-ed25519', command: BIG_EXIT });
     t.equal(r.truncated, true);
     t.equal(r.exit_code, 5);
@@ -295,9 +383,15 @@ t.test('POST /v1/ssh against OpenSSH, through the daemon', async (t) => {
       t.equal(r.stdout, 'hi\n');
     }
     t.equal(sshd.connections(), before + 1, 'ten commands, one connection');
-    t.ok(sshd.processesOf(sshd.user).some((p) => p.endsWith('@notty')), 'the connection is kept open');
+    t.ok(
+      sshd.processesOf(sshd.user).some((p) => p.endsWith('@notty')),
+      'the connection is kept open',
+    );
     t.equal(cli(s.h, ['lock']).code, 0);
-    t.ok(await eventually(() => !sshd.processesOf(sshd.user).some((p) => p.endsWith('@notty')), 5000), 'lock closed every connection');
+    t.ok(
+      await eventually(() => !sshd.processesOf(sshd.user).some((p) => p.endsWith('@notty')), 5000),
+      'lock closed every connection',
+    );
     const u = cli(s.h, ['unlock', '--passphrase-file', s.h.passFile]);
     t.equal(u.code, 0, u.stderr);
     const r = await ok(t, { credential: 'reuse', command: 'echo hi' });
@@ -326,7 +420,11 @@ t.test('POST /v1/ssh against OpenSSH, through the daemon', async (t) => {
       t.equal(r.exit_code, 0);
       t.ok(r.redactions >= 1, `${k.name}: ${r.redactions} redactions`);
       t.match(r.stdout, `[REDACTED:${k.name}]`);
-      t.same(keyLeaks(r.stdout, privateParts(original)), [], `${k.name} (${k.key}): no piece of a private component comes back`);
+      t.same(
+        keyLeaks(r.stdout, privateParts(original)),
+        [],
+        `${k.name} (${k.key}): no piece of a private component comes back`,
+      );
     }
   });
 
@@ -336,20 +434,35 @@ t.test('POST /v1/ssh against OpenSSH, through the daemon', async (t) => {
     const entries = auditEntries(s);
     const outcome = entries.find((e) => e.seq === r.audit_seq);
     t.match(outcome, {
-      kind: 'ssh_outcome', exit_code: 0, signal: null, bytes: 3, truncated: false, redactions: 0,
+      kind: 'ssh_outcome',
+      exit_code: 0,
+      signal: null,
+      bytes: 3,
+      truncated: false,
+      redactions: 0,
       output_sha256: createHash('sha256').update('14\n').digest('hex'),
     });
     t.type(outcome?.['duration_ms'], 'number');
     const intent = entries.find((e) => e.seq === outcome?.['intent_seq']);
     t.match(intent, {
-      kind: 'ssh_intent', credential: 'cat', host: '127.0.0.1', address: '127.0.0.1', port: sshd.port, user: sshd.user,
-      command: 'wc -c', host_key: sshd.hostKeyFingerprint, stdin_bytes: stdin.length,
+      kind: 'ssh_intent',
+      credential: 'cat',
+      host: '127.0.0.1',
+      address: '127.0.0.1',
+      port: sshd.port,
+      user: sshd.user,
+      command: 'wc -c',
+      host_key: sshd.hostKeyFingerprint,
+      stdin_bytes: stdin.length,
       stdin_sha256: createHash('sha256').update(stdin).digest('hex'),
     });
     t.ok((intent?.seq ?? Infinity) < r.audit_seq, 'the intent comes first');
     // A signal and stderr: both in the outcome.
     const k = await ok(t, { credential: 'k-ecdsa', command: 'kill -TERM $$' });
-    t.match(auditEntries(s).find((e) => e.seq === k.audit_seq), { kind: 'ssh_outcome', exit_code: null, signal: 'SIGTERM', bytes: 0 });
+    t.match(
+      auditEntries(s).find((e) => e.seq === k.audit_seq),
+      { kind: 'ssh_outcome', exit_code: null, signal: 'SIGTERM', bytes: 0 },
+    );
   });
 
   await t.test('postern request ssh', async (t) => {
@@ -359,9 +472,13 @@ t.test('POST /v1/ssh against OpenSSH, through the daemon', async (t) => {
     t.equal(r.stdout, `${sshd.user}\n`, 'the remote stdout alone');
     r = await cliAsync(s.h, ['request', 'ssh', '--credential', 'k-ed25519', '--command', "sh -c 'exit 3'"]);
     texts.push(r.stdout, r.stderr);
-    t.equal(r.code, 3, 'the remote command\'s exit code, as ssh ends');
+    t.equal(r.code, 3, "the remote command's exit code, as ssh ends");
     t.equal(r.stdout, '');
-    r = await cliAsync(s.h, ['request', 'ssh', '--credential', 'cat', '--command', 'cat', '--stdin-file', '-'], 'piped in\n');
+    r = await cliAsync(
+      s.h,
+      ['request', 'ssh', '--credential', 'cat', '--command', 'cat', '--stdin-file', '-'],
+      'piped in\n',
+    );
     texts.push(r.stdout, r.stderr);
     t.equal(r.code, 0, r.stderr);
     t.equal(r.stdout, 'piped in\n');
@@ -375,7 +492,11 @@ t.test('POST /v1/ssh against OpenSSH, through the daemon', async (t) => {
     } catch {
       doc = null;
     }
-    t.match(doc, { error: { code: 'denied_policy', audit_seq: Number } }, `--json prints the refusal as one JSON document:\n${r.stdout}`);
+    t.match(
+      doc,
+      { error: { code: 'denied_policy', audit_seq: Number } },
+      `--json prints the refusal as one JSON document:\n${r.stdout}`,
+    );
   });
 
   await t.test('no secret in any reply, the daemon log or the journal', async (t) => {
@@ -385,7 +506,10 @@ t.test('POST /v1/ssh against OpenSSH, through the daemon', async (t) => {
     const copy = join(tmp, 'key');
     copyFileSync(sshd.keys.encrypted.path, copy);
     execFileSync('ssh-keygen', ['-q', '-p', '-P', keyPassphrase, '-N', '', '-f', copy], { stdio: 'ignore' });
-    const keyTexts = KEY_CREDS.map((k) => ({ name: k.name, text: k.key === 'encrypted' ? readFileSync(copy, 'utf8') : sshd.keys[k.key].privateKey }));
+    const keyTexts = KEY_CREDS.map((k) => ({
+      name: k.name,
+      text: k.key === 'encrypted' ? readFileSync(copy, 'utf8') : sshd.keys[k.key].privateKey,
+    }));
     // The files keep events encrypted: the decrypted entries are searched too.
     const places: [string, string][] = [
       ['replies', texts.join('\n')],

@@ -20,7 +20,6 @@ interface ErrorBody {
   error: { code: string; message: string; audit_seq?: unknown; maybe_executed?: unknown };
 }
 
-
 type Entry = Record<string, unknown> & { seq: number; kind?: string };
 
 type CredSpec = SshCredSpec & { auth: 'key' | 'password' };
@@ -32,7 +31,6 @@ function addSsh(s: Stack, c: CredSpec, secretFile: string): void {
 
 const auditEntries = (s: Stack): Entry[] => auditList<Entry>(s);
 
-
 t.test('SSH failures through the daemon', async (t) => {
   const [sshd, s] = await Promise.all([startSshd({ passwordUser: true }), startStack()]);
   t.teardown(() => sshd.close());
@@ -42,12 +40,43 @@ t.test('SSH failures through the daemon', async (t) => {
   const home = join(sshd.dir, 'home');
   const base = { port: sshd.port, user: sshd.user, hostKey: sshd.hostKeyFingerprint };
   const pwFile = s.h.file('pw.secret', password + '\n');
-  addSsh(s, { ...base, name: 'wrongkey', auth: 'key', hostKey: sshd.otherHostKeyFingerprint, commands: ['touch ran-wrongkey'] }, sshd.keys.ed25519.path);
-  addSsh(s, { ...base, name: 'wrongkey-pw', auth: 'password', hostKey: sshd.otherHostKeyFingerprint, commands: ['touch ran-wrongkey-pw'] }, pwFile);
-  addSsh(s, { ...base, name: 'good', auth: 'key', commands: ['id -un', 'sleep 30', "trap '' TERM; sleep 29", 'touch ran-good'] }, sshd.keys.ed25519.path);
+  addSsh(
+    s,
+    { ...base, name: 'wrongkey', auth: 'key', hostKey: sshd.otherHostKeyFingerprint, commands: ['touch ran-wrongkey'] },
+    sshd.keys.ed25519.path,
+  );
+  addSsh(
+    s,
+    {
+      ...base,
+      name: 'wrongkey-pw',
+      auth: 'password',
+      hostKey: sshd.otherHostKeyFingerprint,
+      commands: ['touch ran-wrongkey-pw'],
+    },
+    pwFile,
+  );
+  addSsh(
+    s,
+    {
+      ...base,
+      name: 'good',
+      auth: 'key',
+      commands: ['id -un', 'sleep 30', "trap '' TERM; sleep 29", 'touch ran-good'],
+    },
+    sshd.keys.ed25519.path,
+  );
   addSsh(s, { ...base, name: 'stranger', auth: 'key', commands: ['touch ran-stranger'] }, sshd.keys.stranger.path);
-  addSsh(s, { ...base, name: 'badpw', auth: 'password', commands: ['touch ran-badpw'] }, s.h.file('bad.secret', password + 'x\n'));
-  addSsh(s, { ...base, port: await freePort(), name: 'closed', auth: 'key', commands: ['touch ran-closed'] }, sshd.keys.ed25519.path);
+  addSsh(
+    s,
+    { ...base, name: 'badpw', auth: 'password', commands: ['touch ran-badpw'] },
+    s.h.file('bad.secret', password + 'x\n'),
+  );
+  addSsh(
+    s,
+    { ...base, port: await freePort(), name: 'closed', auth: 'key', commands: ['touch ran-closed'] },
+    sshd.keys.ed25519.path,
+  );
 
   const texts: string[] = [];
   const post = async (body: Record<string, unknown>): Promise<{ status: number; json: unknown; text: string }> => {
@@ -66,11 +95,22 @@ t.test('SSH failures through the daemon', async (t) => {
       t.equal(err.code, 'host_key_mismatch');
       t.match(err.message, /not the pinned one; nothing was sent/);
       t.type(err.audit_seq, 'number');
-      t.equal(sshd.connections(), connections + 2, 'the server was reached twice: its ed25519 key was seen, then a handshake asking for the other host key types, of which it has none');
+      t.equal(
+        sshd.connections(),
+        connections + 2,
+        'the server was reached twice: its ed25519 key was seen, then a handshake asking for the other host key types, of which it has none',
+      );
       // Wait for sshd to log the end of both connections, then read all it said.
-      t.ok(await eventually(() => /no matching host key type found/.test(sshd.logs().slice(logBefore)), 5000), 'sshd logged both connections ending before authentication');
+      t.ok(
+        await eventually(() => /no matching host key type found/.test(sshd.logs().slice(logBefore)), 5000),
+        'sshd logged both connections ending before authentication',
+      );
       const said = sshd.logs().slice(logBefore);
-      t.notMatch(said, /Accepted|Failed|Postponed|userauth|Invalid user|authenticat/i, `${name}: no authentication attempt:\n${said}`);
+      t.notMatch(
+        said,
+        /Accepted|Failed|Postponed|userauth|Invalid user|authenticat/i,
+        `${name}: no authentication attempt:\n${said}`,
+      );
       t.notMatch(said, sshd.user, 'the user was never named');
       t.notMatch(said, sshd.keys.ed25519.fingerprint, 'the key was never offered');
       t.notOk(existsSync(join(home, `ran-${name}`)), 'the command never ran');
@@ -96,12 +136,18 @@ t.test('SSH failures through the daemon', async (t) => {
       t.match(err.message, message);
       t.type(err.audit_seq, 'number');
       t.notOk(existsSync(join(home, `ran-${name}`)), `${name}: the command never ran`);
-      t.match(auditEntries(s).find((e) => e.seq === err.audit_seq), { kind: 'ssh_outcome', error: 'upstream_error' });
+      t.match(
+        auditEntries(s).find((e) => e.seq === err.audit_seq),
+        { kind: 'ssh_outcome', error: 'upstream_error' },
+      );
     }
   });
 
   await t.test('a timeout ends the remote command', async (t) => {
-    for (const [command, timeoutMs, name] of [['sleep 30', 1500, 'sleep 30'], ["trap '' TERM; sleep 29", 1000, 'sleep 29']] as const) {
+    for (const [command, timeoutMs, name] of [
+      ['sleep 30', 1500, 'sleep 30'],
+      ["trap '' TERM; sleep 29", 1000, 'sleep 29'],
+    ] as const) {
       let seenRunning = false;
       const watch = setInterval(() => {
         if (sshd.processesOf(sshd.user).includes(name)) seenRunning = true;
@@ -117,8 +163,14 @@ t.test('SSH failures through the daemon', async (t) => {
       t.type(err.audit_seq, 'number');
       t.ok(seenRunning, `${command}: the command was running`);
       t.ok(took >= timeoutMs && took < timeoutMs + 5000, `${command}: answered after ${took} ms`);
-      t.ok(await eventually(() => !sshd.processesOf(sshd.user).some((p) => p.includes(name)), 5000), `${command}: ended on the server`);
-      t.match(auditEntries(s).find((e) => e.seq === err.audit_seq), { kind: 'ssh_outcome', error: 'upstream_timeout', maybe_executed: true });
+      t.ok(
+        await eventually(() => !sshd.processesOf(sshd.user).some((p) => p.includes(name)), 5000),
+        `${command}: ended on the server`,
+      );
+      t.match(
+        auditEntries(s).find((e) => e.seq === err.audit_seq),
+        { kind: 'ssh_outcome', error: 'upstream_timeout', maybe_executed: true },
+      );
     }
     const r = await post({ credential: 'good', command: 'id -un' });
     t.equal(r.status, 200, `a command after a timeout: ${r.text}`);

@@ -53,48 +53,60 @@ function fingerprintOf(blob: Buffer): string {
 
 // Log in; the host key is accepted only if its fingerprint equals `pin`.
 function connect(s: Sshd, auth: Partial<ConnectConfig>, pin = s.hostKeyFingerprint): Promise<Conn> {
-  return within(15_000, 'ssh login', new Promise<Conn>((resolve, reject) => {
-    const client = new Client();
-    let seenFingerprint = '';
-    client.on('ready', () => {
-      const sock = (client as unknown as { _sock: net.Socket })._sock;
-      resolve({ client, localPort: sock.localPort ?? -1, seenFingerprint });
-    });
-    client.on('error', (e) => {
-      client.end();
-      reject(e);
-    });
-    // Key parsing happens inside connect(), before any TCP connection.
-    client.connect({
-      host: s.host,
-      port: s.port,
-      username: s.user,
-      readyTimeout: 10_000,
-      hostVerifier: (key: Buffer) => {
-        seenFingerprint = fingerprintOf(key);
-        return seenFingerprint === pin;
-      },
-      ...auth,
-    });
-    attempts.set(s, (attempts.get(s) ?? 0) + 1);
-  }));
+  return within(
+    15_000,
+    'ssh login',
+    new Promise<Conn>((resolve, reject) => {
+      const client = new Client();
+      let seenFingerprint = '';
+      client.on('ready', () => {
+        const sock = (client as unknown as { _sock: net.Socket })._sock;
+        resolve({ client, localPort: sock.localPort ?? -1, seenFingerprint });
+      });
+      client.on('error', (e) => {
+        client.end();
+        reject(e);
+      });
+      // Key parsing happens inside connect(), before any TCP connection.
+      client.connect({
+        host: s.host,
+        port: s.port,
+        username: s.user,
+        readyTimeout: 10_000,
+        hostVerifier: (key: Buffer) => {
+          seenFingerprint = fingerprintOf(key);
+          return seenFingerprint === pin;
+        },
+        ...auth,
+      });
+      attempts.set(s, (attempts.get(s) ?? 0) + 1);
+    }),
+  );
 }
 
-function exec(c: Conn, command: string, o: { env?: Record<string, string>; started?: (ch: ClientChannel) => void } = {}): Promise<ExecResult> {
-  return within(15_000, `exec ${command}`, new Promise<ExecResult>((resolve, reject) => {
-    c.client.exec(command, o.env ? { env: o.env } : {}, (err, ch) => {
-      if (err) return reject(err);
-      const r: ExecResult = { stdout: '', stderr: '', code: null, signal: null };
-      ch.on('data', (d: Buffer) => (r.stdout += d.toString()));
-      ch.stderr.on('data', (d: Buffer) => (r.stderr += d.toString()));
-      ch.on('exit', (...a: unknown[]) => {
-        r.code = typeof a[0] === 'number' ? a[0] : null;
-        r.signal = typeof a[1] === 'string' ? a[1] : null;
+function exec(
+  c: Conn,
+  command: string,
+  o: { env?: Record<string, string>; started?: (ch: ClientChannel) => void } = {},
+): Promise<ExecResult> {
+  return within(
+    15_000,
+    `exec ${command}`,
+    new Promise<ExecResult>((resolve, reject) => {
+      c.client.exec(command, o.env ? { env: o.env } : {}, (err, ch) => {
+        if (err) return reject(err);
+        const r: ExecResult = { stdout: '', stderr: '', code: null, signal: null };
+        ch.on('data', (d: Buffer) => (r.stdout += d.toString()));
+        ch.stderr.on('data', (d: Buffer) => (r.stderr += d.toString()));
+        ch.on('exit', (...a: unknown[]) => {
+          r.code = typeof a[0] === 'number' ? a[0] : null;
+          r.signal = typeof a[1] === 'string' ? a[1] : null;
+        });
+        ch.on('close', () => resolve(r));
+        o.started?.(ch);
       });
-      ch.on('close', () => resolve(r));
-      o.started?.(ch);
-    });
-  }));
+    }),
+  );
 }
 
 async function loginFails(s: Sshd, auth: Partial<ConnectConfig>, pin?: string): Promise<Error & { level?: string }> {
@@ -126,7 +138,8 @@ function pidsOf(uid: number, cmd: string): number[] {
       const status = readFileSync(`/proc/${e}/status`, 'utf8');
       if (/^State:\s+Z/m.test(status)) continue;
       if (Number(/^Uid:\s+\d+\s+(\d+)/m.exec(status)?.[1]) !== uid) continue;
-      if (readFileSync(`/proc/${e}/cmdline`, 'utf8').replace(/\0+$/, '').split('\0').join(' ') === cmd) out.push(Number(e));
+      if (readFileSync(`/proc/${e}/cmdline`, 'utf8').replace(/\0+$/, '').split('\0').join(' ') === cmd)
+        out.push(Number(e));
     } catch {
       // gone meanwhile
     }
@@ -199,7 +212,11 @@ t.test('sshd harness', async (t) => {
       t.equal(c.seenFingerprint, s.hostKeyFingerprint, `${name}: ssh2 sees the host key ssh-keygen fingerprinted`);
       t.same(await exec(c, 'echo hi'), { stdout: 'hi\n', stderr: '', code: 0, signal: null }, `${name}: echo hi`);
       c.client.end();
-      t.match(s.logs(), `Accepted publickey for ${s.user} from 127.0.0.1 port ${c.localPort} ssh2: ${k.type === 'ed25519' ? 'ED25519' : k.type === 'rsa' ? 'RSA' : 'ECDSA'} ${k.fingerprint}`, `${name}: sshd logs the key`);
+      t.match(
+        s.logs(),
+        `Accepted publickey for ${s.user} from 127.0.0.1 port ${c.localPort} ssh2: ${k.type === 'ed25519' ? 'ED25519' : k.type === 'rsa' ? 'RSA' : 'ECDSA'} ${k.fingerprint}`,
+        `${name}: sshd logs the key`,
+      );
     }
     t.equal(s.keys.encrypted.type, 'ed25519');
     t.match(s.keys.encrypted.passphrase, /^\S{8,}$/);
@@ -224,10 +241,30 @@ t.test('sshd harness', async (t) => {
     const kh = join(tmp, 'known_hosts');
     writeFileSync(kh, `[127.0.0.1]:${s.port} ${s.hostKey}\n`);
     const out = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-      execFile('ssh', ['-F', '/dev/null', '-o', 'BatchMode=yes', '-o', 'IdentitiesOnly=yes', '-o', 'StrictHostKeyChecking=yes', '-o', `UserKnownHostsFile=${kh}`,
-        '-i', s.keys.rsaPkcs8.path, '-p', String(s.port), `${s.user}@127.0.0.1`, 'echo hi'], (err, stdout, stderr) => {
-        resolve({ code: err ? Number(err.code) : 0, stdout, stderr });
-      });
+      execFile(
+        'ssh',
+        [
+          '-F',
+          '/dev/null',
+          '-o',
+          'BatchMode=yes',
+          '-o',
+          'IdentitiesOnly=yes',
+          '-o',
+          'StrictHostKeyChecking=yes',
+          '-o',
+          `UserKnownHostsFile=${kh}`,
+          '-i',
+          s.keys.rsaPkcs8.path,
+          '-p',
+          String(s.port),
+          `${s.user}@127.0.0.1`,
+          'echo hi',
+        ],
+        (err, stdout, stderr) => {
+          resolve({ code: err ? Number(err.code) : 0, stdout, stderr });
+        },
+      );
     });
     attempts.set(s, (attempts.get(s) ?? 0) + 1);
     t.equal(out.code, 0, out.stderr);
@@ -272,8 +309,18 @@ t.test('sshd harness', async (t) => {
     t.teardown(() => c.client.end());
     t.same(await exec(c, 'exit 3'), { stdout: '', stderr: '', code: 3, signal: null });
     t.same(await exec(c, 'kill -TERM $$'), { stdout: '', stderr: '', code: null, signal: 'SIGTERM' });
-    t.same(await exec(c, 'echo out; echo err >&2; exit 7'), { stdout: 'out\n', stderr: 'err\n', code: 7, signal: null });
-    t.same(await exec(c, 'echo "${POSTERN_T_ENV-unset}"', { env: { POSTERN_T_ENV: 'x' } }), { stdout: 'unset\n', stderr: '', code: 0, signal: null });
+    t.same(await exec(c, 'echo out; echo err >&2; exit 7'), {
+      stdout: 'out\n',
+      stderr: 'err\n',
+      code: 7,
+      signal: null,
+    });
+    t.same(await exec(c, 'echo "${POSTERN_T_ENV-unset}"', { env: { POSTERN_T_ENV: 'x' } }), {
+      stdout: 'unset\n',
+      stderr: '',
+      code: 0,
+      signal: null,
+    });
     t.same(await exec(c, 'pwd'), { stdout: `${s.dir}/home\n`, stderr: '', code: 0, signal: null });
   });
 

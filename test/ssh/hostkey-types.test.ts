@@ -38,7 +38,9 @@ const sessionOpen = (sshd: Sshd): boolean => sshd.processesOf(sshd.user).some((p
 
 // `ssh-keyscan -p PORT HOST | ssh-keygen -lf -`: key type name -> fingerprint.
 function keyscan(sshd: Sshd): Map<string, string> {
-  const scanned = execFileSync('ssh-keyscan', ['-p', String(sshd.port), sshd.host], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const scanned = execFileSync('ssh-keyscan', ['-p', String(sshd.port), sshd.host], {
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
   const listed = execFileSync('ssh-keygen', ['-l', '-f', '-'], { input: scanned }).toString();
   const out = new Map<string, string>();
   for (const line of listed.trim().split('\n')) {
@@ -57,7 +59,10 @@ function connectionPorts(log: string): string[] {
 
 // The client ports of the connections sshd logged an authentication line for.
 function authPorts(log: string): string[] {
-  const ports = log.split('\n').filter((l) => AUTH.test(l)).map((l) => / port (\d+)/.exec(l)?.[1]);
+  const ports = log
+    .split('\n')
+    .filter((l) => AUTH.test(l))
+    .map((l) => / port (\d+)/.exec(l)?.[1]);
   return [...new Set(ports.filter((p) => p !== undefined))];
 }
 
@@ -93,14 +98,52 @@ t.test('pinning an ed25519, ECDSA or RSA host key', async (t) => {
 
   // The pins a user would take.
   const scanned = keyscan(sshd);
-  t.same(Object.fromEntries(scanned), { ED25519: fp.ed25519, ECDSA: fp.ecdsa, RSA: fp.rsa }, 'ssh-keyscan shows the three host keys');
+  t.same(
+    Object.fromEntries(scanned),
+    { ED25519: fp.ed25519, ECDSA: fp.ecdsa, RSA: fp.rsa },
+    'ssh-keyscan shows the three host keys',
+  );
   for (const type of types) {
-    add({ ...base, name: `pw-${type}`, auth: 'password', hostKey: fp[type], commands: [`echo pinned-${type}`, 'cat pw.txt'] }, pwFile);
+    add(
+      {
+        ...base,
+        name: `pw-${type}`,
+        auth: 'password',
+        hostKey: fp[type],
+        commands: [`echo pinned-${type}`, 'cat pw.txt'],
+      },
+      pwFile,
+    );
   }
-  add({ ...base, name: 'key-rsa', auth: 'key', hostKey: scanned.get('RSA')!, commands: ['echo key-rsa'] }, sshd.keys.ed25519.path);
-  add({ ...base, name: 'pw-none', auth: 'password', hostKey: sshd.otherHostKeyFingerprint, commands: ['touch ran-pw-none'] }, pwFile);
-  add({ ...base, name: 'nowhere', host: 'nowhere.example.test', auth: 'password', hostKey: fp.ed25519, commands: ['true'] }, pwFile);
-  add({ ...base, name: 'key-none', auth: 'key', hostKey: sshd.otherHostKeyFingerprint, commands: ['touch ran-key-none'] }, sshd.keys.ed25519.path);
+  add(
+    { ...base, name: 'key-rsa', auth: 'key', hostKey: scanned.get('RSA')!, commands: ['echo key-rsa'] },
+    sshd.keys.ed25519.path,
+  );
+  add(
+    {
+      ...base,
+      name: 'pw-none',
+      auth: 'password',
+      hostKey: sshd.otherHostKeyFingerprint,
+      commands: ['touch ran-pw-none'],
+    },
+    pwFile,
+  );
+  add(
+    {
+      ...base,
+      name: 'nowhere',
+      host: 'nowhere.example.test',
+      auth: 'password',
+      hostKey: fp.ed25519,
+      commands: ['true'],
+    },
+    pwFile,
+  );
+  add(
+    { ...base, name: 'key-none', auth: 'key', hostKey: sshd.otherHostKeyFingerprint, commands: ['touch ran-key-none'] },
+    sshd.keys.ed25519.path,
+  );
 
   const ok = async (t: Test, credential: string, command: string): Promise<SshReply> => {
     const r = await post({ credential, command });
@@ -118,8 +161,15 @@ t.test('pinning an ed25519, ECDSA or RSA host key', async (t) => {
       const logBefore = sshd.logs().length;
       const before = sshd.connections();
       const r = await ok(t, `pw-${type}`, `echo pinned-${type}`);
-      t.same({ exit_code: r.exit_code, signal: r.signal, stdout: r.stdout, stderr: r.stderr }, { exit_code: 0, signal: null, stdout: `pinned-${type}\n`, stderr: '' });
-      t.equal(sshd.connections(), before + handshakes[type], `${handshakes[type]} handshake(s): one per key type shown until the pinned one`);
+      t.same(
+        { exit_code: r.exit_code, signal: r.signal, stdout: r.stdout, stderr: r.stderr },
+        { exit_code: 0, signal: null, stdout: `pinned-${type}\n`, stderr: '' },
+      );
+      t.equal(
+        sshd.connections(),
+        before + handshakes[type],
+        `${handshakes[type]} handshake(s): one per key type shown until the pinned one`,
+      );
       const said = sshd.logs().slice(logBefore);
       t.equal((said.match(/^Accepted password for /gm) ?? []).length, 1, `one login:\n${said}`);
       t.notMatch(said, /Failed|Invalid user/, 'no failed login');
@@ -128,7 +178,10 @@ t.test('pinning an ed25519, ECDSA or RSA host key', async (t) => {
       t.equal(ports.length, handshakes[type]);
       t.same(authPorts(said), [ports.at(-1)], 'authentication on the last connection only');
       for (const port of ports.slice(0, -1)) {
-        t.ok(await eventually(() => endedPreauth(sshd.logs().slice(logBefore), port), 5000), `the handshake from port ${port} ended before authentication`);
+        t.ok(
+          await eventually(() => endedPreauth(sshd.logs().slice(logBefore), port), 5000),
+          `the handshake from port ${port} ended before authentication`,
+        );
       }
       const more = await ok(t, `pw-${type}`, `echo pinned-${type}`);
       t.equal(more.stdout, `pinned-${type}\n`);
@@ -147,13 +200,20 @@ t.test('pinning an ed25519, ECDSA or RSA host key', async (t) => {
     const logBefore = sshd.logs().length;
     const before = sshd.connections();
     const r = await ok(t, 'key-rsa', 'echo key-rsa');
-    t.same({ exit_code: r.exit_code, stdout: r.stdout, stderr: r.stderr }, { exit_code: 0, stdout: 'key-rsa\n', stderr: '' });
+    t.same(
+      { exit_code: r.exit_code, stdout: r.stdout, stderr: r.stderr },
+      { exit_code: 0, stdout: 'key-rsa\n', stderr: '' },
+    );
     t.equal(sshd.connections(), before + 3);
     const said = sshd.logs().slice(logBefore);
     const ports = connectionPorts(said);
     const logins = [...said.matchAll(/^Accepted publickey for \S+ from \S+ port (\d+) ssh2: (\S+) (\S+)$/gm)];
     t.equal(logins.length, 1, `one login:\n${said}`);
-    t.same(logins.map((m) => [m[1], m[3]]), [[ports[2], sshd.keys.ed25519.fingerprint]], 'on the third connection, with the credential\'s key');
+    t.same(
+      logins.map((m) => [m[1], m[3]]),
+      [[ports[2], sshd.keys.ed25519.fingerprint]],
+      "on the third connection, with the credential's key",
+    );
     // ssh2 asks whether the key would do (sshd: "Postponed"), then signs.
     t.same(authPorts(said), [ports[2]], 'authentication on the third connection only');
     t.equal((said.match(/^Postponed publickey for /gm) ?? []).length, 1, 'the key was offered once');
@@ -166,7 +226,10 @@ t.test('pinning an ed25519, ECDSA or RSA host key', async (t) => {
       { type: 'ecdsa-sha2-nistp256', fingerprint: fp.ecdsa },
       { type: 'ssh-rsa', fingerprint: fp.rsa },
     ];
-    t.same(sshd.hostKeys.map((k) => k.keyType), ['ssh-ed25519', 'ecdsa-sha2-nistp256', 'ssh-rsa']);
+    t.same(
+      sshd.hostKeys.map((k) => k.keyType),
+      ['ssh-ed25519', 'ecdsa-sha2-nistp256', 'ssh-rsa'],
+    );
     const pin = sshd.otherHostKeyFingerprint;
     const message = `the host key of 127.0.0.1 is not the pinned one; nothing was sent: it offered ${offered.map((k) => `${k.type} ${k.fingerprint}`).join(', ')} (every host key type postern can use was asked for), and the pin is ${pin}. If the server's key really changed, a human must check it (e.g. \`ssh-keyscan -p ${sshd.port} 127.0.0.1 | ssh-keygen -lf -\` on a trusted network) and update host_key with \`postern cred update\``;
     const seqs: unknown[] = [];
@@ -188,7 +251,10 @@ t.test('pinning an ed25519, ECDSA or RSA host key', async (t) => {
       const ports = connectionPorts(sshd.logs().slice(logBefore));
       t.equal(ports.length, 4);
       for (const port of ports) {
-        t.ok(await eventually(() => endedPreauth(sshd.logs().slice(logBefore), port), 5000), `the handshake from port ${port} ended before authentication`);
+        t.ok(
+          await eventually(() => endedPreauth(sshd.logs().slice(logBefore), port), 5000),
+          `the handshake from port ${port} ended before authentication`,
+        );
       }
       const said = sshd.logs().slice(logBefore);
       t.notMatch(said, AUTH, `${name}: no authentication attempt:\n${said}`);
@@ -198,7 +264,11 @@ t.test('pinning an ed25519, ECDSA or RSA host key', async (t) => {
     }
     const journal = auditList<Entry>(s);
     for (const seq of seqs) {
-      t.match(journal.find((e) => e.seq === seq), { kind: 'ssh_outcome', error: 'host_key_mismatch', offered_host_keys: offered }, 'the journal names the keys offered');
+      t.match(
+        journal.find((e) => e.seq === seq),
+        { kind: 'ssh_outcome', error: 'host_key_mismatch', offered_host_keys: offered },
+        'the journal names the keys offered',
+      );
     }
   });
 
@@ -217,7 +287,10 @@ t.test('pinning an ed25519, ECDSA or RSA host key', async (t) => {
     t.equal(r.status, 502, r.text);
     const err = (r.json as ErrorBody).error;
     t.equal(err.code, 'dns_error');
-    t.equal(err.message, 'could not resolve nowhere.example.test: the name does not exist (NXDOMAIN); check the host of credential "nowhere" (a human can change it with `postern cred update`)');
+    t.equal(
+      err.message,
+      'could not resolve nowhere.example.test: the name does not exist (NXDOMAIN); check the host of credential "nowhere" (a human can change it with `postern cred update`)',
+    );
   });
 
   await t.test('the password is in no reply, log or journal', async (t) => {

@@ -20,7 +20,8 @@ function pidsRunning(line: string): number[] {
   for (const e of readdirSync('/proc')) {
     if (!/^\d+$/.test(e)) continue;
     try {
-      if (readFileSync(`/proc/${e}/cmdline`, 'utf8').replace(/\0+$/, '').split('\0').join(' ') === line) out.push(Number(e));
+      if (readFileSync(`/proc/${e}/cmdline`, 'utf8').replace(/\0+$/, '').split('\0').join(' ') === line)
+        out.push(Number(e));
     } catch {
       // gone meanwhile
     }
@@ -33,7 +34,17 @@ t.test('connection_idle closes a kept connection', async (t) => {
   t.teardown(() => sshd.close());
   t.teardown(() => s.close());
   await s.approver();
-  const added = addSshCredential(s.h, { name: 'box', port: sshd.port, user: sshd.user, hostKey: sshd.hostKeyFingerprint, commands: ['echo hi', 'sleep 1.5'] }, sshd.keys.ed25519.path);
+  const added = addSshCredential(
+    s.h,
+    {
+      name: 'box',
+      port: sshd.port,
+      user: sshd.user,
+      hostKey: sshd.hostKeyFingerprint,
+      commands: ['echo hi', 'sleep 1.5'],
+    },
+    sshd.keys.ed25519.path,
+  );
   t.equal(added.code, 0, added.stderr);
   // sshd's unprivileged process for a logged-in connection.
   const sessions = (): number => sshd.processesOf(sshd.user).filter((p) => p === `sshd: ${sshd.user}@notty`).length;
@@ -81,19 +92,27 @@ t.test('connection_idle closes a kept connection', async (t) => {
     };
     t.teardown(resume);
     const started = Date.now();
-    const r = await agentRequest(s.sock, 'POST', '/v1/ssh', { credential: 'box', command: 'echo hi', timeout_ms: 1000 });
+    const r = await agentRequest(s.sock, 'POST', '/v1/ssh', {
+      credential: 'box',
+      command: 'echo hi',
+      timeout_ms: 1000,
+    });
     const took = Date.now() - started;
     t.equal(r.status, 504, r.text);
     t.same((r.json as { error: Record<string, unknown> }).error, {
       code: 'upstream_timeout',
-      message: '127.0.0.1 did not start the command in time (its exec channel was not confirmed); it may yet run — check before retrying',
+      message:
+        '127.0.0.1 did not start the command in time (its exec channel was not confirmed); it may yet run — check before retrying',
       maybe_executed: true,
       audit_seq: (r.json as { error: { audit_seq: unknown } }).error.audit_seq,
     });
     t.ok(took >= 1000 && took < 4000, `answered after ${took} ms (timeout_ms 1000)`);
     t.equal(sshd.connections(), connections, 'no new connection was tried');
     resume();
-    t.ok(await eventually(() => pidsRunning(`sshd: ${sshd.user}@notty`).length === 0, 5000), 'postern dropped that connection');
+    t.ok(
+      await eventually(() => pidsRunning(`sshd: ${sshd.user}@notty`).length === 0, 5000),
+      'postern dropped that connection',
+    );
     t.equal((await run('echo hi')).stdout, 'hi\n');
     t.equal(sshd.connections(), connections + 1, 'the next command had a new connection');
   });

@@ -11,7 +11,6 @@ import { startStack, Stack, Card, auditList } from '../helpers/stack';
 import { agentRequest } from '../helpers/postern';
 import { SshCredSpec, SshReply, addSshCredential } from '../helpers/ssh-credential';
 
-
 interface ErrorBody {
   error: { code: string; message: string; audit_seq?: unknown };
 }
@@ -66,10 +65,19 @@ t.test('refused before connecting', async (t) => {
   addSsh(s, { ...base, name: 'mixed', host: 'mixed.example.test', commands: RULES, allow: ['127.0.0.1/32'] }, key);
   addSsh(s, { ...base, name: 'other', host: 'other.example.test', commands: RULES, allow: ['127.0.0.1/32'] }, key);
   addSsh(s, { ...base, name: 'noallow', host: '127.0.0.1', commands: RULES }, key);
-  addSsh(s, { ...base, name: 'withstdin', host: '127.0.0.1', commands: ['cat'], stdin: true, allow: ['127.0.0.1/32'] }, key);
-  s.addCredential('web', 'name = "web"\nkind = "http"\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\n', 'web-token-value');
+  addSsh(
+    s,
+    { ...base, name: 'withstdin', host: '127.0.0.1', commands: ['cat'], stdin: true, allow: ['127.0.0.1/32'] },
+    key,
+  );
+  s.addCredential(
+    'web',
+    'name = "web"\nkind = "http"\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\n',
+    'web-token-value',
+  );
 
-  const post = (body: Record<string, unknown>): Promise<{ status: number; json: unknown; text: string }> => agentRequest(s.sock, 'POST', '/v1/ssh', body);
+  const post = (body: Record<string, unknown>): Promise<{ status: number; json: unknown; text: string }> =>
+    agentRequest(s.sock, 'POST', '/v1/ssh', body);
 
   // Allowed requests reach sshd: one card and one session each.
   const allowed = async (t: Test, body: Record<string, unknown>, stdout: string): Promise<void> => {
@@ -79,7 +87,11 @@ t.test('refused before connecting', async (t) => {
     t.equal(r.status, 200, `${String(body['command'])}: ${r.text}`);
     t.equal((r.json as SshReply).stdout, stdout);
     t.equal(cards.length, cardsBefore + 1, 'one card');
-    t.match(sshd.logs().slice(logBefore), `Starting session: command for ${sshd.user} from 127.0.0.1`, 'the command reached sshd');
+    t.match(
+      sshd.logs().slice(logBefore),
+      `Starting session: command for ${sshd.user} from 127.0.0.1`,
+      'the command reached sshd',
+    );
   };
 
   const runRows = async (t: Test, rows: Row[]): Promise<void> => {
@@ -103,12 +115,26 @@ t.test('refused before connecting', async (t) => {
 
   await t.test('the rules admit plain words', async (t) => {
     await allowed(t, { credential: 'pol', command: 'echo hi' }, 'hi\n');
-    await allowed(t, { credential: 'pol', command: 'echo a=b,c:d@e%f+g x_y.z/w-1 a..b' }, 'a=b,c:d@e%f+g x_y.z/w-1 a..b\n');
+    await allowed(
+      t,
+      { credential: 'pol', command: 'echo a=b,c:d@e%f+g x_y.z/w-1 a..b' },
+      'a=b,c:d@e%f+g x_y.z/w-1 a..b\n',
+    );
     await allowed(t, { credential: 'pol', command: 'printf ok' }, 'ok');
   });
 
-  const denied = (command: string, what = command): Row => ({ what: `denied: ${JSON.stringify(what)}`, body: { credential: 'pol', command }, status: 403, code: 'denied_policy' });
-  const malformed = (command: string, what: string): Row => ({ what: `bad_request: ${what}`, body: { credential: 'pol', command }, status: 400, code: 'bad_request' });
+  const denied = (command: string, what = command): Row => ({
+    what: `denied: ${JSON.stringify(what)}`,
+    body: { credential: 'pol', command },
+    status: 403,
+    code: 'denied_policy',
+  });
+  const malformed = (command: string, what: string): Row => ({
+    what: `bad_request: ${what}`,
+    body: { credential: 'pol', command },
+    status: 400,
+    code: 'bad_request',
+  });
 
   await t.test('commands outside the rules', async (t) => {
     await runRows(t, [
@@ -179,11 +205,37 @@ t.test('refused before connecting', async (t) => {
 
   await t.test('stdin', async (t) => {
     await runRows(t, [
-      { what: 'stdin to a credential without stdin', body: { credential: 'pol', command: 'echo hi', stdin: 'x' }, status: 403, code: 'denied_policy', message: /allows no stdin/ },
-      { what: 'stdin_base64 to a credential without stdin', body: { credential: 'pol', command: 'echo hi', stdin_base64: 'eA==' }, status: 403, code: 'denied_policy' },
-      { what: 'stdin and stdin_base64', body: { credential: 'withstdin', command: 'cat', stdin: 'x', stdin_base64: 'eA==' }, status: 400, code: 'bad_request' },
-      { what: 'stdin_base64 that is not base64', body: { credential: 'withstdin', command: 'cat', stdin_base64: 'not base64!' }, status: 400, code: 'bad_request' },
-      { what: 'stdin not a string', body: { credential: 'withstdin', command: 'cat', stdin: 5 }, status: 400, code: 'bad_request' },
+      {
+        what: 'stdin to a credential without stdin',
+        body: { credential: 'pol', command: 'echo hi', stdin: 'x' },
+        status: 403,
+        code: 'denied_policy',
+        message: /allows no stdin/,
+      },
+      {
+        what: 'stdin_base64 to a credential without stdin',
+        body: { credential: 'pol', command: 'echo hi', stdin_base64: 'eA==' },
+        status: 403,
+        code: 'denied_policy',
+      },
+      {
+        what: 'stdin and stdin_base64',
+        body: { credential: 'withstdin', command: 'cat', stdin: 'x', stdin_base64: 'eA==' },
+        status: 400,
+        code: 'bad_request',
+      },
+      {
+        what: 'stdin_base64 that is not base64',
+        body: { credential: 'withstdin', command: 'cat', stdin_base64: 'not base64!' },
+        status: 400,
+        code: 'bad_request',
+      },
+      {
+        what: 'stdin not a string',
+        body: { credential: 'withstdin', command: 'cat', stdin: 5 },
+        status: 400,
+        code: 'bad_request',
+      },
     ]);
     // An empty stdin is no stdin.
     await allowed(t, { credential: 'pol', command: 'echo hi', stdin: '' }, 'hi\n');
@@ -193,30 +245,99 @@ t.test('refused before connecting', async (t) => {
 
   await t.test('malformed requests', async (t) => {
     await runRows(t, [
-      { what: 'an unknown field (env)', body: { credential: 'pol', command: 'echo hi', env: { A: 'b' } }, status: 400, code: 'bad_request' },
-      { what: 'an unknown field (pty)', body: { credential: 'pol', command: 'echo hi', pty: true }, status: 400, code: 'bad_request' },
+      {
+        what: 'an unknown field (env)',
+        body: { credential: 'pol', command: 'echo hi', env: { A: 'b' } },
+        status: 400,
+        code: 'bad_request',
+      },
+      {
+        what: 'an unknown field (pty)',
+        body: { credential: 'pol', command: 'echo hi', pty: true },
+        status: 400,
+        code: 'bad_request',
+      },
       { what: 'no command', body: { credential: 'pol' }, status: 400, code: 'bad_request' },
-      { what: 'a command that is not a string', body: { credential: 'pol', command: ['echo', 'hi'] }, status: 400, code: 'bad_request' },
-      { what: 'timeout_ms 0', body: { credential: 'pol', command: 'echo hi', timeout_ms: 0 }, status: 400, code: 'bad_request' },
-      { what: 'timeout_ms over max_timeout', body: { credential: 'pol', command: 'echo hi', timeout_ms: 11 * 60 * 1000 }, status: 400, code: 'bad_request' },
-      { what: 'an unknown credential', body: { credential: 'nope', command: 'echo hi' }, status: 404, code: 'unknown_credential' },
-      { what: 'an HTTP credential', body: { credential: 'web', command: 'echo hi' }, status: 400, code: 'bad_request', message: /POST \/v1\/http/ },
+      {
+        what: 'a command that is not a string',
+        body: { credential: 'pol', command: ['echo', 'hi'] },
+        status: 400,
+        code: 'bad_request',
+      },
+      {
+        what: 'timeout_ms 0',
+        body: { credential: 'pol', command: 'echo hi', timeout_ms: 0 },
+        status: 400,
+        code: 'bad_request',
+      },
+      {
+        what: 'timeout_ms over max_timeout',
+        body: { credential: 'pol', command: 'echo hi', timeout_ms: 11 * 60 * 1000 },
+        status: 400,
+        code: 'bad_request',
+      },
+      {
+        what: 'an unknown credential',
+        body: { credential: 'nope', command: 'echo hi' },
+        status: 404,
+        code: 'unknown_credential',
+      },
+      {
+        what: 'an HTTP credential',
+        body: { credential: 'web', command: 'echo hi' },
+        status: 400,
+        code: 'bad_request',
+        message: /POST \/v1\/http/,
+      },
     ]);
     // And the other way round: an SSH credential on /v1/http.
-    const r = await agentRequest(s.sock, 'POST', '/v1/http', { credential: 'pol', method: 'GET', url: 'https://api.example.test/' });
+    const r = await agentRequest(s.sock, 'POST', '/v1/http', {
+      credential: 'pol',
+      method: 'GET',
+      url: 'https://api.example.test/',
+    });
     t.equal(r.status, 400);
     t.equal((r.json as ErrorBody).error.code, 'bad_request');
   });
 
   await t.test('address rules', async (t) => {
     await runRows(t, [
-      { what: 'a name resolving to a private address', body: { credential: 'inner', command: 'echo hi' }, status: 403, code: 'denied_address', message: /10\.0\.0\.5.*private/ },
-      { what: 'a name with a checked and a private address', body: { credential: 'mixed', command: 'echo hi' }, status: 403, code: 'denied_address', message: /10\.0\.0\.5/ },
-      { what: 'loopback outside allow_addresses', body: { credential: 'other', command: 'echo hi' }, status: 403, code: 'denied_address', message: /127\.0\.0\.2.*loopback/ },
-      { what: 'loopback without allow_addresses', body: { credential: 'noallow', command: 'echo hi' }, status: 403, code: 'denied_address', message: /127\.0\.0\.1.*loopback/ },
+      {
+        what: 'a name resolving to a private address',
+        body: { credential: 'inner', command: 'echo hi' },
+        status: 403,
+        code: 'denied_address',
+        message: /10\.0\.0\.5.*private/,
+      },
+      {
+        what: 'a name with a checked and a private address',
+        body: { credential: 'mixed', command: 'echo hi' },
+        status: 403,
+        code: 'denied_address',
+        message: /10\.0\.0\.5/,
+      },
+      {
+        what: 'loopback outside allow_addresses',
+        body: { credential: 'other', command: 'echo hi' },
+        status: 403,
+        code: 'denied_address',
+        message: /127\.0\.0\.2.*loopback/,
+      },
+      {
+        what: 'loopback without allow_addresses',
+        body: { credential: 'noallow', command: 'echo hi' },
+        status: 403,
+        code: 'denied_address',
+        message: /127\.0\.0\.1.*loopback/,
+      },
       // Policy comes first: a refused command is refused as such even where
       // the address would be refused too.
-      { what: 'a refused command to a refused address', body: { credential: 'inner', command: 'echo $(id)' }, status: 403, code: 'denied_policy' },
+      {
+        what: 'a refused command to a refused address',
+        body: { credential: 'inner', command: 'echo $(id)' },
+        status: 403,
+        code: 'denied_policy',
+      },
     ]);
   });
 
@@ -229,12 +350,42 @@ t.test('refused before connecting', async (t) => {
     const seqs = rs.map((r) => (r.json as ErrorBody).error.audit_seq as number);
     const entries = auditEntries(s);
     const bySeq = (seq: number): Entry | undefined => entries.find((e) => e.seq === seq);
-    t.match(bySeq(seqs[0]!), { kind: 'ssh_refused', code: 'denied_policy', credential: 'pol', command: 'echo hi; id', host: 'box.example.test', user: sshd.user, host_key: sshd.hostKeyFingerprint });
-    t.match(bySeq(seqs[1]!), { kind: 'ssh_refused', code: 'denied_address', credential: 'inner', host: 'inner.example.test', command: 'echo hi' });
+    t.match(bySeq(seqs[0]!), {
+      kind: 'ssh_refused',
+      code: 'denied_policy',
+      credential: 'pol',
+      command: 'echo hi; id',
+      host: 'box.example.test',
+      user: sshd.user,
+      host_key: sshd.hostKeyFingerprint,
+    });
+    t.match(bySeq(seqs[1]!), {
+      kind: 'ssh_refused',
+      code: 'denied_address',
+      credential: 'inner',
+      host: 'inner.example.test',
+      command: 'echo hi',
+    });
     t.match(bySeq(seqs[2]!), { kind: 'ssh_refused', code: 'bad_request' });
-    t.notOk(entries.some((e) => e.kind === 'ssh_intent' && (e['credential'] === 'inner' || e['credential'] === 'mixed' || e['credential'] === 'other' || e['credential'] === 'noallow')), 'no intent for a refused address');
+    t.notOk(
+      entries.some(
+        (e) =>
+          e.kind === 'ssh_intent' &&
+          (e['credential'] === 'inner' ||
+            e['credential'] === 'mixed' ||
+            e['credential'] === 'other' ||
+            e['credential'] === 'noallow'),
+      ),
+      'no intent for a refused address',
+    );
     const refusedCommands = new Set(entries.filter((e) => e.kind === 'ssh_refused').map((e) => e['command']));
-    t.ok(refusedCommands.has('echo a  b') && refusedCommands.has('cat /tmp/dir/../../etc/shadow'), 'each refused command is in the journal');
-    t.notOk(entries.some((e) => e.kind === 'ssh_intent' && e['command'] === 'echo hi; id'), 'no intent for a refused command');
+    t.ok(
+      refusedCommands.has('echo a  b') && refusedCommands.has('cat /tmp/dir/../../etc/shadow'),
+      'each refused command is in the journal',
+    );
+    t.notOk(
+      entries.some((e) => e.kind === 'ssh_intent' && e['command'] === 'echo hi; id'),
+      'no intent for a refused command',
+    );
   });
 });

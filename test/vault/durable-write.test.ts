@@ -8,7 +8,6 @@ import { randomBytes, sodiumReady } from '../../shared/crypto';
 import { decryptVault, encodeVault, newVaultHeader } from '../../shared/vault-format';
 import { blobBytes, blobFill, contentsFor, driverArgv } from '../helpers/durable-write-driver';
 
-
 function tmpdir(t: Test): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'postern-durable-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -79,14 +78,24 @@ t.test('strace: temp, write, fsync, rename, directory fsync, in that order', asy
   const log = path.join(dir, 'trace');
   const size = 300_000;
   execFileSync('/usr/bin/strace', [
-    '-f', '-ff', '-o', log, '-s', '4096', '-y',
-    '-e', 'trace=openat,write,pwrite64,fsync,fdatasync,rename,renameat,renameat2,close',
+    '-f',
+    '-ff',
+    '-o',
+    log,
+    '-s',
+    '4096',
+    '-y',
+    '-e',
+    'trace=openat,write,pwrite64,fsync,fdatasync,rename,renameat,renameat2,close',
     ...driverArgv('write', target, String(size)),
   ]);
   t.equal(fs.readFileSync(target).length, size);
   t.ok(fs.readFileSync(target).every((b) => b === 0x5a));
   // One file per thread; the synchronous writes all happen on the main thread.
-  const traces = fs.readdirSync(dir).filter((n) => n.startsWith('trace.')).map((n) => fs.readFileSync(path.join(dir, n), 'utf8'));
+  const traces = fs
+    .readdirSync(dir)
+    .filter((n) => n.startsWith('trace.'))
+    .map((n) => fs.readFileSync(path.join(dir, n), 'utf8'));
   const lines = traces.find((s) => s.includes('.vault.tmp-'))?.split('\n') ?? [];
   t.ok(lines.length > 0, 'the main thread trace mentions the temp file');
 
@@ -101,10 +110,16 @@ t.test('strace: temp, write, fsync, rename, directory fsync, in that order', asy
   // strace -y decorates fds (and AT_FDCWD) with their paths: `18</dir/file>`.
   const cwd = 'AT_FDCWD(?:<[^>]*>)?';
   const ok = '\\s*=\\s*';
-  const [iOpen, open] = find(new RegExp(`^openat\\(${cwd}, "(${esc(dir)}/\\.vault\\.tmp-\\d+-[0-9a-f]+)", ([A-Z_|]+), 0600\\)${ok}(\\d+)<`), 0);
+  const [iOpen, open] = find(
+    new RegExp(`^openat\\(${cwd}, "(${esc(dir)}/\\.vault\\.tmp-\\d+-[0-9a-f]+)", ([A-Z_|]+), 0600\\)${ok}(\\d+)<`),
+    0,
+  );
   const temp = open[1] as string;
   const flags = (open[2] as string).split('|');
-  t.ok(['O_WRONLY', 'O_CREAT', 'O_EXCL', 'O_NOFOLLOW'].every((f) => flags.includes(f)), `temp opened O_CREAT|O_EXCL|O_WRONLY|O_NOFOLLOW (${open[2]})`);
+  t.ok(
+    ['O_WRONLY', 'O_CREAT', 'O_EXCL', 'O_NOFOLLOW'].every((f) => flags.includes(f)),
+    `temp opened O_CREAT|O_EXCL|O_WRONLY|O_NOFOLLOW (${open[2]})`,
+  );
   const fdRe = esc(`${open[3]}<${temp}>`);
   // Writes to the temp fd, all before its fsync.
   const [iFsync] = find(new RegExp(`^fsync\\(${fdRe}\\)${ok}0`), iOpen);
@@ -115,13 +130,25 @@ t.test('strace: temp, write, fsync, rename, directory fsync, in that order', asy
   }
   t.equal(written, size, 'all bytes written to the temp fd before its fsync');
   const [iClose] = find(new RegExp(`^close\\(${fdRe}\\)${ok}0`), iFsync);
-  const [iRename] = find(new RegExp(`^rename(?:at2?)?\\((?:${cwd}, )?"${esc(temp)}", (?:${cwd}, )?"${esc(target)}"(?:, 0)?\\)${ok}0`), iClose);
-  const [iDir, dirOpen] = find(new RegExp(`^openat\\(${cwd}, "${esc(dir)}", (O_RDONLY[A-Z_|]*)\\)${ok}(\\d+)<`), iRename);
+  const [iRename] = find(
+    new RegExp(`^rename(?:at2?)?\\((?:${cwd}, )?"${esc(temp)}", (?:${cwd}, )?"${esc(target)}"(?:, 0)?\\)${ok}0`),
+    iClose,
+  );
+  const [iDir, dirOpen] = find(
+    new RegExp(`^openat\\(${cwd}, "${esc(dir)}", (O_RDONLY[A-Z_|]*)\\)${ok}(\\d+)<`),
+    iRename,
+  );
   t.ok((dirOpen[1] as string).split('|').includes('O_DIRECTORY'), 'the directory is opened as a directory');
   const [iDirSync] = find(new RegExp(`^fsync\\(${dirOpen[2]}<${esc(dir)}>\\)${ok}0`), iDir);
   t.ok(iOpen < iFsync && iFsync < iClose && iClose < iRename && iRename < iDir && iDir < iDirSync, 'in order');
-  t.notOk(lines.some((l) => new RegExp(`"${esc(target)}", O_WRONLY`).test(l)), 'the target itself is never opened for writing');
-  t.notOk(lines.slice(0, iRename).some((l) => l.includes(`<${target}>`)), 'nothing touches the target before the rename');
+  t.notOk(
+    lines.some((l) => new RegExp(`"${esc(target)}", O_WRONLY`).test(l)),
+    'the target itself is never opened for writing',
+  );
+  t.notOk(
+    lines.slice(0, iRename).some((l) => l.includes(`<${target}>`)),
+    'nothing touches the target before the rename',
+  );
 });
 
 // The quick variant of the crash test (the 200-kill one is the lead's): a
@@ -150,7 +177,8 @@ t.test('kill -9 during rewrites: always the old or the new vault, never a mix', 
     const { header, contents } = decryptVault(fs.readFileSync(vault), key);
     const n = header.generation;
     const blob = contents.blobs[0] as Buffer;
-    const complete = (contents.meta as { n: number }).n === n && blob.length === blobBytes(n) && blob.every((b) => b === blobFill(n));
+    const complete =
+      (contents.meta as { n: number }).n === n && blob.length === blobBytes(n) && blob.every((b) => b === blobFill(n));
     t.ok(complete, `round ${round}: generation ${n} is complete`);
     t.ok(n > last, `round ${round}: generation moved on (${last} → ${n})`);
     last = n;

@@ -13,7 +13,12 @@ t.test('MODERATE derivation: time, and the 256 MiB is returned afterwards', asyn
   const rss = (): number => Math.round(process.memoryUsage.rss() / MiB);
   const before = rss();
   const start = Date.now();
-  const key = await deriveKey(Buffer.from('a moderately long passphrase'), salt, KDF_PRESETS.moderate.opslimit, KDF_PRESETS.moderate.memlimit);
+  const key = await deriveKey(
+    Buffer.from('a moderately long passphrase'),
+    salt,
+    KDF_PRESETS.moderate.opslimit,
+    KDF_PRESETS.moderate.memlimit,
+  );
   const ms = Date.now() - start;
   const after = rss();
   t.equal(key.length, 32);
@@ -22,11 +27,20 @@ t.test('MODERATE derivation: time, and the 256 MiB is returned afterwards', asyn
   t.ok(after - before < 64, `RSS grew by ${after - before} MiB (< 64 MiB)`);
 });
 
-t.test('presets are libsodium\'s Argon2id constants', async (t) => {
+t.test("presets are libsodium's Argon2id constants", async (t) => {
   const s = await sodiumReady();
-  t.same(KDF_PRESETS.interactive, { opslimit: s.crypto_pwhash_OPSLIMIT_INTERACTIVE, memlimit: s.crypto_pwhash_MEMLIMIT_INTERACTIVE });
-  t.same(KDF_PRESETS.moderate, { opslimit: s.crypto_pwhash_OPSLIMIT_MODERATE, memlimit: s.crypto_pwhash_MEMLIMIT_MODERATE });
-  t.same(KDF_PRESETS.sensitive, { opslimit: s.crypto_pwhash_OPSLIMIT_SENSITIVE, memlimit: s.crypto_pwhash_MEMLIMIT_SENSITIVE });
+  t.same(KDF_PRESETS.interactive, {
+    opslimit: s.crypto_pwhash_OPSLIMIT_INTERACTIVE,
+    memlimit: s.crypto_pwhash_MEMLIMIT_INTERACTIVE,
+  });
+  t.same(KDF_PRESETS.moderate, {
+    opslimit: s.crypto_pwhash_OPSLIMIT_MODERATE,
+    memlimit: s.crypto_pwhash_MEMLIMIT_MODERATE,
+  });
+  t.same(KDF_PRESETS.sensitive, {
+    opslimit: s.crypto_pwhash_OPSLIMIT_SENSITIVE,
+    memlimit: s.crypto_pwhash_MEMLIMIT_SENSITIVE,
+  });
   t.same(KDF_CAPS, { min: KDF_PRESETS.interactive, max: KDF_PRESETS.sensitive });
   t.ok(isKdfPresetName('moderate'));
   t.notOk(isKdfPresetName('toString'));
@@ -41,7 +55,7 @@ t.test('the worker derives exactly what crypto_pwhash derives in-process', async
   t.equal(key.toString('hex'), Buffer.from(direct).toString('hex'));
   // Cross-checked once with Python's cryptography Argon2id (t=2, m=65536 KiB, p=1).
   t.equal(key.toString('hex'), 'c05ce4c4dd7e0e45ee6011cc59d068ade47df1b01fc0cf9cd4678bdf68a5b7b0');
-  t.equal(pass.toString(), 'correct horse battery staple', 'the caller\'s passphrase is left to the caller');
+  t.equal(pass.toString(), 'correct horse battery staple', "the caller's passphrase is left to the caller");
   const other = await deriveKey(Buffer.from('correct horse battery stapl3'), salt, opslimit, memlimit);
   t.not(other.toString('hex'), key.toString('hex'));
 });
@@ -69,11 +83,20 @@ t.test('a worker that dies surfaces as a clear rejection', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'postern-kdf-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const job = { passphrase: Buffer.from('pw'), salt, ...KDF_PRESETS.interactive };
-  await t.rejects(deriveInWorker({ ...job, sodiumPath: path.join(dir, 'missing.js') }), /key derivation failed: the derivation worker crashed \(Cannot find module/);
+  await t.rejects(
+    deriveInWorker({ ...job, sodiumPath: path.join(dir, 'missing.js') }),
+    /key derivation failed: the derivation worker crashed \(Cannot find module/,
+  );
   const exits = path.join(dir, 'exits.js');
   fs.writeFileSync(exits, 'process.exit(3);\n');
-  await t.rejects(deriveInWorker({ ...job, sodiumPath: exits }), /key derivation failed: the derivation worker exited \(code 3\) without a key/);
+  await t.rejects(
+    deriveInWorker({ ...job, sodiumPath: exits }),
+    /key derivation failed: the derivation worker exited \(code 3\) without a key/,
+  );
   const throws = path.join(dir, 'throws.js');
-  fs.writeFileSync(throws, 'module.exports = { ready: Promise.resolve(), crypto_pwhash() { throw new Error("out of memory"); } };\n');
+  fs.writeFileSync(
+    throws,
+    'module.exports = { ready: Promise.resolve(), crypto_pwhash() { throw new Error("out of memory"); } };\n',
+  );
   await t.rejects(deriveInWorker({ ...job, sodiumPath: throws }), /crashed \(out of memory\)/);
 });

@@ -34,14 +34,24 @@ t.test('withOpen and withOpenAsync wipe the opened copy afterwards, also on thro
     return b.toString().length;
   });
   t.equal(len, 11);
-  t.ok((seen as unknown as Buffer).every((x) => x === 0), 'wiped after a sync use');
+  t.ok(
+    (seen as unknown as Buffer).every((x) => x === 0),
+    'wiped after a sync use',
+  );
 
   let escaped: Buffer | null = null;
-  t.throws(() => box.withOpen(sealed, (b) => {
-    escaped = b;
-    throw new Error('boom');
-  }), /boom/);
-  t.ok((escaped as unknown as Buffer).every((x) => x === 0), 'wiped after a throw');
+  t.throws(
+    () =>
+      box.withOpen(sealed, (b) => {
+        escaped = b;
+        throw new Error('boom');
+      }),
+    /boom/,
+  );
+  t.ok(
+    (escaped as unknown as Buffer).every((x) => x === 0),
+    'wiped after a throw',
+  );
 
   let during = '';
   let held: Buffer | null = null;
@@ -53,14 +63,23 @@ t.test('withOpen and withOpenAsync wipe the opened copy afterwards, also on thro
   });
   t.equal(result, 'done');
   t.equal(during, 'token-value', 'still readable across an await');
-  t.ok((held as unknown as Buffer).every((x) => x === 0), 'wiped once the promise settled');
+  t.ok(
+    (held as unknown as Buffer).every((x) => x === 0),
+    'wiped once the promise settled',
+  );
 
-  await t.rejects(box.withOpenAsync(sealed, async (b) => {
-    held = b;
-    await new Promise((r) => setTimeout(r, 1));
-    throw new Error('async boom');
-  }), /async boom/);
-  t.ok((held as unknown as Buffer).every((x) => x === 0), 'wiped after a rejection');
+  await t.rejects(
+    box.withOpenAsync(sealed, async (b) => {
+      held = b;
+      await new Promise((r) => setTimeout(r, 1));
+      throw new Error('async boom');
+    }),
+    /async boom/,
+  );
+  t.ok(
+    (held as unknown as Buffer).every((x) => x === 0),
+    'wiped after a rejection',
+  );
 });
 
 t.test('wipe destroys the key: nothing opens or seals afterwards', async (t) => {
@@ -69,7 +88,10 @@ t.test('wipe destroys the key: nothing opens or seals afterwards', async (t) => 
   t.notOk(box.wiped);
   box.wipe();
   t.ok(box.wiped);
-  t.throws(() => box.open(sealed), new Refusal('vault_locked', 'the vault was locked while this secret was needed; run `postern unlock` and retry'));
+  t.throws(
+    () => box.open(sealed),
+    new Refusal('vault_locked', 'the vault was locked while this secret was needed; run `postern unlock` and retry'),
+  );
   t.throws(() => box.seal(Buffer.from('s')), { code: 'vault_locked' });
   box.wipe(); // idempotent
 });

@@ -66,10 +66,19 @@ t.test('round trip through the file, with the passphrase', async (t) => {
   t.equal((opened.contents.blobs[2] as Buffer).length, 0);
   const blob0 = opened.contents.blobs[0] as Buffer;
   wipeContents(opened.contents);
-  t.ok(blob0.every((b) => b === 0), 'wipeContents zeroes the blobs');
+  t.ok(
+    blob0.every((b) => b === 0),
+    'wipeContents zeroes the blobs',
+  );
 
-  await t.rejects(openVaultFile(file, Buffer.from('a good passphrasf')), { code: 'wrong_passphrase', message: 'wrong passphrase (or the vault was modified); try again' });
-  await t.rejects(createVaultFile(file, Buffer.from('x'), 'interactive', CONFIG, sample()), { code: 'conflict', message: /already exists/ });
+  await t.rejects(openVaultFile(file, Buffer.from('a good passphrasf')), {
+    code: 'wrong_passphrase',
+    message: 'wrong passphrase (or the vault was modified); try again',
+  });
+  await t.rejects(createVaultFile(file, Buffer.from('x'), 'interactive', CONFIG, sample()), {
+    code: 'conflict',
+    message: /already exists/,
+  });
 });
 
 t.test('rewrite: generation + 1, new nonce, same key; the file decodes to the new state', async (t) => {
@@ -107,7 +116,10 @@ t.test('truncation at every header length and across the body: refused, never a 
   }
   t.comment(`outcomes over ${file.length} lengths: ${JSON.stringify(Object.fromEntries(seen))}`);
   t.same(decryptVault(file, key).contents.meta, sample().meta);
-  t.match(refusalCode(() => parseHeader(file.subarray(0, 20))), 'vault_corrupt');
+  t.match(
+    refusalCode(() => parseHeader(file.subarray(0, 20))),
+    'vault_corrupt',
+  );
   t.throws(() => parseHeader(file.subarray(0, 20)), { message: /20 bytes, shorter than the 70-byte header/ });
 });
 
@@ -128,7 +140,8 @@ t.test('every header byte is authenticated: flipping any one is refused', async 
       const code = refusalCode(() => decryptVault(bad, key));
       const kind = structural(i);
       if (kind === 'corrupt') t.equal(code, 'vault_corrupt', `byte ${i} ^ ${mask}`);
-      else if (kind === 'auth') t.equal(code, 'wrong_passphrase', `byte ${i} ^ ${mask} (salt, nonce, generation: caught by the AD)`);
+      else if (kind === 'auth')
+        t.equal(code, 'wrong_passphrase', `byte ${i} ^ ${mask} (salt, nonce, generation: caught by the AD)`);
       else t.ok(['vault_corrupt', 'wrong_passphrase'].includes(code), `byte ${i} ^ ${mask}: ${code}`);
     }
   }
@@ -136,7 +149,10 @@ t.test('every header byte is authenticated: flipping any one is refused', async 
   const bad = Buffer.from(file);
   bad[HEADER_FIXED_BYTES + 2] = 'X'.charCodeAt(0);
   t.equal(parseHeader(bad).header.approvedConfig.slice(0, 3), '{"X');
-  t.equal(refusalCode(() => decryptVault(bad, key)), 'wrong_passphrase');
+  t.equal(
+    refusalCode(() => decryptVault(bad, key)),
+    'wrong_passphrase',
+  );
 });
 
 t.test('header fields refused before any derivation, naming field and value', async (t) => {
@@ -147,9 +163,17 @@ t.test('header fields refused before any derivation, naming field and value', as
     ['magic', (b) => b.write('POSTERNX', 0, 'latin1'), /does not start with the POSTERNV magic/],
     ['version', (b) => b.writeUInt8(2, 8), /format version 2 is not supported/],
     ['kdf algorithm', (b) => b.writeUInt8(1, 9), /kdf algorithm 1 is unknown/],
-    ['opslimit huge', (b) => b.writeUInt32LE(1_000_000_000, 10), /opslimit 1000000000 is outside the accepted range 2\.\.4/],
+    [
+      'opslimit huge',
+      (b) => b.writeUInt32LE(1_000_000_000, 10),
+      /opslimit 1000000000 is outside the accepted range 2\.\.4/,
+    ],
     ['opslimit weak', (b) => b.writeUInt32LE(1, 10), /opslimit 1 is outside/],
-    ['memlimit 4 GiB - 1', (b) => b.writeUInt32LE(0xffffffff, 14), /memlimit 4294967295 is outside the accepted range 67108864\.\.1073741824/],
+    [
+      'memlimit 4 GiB - 1',
+      (b) => b.writeUInt32LE(0xffffffff, 14),
+      /memlimit 4294967295 is outside the accepted range 67108864\.\.1073741824/,
+    ],
     ['memlimit weak', (b) => b.writeUInt32LE(8192, 14), /memlimit 8192 is outside/],
     ['generation', (b) => b.writeBigUInt64LE(2n ** 60n, 58), /generation 1152921504606846976 is out of range/],
     ['config length', (b) => b.writeUInt32LE(1_000_000, 66), /approved-config length 1000000 runs past the end/],
@@ -162,7 +186,11 @@ t.test('header fields refused before any derivation, naming field and value', as
     const file = path.join(dir, name.replace(/\W+/g, '-'));
     fs.writeFileSync(file, bad);
     const start = process.hrtime.bigint();
-    await t.rejects(openVaultFile(file, Buffer.from('any')), { code: 'vault_corrupt', message }, `${name}: openVaultFile`);
+    await t.rejects(
+      openVaultFile(file, Buffer.from('any')),
+      { code: 'vault_corrupt', message },
+      `${name}: openVaultFile`,
+    );
     const ms = Number(process.hrtime.bigint() - start) / 1e6;
     t.ok(ms < 100, `${name}: refused in ${ms.toFixed(1)} ms, without deriving`);
   }
@@ -185,10 +213,26 @@ t.test('a container that authenticates but does not parse is vault_corrupt', asy
     ['empty', Buffer.alloc(0), /end inside the container magic/],
     ['magic', Buffer.from('PVB2'), /do not start with the PVB1 magic/],
     ['meta length', Buffer.concat([Buffer.from('PVB1'), u32(99), meta]), /end inside the meta JSON/],
-    ['meta json', Buffer.concat([Buffer.from('PVB1'), u32(2), Buffer.from('{x'), u32(0)]), /meta document is not valid JSON/],
-    ['blob count', Buffer.concat([Buffer.from('PVB1'), u32(2), meta, u32(3), u32(1), Buffer.from('a')]), /end inside the length of blob 1/],
-    ['blob length', Buffer.concat([Buffer.from('PVB1'), u32(2), meta, u32(1), u32(10), Buffer.from('abc')]), /end inside blob 0/],
-    ['trailing', Buffer.concat([Buffer.from('PVB1'), u32(2), meta, u32(0), Buffer.from('zz')]), /2 unexpected bytes follow the last blob/],
+    [
+      'meta json',
+      Buffer.concat([Buffer.from('PVB1'), u32(2), Buffer.from('{x'), u32(0)]),
+      /meta document is not valid JSON/,
+    ],
+    [
+      'blob count',
+      Buffer.concat([Buffer.from('PVB1'), u32(2), meta, u32(3), u32(1), Buffer.from('a')]),
+      /end inside the length of blob 1/,
+    ],
+    [
+      'blob length',
+      Buffer.concat([Buffer.from('PVB1'), u32(2), meta, u32(1), u32(10), Buffer.from('abc')]),
+      /end inside blob 0/,
+    ],
+    [
+      'trailing',
+      Buffer.concat([Buffer.from('PVB1'), u32(2), meta, u32(0), Buffer.from('zz')]),
+      /2 unexpected bytes follow the last blob/,
+    ],
   ];
   for (const [name, plain, message] of cases) {
     t.throws(() => decryptVault(sealWith(plain), key), { code: 'vault_corrupt', message }, name);
@@ -200,10 +244,20 @@ t.test('a container that authenticates but does not parse is vault_corrupt', asy
 t.test('newVaultHeader: presets, explicit limits, random salt', async (t) => {
   const a = newVaultHeader('moderate', CONFIG);
   const b = newVaultHeader(KDF_PRESETS.moderate, CONFIG);
-  t.match(a, { version: 1, kdfAlg: 2, opslimit: 3, memlimit: 256 * 1024 * 1024, generation: 1, approvedConfig: CONFIG });
+  t.match(a, {
+    version: 1,
+    kdfAlg: 2,
+    opslimit: 3,
+    memlimit: 256 * 1024 * 1024,
+    generation: 1,
+    approvedConfig: CONFIG,
+  });
   t.equal(a.salt.length, 16);
   t.not(a.salt.toString('hex'), b.salt.toString('hex'));
-  t.throws(() => newVaultHeader({ opslimit: 1, memlimit: 1 << 20 }, CONFIG), { code: 'bad_request', message: /opslimit 1 is outside/ });
+  t.throws(() => newVaultHeader({ opslimit: 1, memlimit: 1 << 20 }, CONFIG), {
+    code: 'bad_request',
+    message: /opslimit 1 is outside/,
+  });
 });
 
 t.test('readVaultFile: missing, symlink, directory, fifo, unreadable', async (t) => {
@@ -218,14 +272,28 @@ t.test('readVaultFile: missing, symlink, directory, fifo, unreadable', async (t)
   fs.mkdirSync(path.join(dir, 'adir'));
   t.throws(() => readVaultFile(path.join(dir, 'adir')), { code: 'vault_corrupt', message: /not a regular file/ });
   execFileSync('mkfifo', [path.join(dir, 'fifo')]);
-  t.throws(() => readVaultFile(path.join(dir, 'fifo')), { code: 'vault_corrupt', message: /not a regular file/ }, 'a FIFO neither hangs nor is read');
+  t.throws(
+    () => readVaultFile(path.join(dir, 'fifo')),
+    { code: 'vault_corrupt', message: /not a regular file/ },
+    'a FIFO neither hangs nor is read',
+  );
   // Permission checks mean nothing as root: read as nobody, through the driver.
   fs.chmodSync(dir, 0o755);
   const secret = path.join(dir, 'secret');
   fs.writeFileSync(secret, 'x', { mode: 0o600 });
   const asNobody = (target: string): unknown =>
-    JSON.parse(execFileSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', ...driverArgv('read', target)]).toString());
-  t.match(asNobody(secret), { code: 'bad_environment', message: /cannot read the vault .*secret \(permission denied\); run postern as the user who owns it/ });
+    JSON.parse(
+      execFileSync('setpriv', [
+        '--reuid=65534',
+        '--regid=65534',
+        '--clear-groups',
+        ...driverArgv('read', target),
+      ]).toString(),
+    );
+  t.match(asNobody(secret), {
+    code: 'bad_environment',
+    message: /cannot read the vault .*secret \(permission denied\); run postern as the user who owns it/,
+  });
   fs.chmodSync(secret, 0o644);
   t.same(asNobody(secret), { bytes: 1 }, 'the same file, once readable, is read');
 });

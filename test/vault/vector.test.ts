@@ -37,12 +37,33 @@ t.test('raw libsodium, following only the doc', async (t) => {
   const salt = file.subarray(18, 34);
   const nonce = file.subarray(34, 58);
   const headerLength = 70 + file.readUInt32LE(66);
-  const key = Buffer.from(s.crypto_pwhash(32, Buffer.from(v['passphrase'] as string, 'utf8'), salt, opslimit, memlimit, s.crypto_pwhash_ALG_ARGON2ID13));
+  const key = Buffer.from(
+    s.crypto_pwhash(
+      32,
+      Buffer.from(v['passphrase'] as string, 'utf8'),
+      salt,
+      opslimit,
+      memlimit,
+      s.crypto_pwhash_ALG_ARGON2ID13,
+    ),
+  );
   t.equal(key.toString('hex'), v['key']);
-  const plain = s.crypto_aead_xchacha20poly1305_ietf_decrypt(null, file.subarray(headerLength), file.subarray(0, headerLength), nonce, key);
+  const plain = s.crypto_aead_xchacha20poly1305_ietf_decrypt(
+    null,
+    file.subarray(headerLength),
+    file.subarray(0, headerLength),
+    nonce,
+    key,
+  );
   t.equal(Buffer.from(plain).toString('hex'), v['container']);
   // And the reverse: encrypting the container with the same nonce rebuilds the file.
-  const body = s.crypto_aead_xchacha20poly1305_ietf_encrypt(hex('container'), file.subarray(0, headerLength), null, nonce, key);
+  const body = s.crypto_aead_xchacha20poly1305_ietf_encrypt(
+    hex('container'),
+    file.subarray(0, headerLength),
+    null,
+    nonce,
+    key,
+  );
   t.equal(Buffer.concat([file.subarray(0, headerLength), body]).toString('hex'), v['file']);
 });
 
@@ -50,8 +71,20 @@ t.test('through shared/vault-format and shared/kdf', async (t) => {
   await sodiumReady();
   const file = hex('file');
   const { header } = parseHeader(file);
-  t.match(header, { version: 1, kdfAlg: 2, opslimit: 2, memlimit: 64 * 1024 * 1024, generation: 1, approvedConfig: '{"daemon":{"log_level":"info"}}' });
-  const key = await deriveKey(Buffer.from(v['passphrase'] as string, 'utf8'), header.salt, header.opslimit, header.memlimit);
+  t.match(header, {
+    version: 1,
+    kdfAlg: 2,
+    opslimit: 2,
+    memlimit: 64 * 1024 * 1024,
+    generation: 1,
+    approvedConfig: '{"daemon":{"log_level":"info"}}',
+  });
+  const key = await deriveKey(
+    Buffer.from(v['passphrase'] as string, 'utf8'),
+    header.salt,
+    header.opslimit,
+    header.memlimit,
+  );
   t.equal(key.toString('hex'), v['key']);
   const { contents } = decryptVault(file, key);
   t.same(contents.meta, { demo: { secret: 0 } });

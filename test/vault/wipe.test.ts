@@ -13,7 +13,11 @@ import { UnlockedVault, unlockVaultFile } from '../../daemon/vault/unlocked-vaul
 
 const PASS = Buffer.from('a long enough passphrase');
 const SECRET = 'ghp_wipe_test_0123456789';
-const LOCKED = { constructor: Refusal, code: 'vault_locked', message: 'the vault was locked while this secret was needed; run `postern unlock` and retry' };
+const LOCKED = {
+  constructor: Refusal,
+  code: 'vault_locked',
+  message: 'the vault was locked while this secret was needed; run `postern unlock` and retry',
+};
 
 function contents(): VaultContents {
   const now = new Date().toISOString();
@@ -22,7 +26,17 @@ function contents(): VaultContents {
       format: 1,
       created_at: now,
       audit: { sign_public: 'sign-public', box_public: 'box-public', sign_secret: 0, box_secret: 1 },
-      credentials: [{ name: 'gh', kind: 'http', definition: { name: 'gh' }, definition_hash: 'sha256:00', secret: 2, created_at: now, updated_at: now }],
+      credentials: [
+        {
+          name: 'gh',
+          kind: 'http',
+          definition: { name: 'gh' },
+          definition_hash: 'sha256:00',
+          secret: 2,
+          created_at: now,
+          updated_at: now,
+        },
+      ],
       journal_id: '0123456789abcdef0123456789abcdef',
       journal_head: '1:' + '0'.repeat(64),
     },
@@ -75,12 +89,19 @@ t.test('wipe() zeroes both keys; no secret opens afterwards', async (t) => {
   t.same(v.credentials(), [], 'no credential is listed');
 
   let called = false;
-  await t.rejects(v.withCredentialSecret('gh', async () => {
-    called = true;
-    return 'opened';
-  }), LOCKED);
+  await t.rejects(
+    v.withCredentialSecret('gh', async () => {
+      called = true;
+      return 'opened';
+    }),
+    LOCKED,
+  );
   t.notOk(called, 'the callback never ran');
-  await t.rejects(v.withAuditSigningKey(async () => 'opened'), LOCKED, 'nor does the audit signing key open');
+  await t.rejects(
+    v.withAuditSigningKey(async () => 'opened'),
+    LOCKED,
+    'nor does the audit signing key open',
+  );
   t.throws(() => v.sealSecret(Buffer.from('new')), LOCKED, 'nothing new can be sealed');
   t.equal(await v.verifyPassphrase(PASS), false, 'the right passphrase no longer matches the wiped key');
 
