@@ -69,6 +69,7 @@ export function problemsOf(e: unknown): { path: string; message: string }[] {
   return Array.isArray(p) ? (p as { path: string; message: string }[]) : [];
 }
 
+// A daemon's code as it came; otherwise one of CLIENT_CODES.
 export function codeOf(e: unknown): string {
   if (e instanceof Refusal || e instanceof DaemonRefusal) return e.code;
   if (e instanceof UsageError) return 'usage';

@@ -39,6 +39,20 @@ export const REFUSALS = {
 
 export type RefusalCode = keyof typeof REFUSALS;
 
+// Codes the daemon never sends: postern's own clients say them when the
+// daemon had no say. Kept beside the daemon's so the two lists cannot
+// overlap (a test checks) and a reader finds every code in one file.
+export const CLIENT_CODES = {
+  usage: 'CLI: the command line is wrong (exit 2)',
+  interrupted: 'CLI: Ctrl-C at a prompt; nothing was done (exit 130)',
+  daemon_unreachable:
+    'CLI and MCP bridge: the agent or admin socket did not answer (CLI exit 3); `maybe_executed` when it had the request',
+  cancelled: 'MCP bridge: the client cancelled the call; its request was withdrawn',
+  result_too_large: 'MCP bridge: even with the body emptied the result exceeds mcp.max_result; the request did run',
+} as const;
+
+export type ClientCode = keyof typeof CLIENT_CODES;
+
 export function isRefusalCode(code: unknown): code is RefusalCode {
   return typeof code === 'string' && Object.prototype.hasOwnProperty.call(REFUSALS, code);
 }

@@ -58,6 +58,8 @@ export function toolResult(reply: Record<string, unknown>, shape: Shape, max: nu
 // result_too_large): `code: message` as text, the error as structured
 // content.
 export function toolError(
+  // A daemon's code as it came (a newer daemon may have more), or one of
+  // the bridge's own (shared/protocol.ts CLIENT_CODES).
   error: Record<string, unknown> & { code: string; message: string },
   max: number,
 ): CallToolResult {
