@@ -245,7 +245,7 @@ export function createAgentServer(controller: Controller, log: Logger, request: 
           // itself (peer, lock, endpoint, oversized body) are recorded here.
           // Beyond audit.refusal_burst a second for one process instance they
           // are counted in a summary (SPEC §9).
-          if (r.detail?.['audit_seq'] === undefined && r.detail?.['summarised'] !== true) {
+          if (r.auditSeq === undefined && r.detail?.['summarised'] !== true) {
             const peer = peers.get(req.socket);
             const p = peer && !(peer instanceof Refusal) ? peer.process : null;
             const refuser = p

@@ -18,6 +18,20 @@ export class Refusal extends Error {
     return REFUSALS[this.code];
   }
 
+  // The journal entry that recorded this refusal: set once it is journaled,
+  // so a refusal is never journaled twice.
+  get auditSeq(): number | undefined {
+    const v = this.detail?.['audit_seq'];
+    return typeof v === 'number' ? v : undefined;
+  }
+
+  // Whether the request may have reached its target (SPEC §6.3): true, false,
+  // or null when the question does not arise (refused before sending).
+  get maybeExecuted(): boolean | null {
+    const v = this.detail?.['maybe_executed'];
+    return typeof v === 'boolean' ? v : null;
+  }
+
   toJSON(): { code: RefusalCode; message: string; [k: string]: unknown } {
     return { code: this.code, message: this.message, ...(this.detail ?? {}) };
   }

@@ -186,7 +186,7 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
           kind: 'http_outcome',
           intent_seq: intent.seq,
           error: r.code,
-          maybe_executed: r.detail?.['maybe_executed'] ?? null,
+          maybe_executed: r.maybeExecuted,
           duration_ms: Date.now() - started,
         })
         .catch(() => null);
@@ -239,8 +239,8 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
   } catch (e) {
     // A refusal before the request left, or one that says it certainly did
     // not execute, frees the key: a retry with it runs.
-    if (ticket && !(e instanceof Refusal && e.detail?.['maybe_executed'] === true)) ticket.abandon();
-    if (e instanceof Refusal && e.detail?.['audit_seq'] !== undefined) throw e;
+    if (ticket && !(e instanceof Refusal && e.maybeExecuted === true)) ticket.abandon();
+    if (e instanceof Refusal && e.auditSeq !== undefined) throw e;
     return refuse(c, 'http', e, facts);
   }
 }
@@ -248,8 +248,7 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
 // After the intent: a refusal that says the request may have executed is
 // what a retry with the same key gets; any other frees the key.
 function settle(ticket: Ticket | null, r: Refusal): Refusal {
-  if (ticket && r.detail?.['maybe_executed'] === true)
-    ticket.finish({ kind: 'refusal', refusal: r, auditSeq: Number(r.detail['audit_seq']) });
+  if (ticket && r.maybeExecuted === true) ticket.finish({ kind: 'refusal', refusal: r, auditSeq: Number(r.auditSeq) });
   return r;
 }
 

@@ -226,7 +226,7 @@ export async function runSsh(ctx: SshContext, body: Buffer): Promise<Record<stri
           kind: 'ssh_outcome',
           intent_seq: intent.seq,
           error: r.code,
-          maybe_executed: r.detail?.['maybe_executed'] ?? null,
+          maybe_executed: r.maybeExecuted,
           ...offered,
           duration_ms: Date.now() - started,
         })
@@ -267,7 +267,7 @@ export async function runSsh(ctx: SshContext, body: Buffer): Promise<Record<stri
       audit_seq: outcome.seq,
     };
   } catch (e) {
-    if (e instanceof Refusal && e.detail?.['audit_seq'] !== undefined) throw e;
+    if (e instanceof Refusal && e.auditSeq !== undefined) throw e;
     return refuse(c, 'ssh', e, facts);
   }
 }
