@@ -81,7 +81,8 @@ function sendRefusal(res: http.ServerResponse, r: Refusal): void {
 // response. Written only while the response is this connection's current
 // one (a pipelined response gets its socket later) and nothing of it was
 // sent; the values are a hex id and an ISO date, nothing to escape. An
-// HTTP/1.0 client never gets a 1xx (RFC 9110 §15.2).
+// HTTP/1.0 client never gets a 1xx (RFC 9110 §15.2). Written on the socket
+// because Node's res.writeProcessing() cannot carry headers.
 function waitingNotice(req: http.IncomingMessage, res: http.ServerResponse): ((card: Card) => void) | undefined {
   if (req.headers[WAITING_NOTICE.ask] === undefined || req.httpVersion === '1.0') return undefined;
   return (card) => {

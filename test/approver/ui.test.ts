@@ -9,6 +9,7 @@ import { runInteractive, KEY_GRACE_MS } from '../../cli/approver/run';
 import type { CardSource, SourceEvents } from '../../cli/approver/session';
 import type { DecideArgs } from '../../shared/admin-protocol';
 import type { Card } from '../../cli/approver/card';
+import { testCard } from '../helpers/card';
 import { DaemonRefusal } from '../../cli/errors';
 
 class Fixture implements CardSource {
@@ -31,48 +32,22 @@ class Fixture implements CardSource {
   }
 }
 
+// Each card has the same parent, pid 1.
+const PARENT: Card['ancestors'] = [
+  {
+    key: 'kparent',
+    pid: 1,
+    uid: 0,
+    exe: '/bin/sh',
+    exe_deleted: false,
+    exe_memfd: false,
+    cwd: '/',
+    cmdline: ['sh'],
+  },
+];
+
 function card(id: string, pid: number, approve: 'session' | 'each-use' = 'session'): Card {
-  return {
-    id,
-    credential: `cred-${id}`,
-    approve,
-    created_at: '',
-    expires_at: '',
-    process: {
-      key: `k${pid}`,
-      pid,
-      uid: 0,
-      exe: '/bin/agent',
-      exe_deleted: false,
-      exe_memfd: false,
-      cwd: '/',
-      cmdline: ['agent'],
-    },
-    ancestors: [
-      {
-        key: 'kparent',
-        pid: 1,
-        uid: 0,
-        exe: '/bin/sh',
-        exe_deleted: false,
-        exe_memfd: false,
-        cwd: '/',
-        cmdline: ['sh'],
-      },
-    ],
-    action: {
-      kind: 'http',
-      method: 'GET',
-      scheme: 'https',
-      host: 'h.example',
-      address: '1.2.3.4',
-      port: 443,
-      path: '/',
-      query: '',
-      body_bytes: 0,
-      body_sha256: null,
-    },
-  };
+  return testCard({ id, pid, approve, ancestors: PARENT });
 }
 
 function setup(size?: { rows: number; columns: number }): {

@@ -9,37 +9,9 @@ import { runInteractive, KEY_GRACE_MS } from '../../cli/approver/run';
 import type { CardSource, SourceEvents } from '../../cli/approver/session';
 import type { DecideArgs } from '../../shared/admin-protocol';
 import type { Card } from '../../cli/approver/card';
+import { testCard } from '../helpers/card';
 
-const CARD: Card = {
-  id: 'c1',
-  credential: 'api',
-  approve: 'session',
-  created_at: '',
-  expires_at: '',
-  process: {
-    key: 'k7',
-    pid: 7,
-    uid: 0,
-    exe: '/bin/agent',
-    exe_deleted: false,
-    exe_memfd: false,
-    cwd: '/',
-    cmdline: ['agent'],
-  },
-  ancestors: [],
-  action: {
-    kind: 'http',
-    method: 'GET',
-    scheme: 'https',
-    host: 'h.example',
-    address: '1.2.3.4',
-    port: 443,
-    path: '/',
-    query: '',
-    body_bytes: 0,
-    body_sha256: null,
-  },
-};
+const CARD: Card = testCard({ id: 'c1', pid: 7, credential: 'api' });
 
 t.test('a decision overtaken by a lock names the lock', async (t) => {
   let events!: SourceEvents;
