@@ -8,9 +8,12 @@ import { join } from 'node:path';
 import { openVaultFile, rewriteVaultFile } from '../../shared/vault-format';
 import { wipe } from '../../shared/crypto';
 import { cli, init, makeHome, startDaemon, agentRequest, PASSPHRASE } from '../helpers/postern';
+import { findCanary, makeCanary } from '../helpers/canary';
 
 const def = (name: string): string =>
   `name = "${name}"\ndescription = "the ${name} API"\nkind = "http"\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "${name}.example.test"\n`;
+
+const SECRETS: Record<string, string> = { good: makeCanary('STALEGOOD'), stale: makeCanary('STALEBAD') };
 
 t.test('a stored definition that no longer validates is refused by name; the others work', async (t) => {
   const h = makeHome();
@@ -25,7 +28,7 @@ t.test('a stored definition that no longer validates is refused by name; the oth
       '--file',
       h.file(`${name}.toml`, def(name)),
       '--secret-file',
-      h.file(`${name}.secret`, `${name}-secret-value\n`),
+      h.file(`${name}.secret`, `${SECRETS[name]}\n`),
       '--passphrase-file',
       h.passFile,
     ]);
@@ -100,7 +103,11 @@ t.test('a stored definition that no longer validates is refused by name; the oth
     'denied_policy',
     'fixed: checked by its policy again',
   );
+  const said = JSON.stringify([r.json, good.json, list, after.json]) + fixed.stdout + fixed.stderr;
   t.equal(await d.stop(), 0);
+  for (const secret of Object.values(SECRETS)) {
+    t.same(findCanary(said + d.logs(), secret), [], 'no form of a secret in the replies, CLI output or daemon log');
+  }
   const v = cli(h, ['audit', 'verify']);
   t.equal(v.code, 0, `the journal verifies: ${v.stdout}${v.stderr}`);
 });
