@@ -101,6 +101,12 @@ export class Tmux {
     }
   }
 
+  // Whether the pane's command has ended (by exit or signal). Under load
+  // the "Pane is dead" line can be late to the screen; the flag is not.
+  dead(): boolean {
+    return this.tmux(['display-message', '-p', '-t', this.name, '#{pane_dead}']).trim() === '1';
+  }
+
   // The command's exit status once it has exited, else null.
   exitStatus(): number | null {
     let text: string;
