@@ -9,13 +9,13 @@ import type { Card } from '../shared/admin-protocol';
 import { peerCredOfSocket } from '../shared/native';
 import type { Controller } from './controller';
 import type { Logger } from './logger';
-import { identify as identifyPeer, Identity, stillRunning } from './pipeline/identify';
+import { identify as identifyPeer, Identity, stillRunning } from './identity/identify';
 import { runHttp } from './pipeline/run-http';
 import { runSsh } from './pipeline/run-ssh';
-import { SshConnections } from './pipeline/ssh-connections';
-import { PinnedPools } from './pipeline/pin';
-import { IdempotencyStore } from './pipeline/idempotency';
-import { InFlight, RateBudgets, Slot } from './pipeline/budgets';
+import { SshConnections } from './stores/ssh-connections';
+import { PinnedPools } from './stores/pinned-pools';
+import { IdempotencyStore } from './stores/idempotency';
+import { InFlight, RateBudgets, Slot } from './stores/budgets';
 import { journalRefusal } from './audit/refusal-summary';
 
 const peers = new WeakMap<net.Socket, Identity | Refusal>();

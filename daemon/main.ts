@@ -17,10 +17,10 @@ import { claimHome, listenUnix, removeSocket } from './sockets';
 import { Controller } from './controller';
 import { createAdminServer } from './admin-server';
 import { createAgentServer, RequestServices } from './agent-server';
-import { PinnedPools } from './pipeline/pin';
-import { IdempotencyStore } from './pipeline/idempotency';
-import { SshConnections } from './pipeline/ssh-connections';
-import { InFlight, RateBudgets } from './pipeline/budgets';
+import { PinnedPools } from './stores/pinned-pools';
+import { IdempotencyStore } from './stores/idempotency';
+import { SshConnections } from './stores/ssh-connections';
+import { InFlight, RateBudgets } from './stores/budgets';
 import { refusalSummaries } from './audit/refusal-summary';
 import { Journal } from './audit/journal';
 

@@ -7,9 +7,9 @@ import { DnsServer, parseDnsServer } from '../../shared/config';
 import type { Approve } from '../../shared/credential';
 import type { CardAction } from '../../shared/admin-protocol';
 import type { Controller } from '../controller';
-import type { Identity } from './identify';
-import { stillRunning } from './identify';
-import type { Slot } from './budgets';
+import type { Identity } from '../identity/identify';
+import { stillRunning } from '../identity/identify';
+import type { Slot } from '../stores/budgets';
 import type { Card, Decision } from '../sessions/approvals';
 import { journalRefusal } from '../audit/refusal-summary';
 

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { Refusal } from '../../shared/errors';
 import { formatDuration } from '../../shared/units';
-import type { Identity } from '../pipeline/identify';
+import type { Identity } from '../identity/identify';
 import type { Card, CardProcess, CardAction } from '../../shared/admin-protocol';
 
 export type { Card, CardProcess, CardAction };

@@ -2,8 +2,8 @@
 // instance and its descendants, for at most session_ttl. A session ends at
 // expiry, when its root process exits, on revoke, and on lock.
 import { randomBytes } from 'node:crypto';
-import type { Identity, ProcessInfo } from '../pipeline/identify';
-import { stillRunning } from '../pipeline/identify';
+import type { Identity, ProcessInfo } from '../identity/identify';
+import { stillRunning } from '../identity/identify';
 
 export interface Session {
   id: string;

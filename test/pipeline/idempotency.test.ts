@@ -10,7 +10,7 @@ import {
   IDEMPOTENCY_TTL_MS,
   Lookup,
   Ticket,
-} from '../../daemon/pipeline/idempotency';
+} from '../../daemon/stores/idempotency';
 import { Refusal } from '../../shared/errors';
 
 function clock(start = 1_700_000_000_000): { now: () => number; at: number; advance(ms: number): void } {

@@ -27,7 +27,8 @@
 // and inode) than the one the process runs (a bind mount over /usr/bin/git
 // in the agent's own namespace).
 import { createHash } from 'node:crypto';
-import { readFileSync, readlinkSync, statSync } from 'node:fs';
+import { mountNs, readCmdline, readExeAndCwd, readStat, exeIdentity, sameFile, uidOf, vmExe } from '../platform/proc';
+import type { Stat } from '../platform/proc';
 import { Refusal } from '../../shared/errors';
 import { EXE_MISMATCH_NOTE, NOT_READABLE, OTHER_MOUNT_NS_NOTE } from '../../shared/admin-protocol';
 
@@ -61,77 +62,7 @@ export interface Identity {
   ancestors: ProcessInfo[];
 }
 
-interface Stat {
-  ppid: number;
-  sid: number;
-  startTime: string;
-  // Field 48; "0" when the kernel hides it from this reader.
-  argStart: string;
-}
-
-// /proc/<pid>/stat: the command name (field 2) is in parentheses and may
-// contain anything, so the fields are counted after the LAST ')'.
-export function parseStat(text: string): Stat | null {
-  const close = text.lastIndexOf(')');
-  if (close < 0) return null;
-  const rest = text.slice(close + 2).split(' ');
-  // rest[0] is field 3 (state); field N is rest[N - 3].
-  const ppid = Number(rest[1]);
-  const sid = Number(rest[3]);
-  const startTime = rest[19];
-  const argStart = rest[45] ?? '0';
-  if (
-    !Number.isInteger(ppid) ||
-    !Number.isInteger(sid) ||
-    !startTime ||
-    !/^\d+$/.test(startTime) ||
-    !/^\d+$/.test(argStart)
-  )
-    return null;
-  return { ppid, sid, startTime, argStart };
-}
-
-function readStat(pid: number): Stat | null {
-  try {
-    return parseStat(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return null;
-  }
-}
-
-// null: gone or unreadable; 'denied': the process exists but this reader
-// lacks ptrace rights over it.
-function exeIdentity(pid: number): { dev: number; ino: number } | 'denied' | null {
-  try {
-    const st = statSync(`/proc/${pid}/exe`);
-    return { dev: st.dev, ino: st.ino };
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EACCES' ? 'denied' : null;
-  }
-}
-
-// The size of the code segment, readable by anyone: "VmExe: 772 kB".
-function vmExe(pid: number): string | null {
-  try {
-    const line = readFileSync(`/proc/${pid}/status`, 'utf8')
-      .split('\n')
-      .find((l) => l.startsWith('VmExe:'));
-    const m = line?.match(/^VmExe:\s+(\d+)/);
-    return m ? m[1]! : '0';
-  } catch {
-    return null;
-  }
-}
-
 const OWN_UID = process.getuid?.() ?? -1;
-
-function readCmdline(pid: number): Buffer | null {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`);
-  } catch {
-    return null;
-  }
-}
 
 function argvHash(cmdline: Buffer): string {
   return createHash('sha256').update(cmdline).digest('hex').slice(0, 16);
@@ -168,25 +99,7 @@ function readInstance(pid: number, uid: number): Instance | null {
   return { stat, exeId: null, raw, key: partialKey(pid, stat, code, raw) };
 }
 
-function mountNs(pid: number | 'self'): string | null {
-  try {
-    return readlinkSync(`/proc/${pid}/ns/mnt`);
-  } catch {
-    return null;
-  }
-}
-
 const OWN_MOUNT_NS = mountNs('self');
-
-// Is `path`, looked up by the daemon, the file with this device and inode?
-function sameFile(path: string, id: { dev: number; ino: number }): boolean {
-  try {
-    const st = statSync(path);
-    return st.dev === id.dev && st.ino === id.ino;
-  } catch {
-    return false;
-  }
-}
 
 interface Changing {
   exe: string;
@@ -197,14 +110,9 @@ interface Changing {
 
 // What may change while the instance runs: read on every request.
 function readChanging(pid: number, exeId: { dev: number; ino: number }): Changing | null {
-  let exe: string;
-  let cwd: string;
-  try {
-    exe = readlinkSync(`/proc/${pid}/exe`);
-    cwd = readlinkSync(`/proc/${pid}/cwd`);
-  } catch {
-    return null;
-  }
+  const paths = readExeAndCwd(pid);
+  if (!paths) return null;
+  const { exe, cwd } = paths;
   const ns = mountNs(pid);
   const otherMountNs = ns === null || OWN_MOUNT_NS === null || ns !== OWN_MOUNT_NS;
   // A deleted or memfd executable is marked as such already.
@@ -267,18 +175,6 @@ export function readProcess(pid: number, uid: number): ProcessInfo | null {
 // Is this instance still the process now running under its pid?
 export function stillRunning(p: ProcessInfo): boolean {
   return sameInstance(p.pid, p.uid, p.key);
-}
-
-function uidOf(pid: number): number | null {
-  try {
-    const line = readFileSync(`/proc/${pid}/status`, 'utf8')
-      .split('\n')
-      .find((l) => l.startsWith('Uid:'));
-    const real = line ? Number(line.split(/\s+/)[1]) : NaN;
-    return Number.isInteger(real) ? real : null;
-  } catch {
-    return null;
-  }
 }
 
 const MAX_CHAIN = 64;

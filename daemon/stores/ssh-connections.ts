@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import net from 'node:net';
 import { Client, ConnectConfig } from 'ssh2';
 import { Refusal } from '../../shared/errors';
-import { unreachable } from './connect-errors';
+import { unreachable } from '../pipeline/connect-errors';
 import type { SshCredentialDef } from '../../shared/credential';
 
 // OpenSSH's default MaxSessions is 10; stay under it.

@@ -1,0 +1,114 @@
+// The Linux /proc files identity is read from, one function each; every
+// read answers null (or 'denied') instead of throwing, since the process may
+// exit between any two of them. Nothing here decides anything: the rules
+// (instances, ancestry, what a card shows) are in daemon/identity/.
+import { readFileSync, readlinkSync, statSync } from 'node:fs';
+
+export interface Stat {
+  ppid: number;
+  sid: number;
+  startTime: string;
+  // Field 48; "0" when the kernel hides it from this reader.
+  argStart: string;
+}
+
+// /proc/<pid>/stat: the command name (field 2) is in parentheses and may
+// contain anything, so the fields are counted after the LAST ')'.
+export function parseStat(text: string): Stat | null {
+  const close = text.lastIndexOf(')');
+  if (close < 0) return null;
+  const rest = text.slice(close + 2).split(' ');
+  // rest[0] is field 3 (state); field N is rest[N - 3].
+  const ppid = Number(rest[1]);
+  const sid = Number(rest[3]);
+  const startTime = rest[19];
+  const argStart = rest[45] ?? '0';
+  if (
+    !Number.isInteger(ppid) ||
+    !Number.isInteger(sid) ||
+    !startTime ||
+    !/^\d+$/.test(startTime) ||
+    !/^\d+$/.test(argStart)
+  )
+    return null;
+  return { ppid, sid, startTime, argStart };
+}
+
+export function readStat(pid: number): Stat | null {
+  try {
+    return parseStat(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return null;
+  }
+}
+
+// null: gone or unreadable; 'denied': the process exists but this reader
+// lacks ptrace rights over it.
+export function exeIdentity(pid: number): { dev: number; ino: number } | 'denied' | null {
+  try {
+    const st = statSync(`/proc/${pid}/exe`);
+    return { dev: st.dev, ino: st.ino };
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EACCES' ? 'denied' : null;
+  }
+}
+
+// The size of the code segment, readable by anyone: "VmExe: 772 kB".
+export function vmExe(pid: number): string | null {
+  try {
+    const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('VmExe:'));
+    const m = line?.match(/^VmExe:\s+(\d+)/);
+    return m ? m[1]! : '0';
+  } catch {
+    return null;
+  }
+}
+
+export function readCmdline(pid: number): Buffer | null {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`);
+  } catch {
+    return null;
+  }
+}
+
+export function mountNs(pid: number | 'self'): string | null {
+  try {
+    return readlinkSync(`/proc/${pid}/ns/mnt`);
+  } catch {
+    return null;
+  }
+}
+
+export function readExeAndCwd(pid: number): { exe: string; cwd: string } | null {
+  try {
+    return { exe: readlinkSync(`/proc/${pid}/exe`), cwd: readlinkSync(`/proc/${pid}/cwd`) };
+  } catch {
+    return null;
+  }
+}
+
+// Is `path`, looked up by the daemon, the file with this device and inode?
+export function sameFile(path: string, id: { dev: number; ino: number }): boolean {
+  try {
+    const st = statSync(path);
+    return st.dev === id.dev && st.ino === id.ino;
+  } catch {
+    return false;
+  }
+}
+
+// The real uid, from /proc/<pid>/status.
+export function uidOf(pid: number): number | null {
+  try {
+    const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('Uid:'));
+    const real = line ? Number(line.split(/\s+/)[1]) : NaN;
+    return Number.isInteger(real) ? real : null;
+  } catch {
+    return null;
+  }
+}
