@@ -10,12 +10,9 @@ import { peerCredOfSocket } from '../shared/native';
 import type { Controller } from './controller';
 import type { Logger } from './logger';
 import { identify as identifyPeer, Identity, stillRunning } from './identity/identify';
-import { runHttp } from './pipeline/run-http';
-import { runSsh } from './pipeline/run-ssh';
-import { SshConnections } from './stores/ssh-connections';
-import { PinnedPools } from './stores/pinned-pools';
-import { IdempotencyStore } from './stores/idempotency';
-import { InFlight, RateBudgets, Slot } from './stores/budgets';
+import { serveJson } from './pipeline/entry';
+import type { PipelineServices } from './pipeline/context';
+import type { Slot } from './stores/budgets';
 import { journalRefusal } from './audit/refusal-summary';
 
 const peers = new WeakMap<net.Socket, Identity | Refusal>();
@@ -141,17 +138,9 @@ const started = new WeakMap<http.IncomingMessage, number>();
 // refusal rather than drained.
 const tooSlow = new WeakSet<http.IncomingMessage>();
 
-// What outlives one request: connection pools, idempotency records, budgets.
-export interface RequestServices {
-  pools: PinnedPools;
-  ssh: SshConnections;
-  idempotency: IdempotencyStore;
-  budgets: RateBudgets;
-  inFlight: InFlight;
-}
-
-interface Services extends RequestServices {
+interface Services {
   controller: Controller;
+  pipeline: PipelineServices;
 }
 
 // A request that acts: counted from here until the reply against
@@ -163,7 +152,7 @@ function counted(
   run: (raw: Buffer, slot: Slot) => Promise<unknown>,
 ): Promise<unknown> {
   s.controller.requireUnlocked();
-  return s.inFlight.run(async (slot) => {
+  return s.pipeline.stores.inFlight.run(async (slot) => {
     const cfg = s.controller.config.config;
     const left = cfg.daemon.agent_request_timeout - (Date.now() - (started.get(req) ?? Date.now()));
     const raw = await readBody(req, cfg.http.max_request_body * 6 + 64 * 1024, left);
@@ -188,29 +177,13 @@ const ROUTES: Record<string, Route> = {
     return { credentials: list.map(({ name, kind, description, targets }) => ({ name, kind, description, targets })) };
   },
   'POST /v1/http': (s, identity, req, signal, onWaiting) =>
-    counted(s, req, (raw, slot) =>
-      runHttp(
-        {
-          controller: s.controller,
-          pools: s.pools,
-          idempotency: s.idempotency,
-          budgets: s.budgets,
-          identity,
-          signal,
-          slot,
-          onWaiting,
-        },
-        raw,
-      ),
-    ),
+    counted(s, req, (raw, slot) => serveJson({ services: s.pipeline, identity, signal, slot, onWaiting }, 'http', raw)),
   'POST /v1/ssh': (s, identity, req, signal, onWaiting) =>
-    counted(s, req, (raw, slot) =>
-      runSsh({ controller: s.controller, ssh: s.ssh, identity, signal, slot, onWaiting }, raw),
-    ),
+    counted(s, req, (raw, slot) => serveJson({ services: s.pipeline, identity, signal, slot, onWaiting }, 'ssh', raw)),
 };
 
-export function createAgentServer(controller: Controller, log: Logger, request: RequestServices): http.Server {
-  const services: Services = { controller, ...request };
+export function createAgentServer(controller: Controller, log: Logger, pipeline: PipelineServices): http.Server {
+  const services: Services = { controller, pipeline };
   // Headers, and the whole request, must arrive within
   // agent_request_timeout (Node's own timers are the backstop for requests
   // that never reach the handler); idle connections are checked every second.
@@ -252,12 +225,12 @@ export function createAgentServer(controller: Controller, log: Logger, request: 
             const refuser = p
               ? { key: p.key, pid: p.pid, uid: p.uid, exe: p.exe }
               : { key: 'unidentified', pid: null, uid: null, exe: null };
-            const detail = await journalRefusal(controller, refuser, 'agent_refused', r.code, null, {
-              kind: 'agent_refused',
-              code: r.code,
-              endpoint: `${req.method} ${path}`,
-              pid: p ? p.pid : null,
-            });
+            const detail = await journalRefusal(
+              pipeline,
+              refuser,
+              { kind: 'agent_refused', code: r.code, endpoint: `${req.method} ${path}`, pid: p ? p.pid : null },
+              null,
+            );
             if (detail) r = new Refusal(r.code, r.message, { ...(r.detail ?? {}), ...detail });
           }
           if (tooSlow.has(req)) res.setHeader('connection', 'close');

@@ -17,7 +17,8 @@ import {
   prepareSshSecret,
   summariseTargets,
 } from '../shared/credential';
-import { EventPayload, formatHead } from '../shared/audit-format';
+import { formatHead } from '../shared/audit-format';
+import type { JournalEvent, VaultWriteEvent } from '../shared/events';
 import { ed25519Keypair, sha256hex, wipe } from '../shared/crypto';
 import { readFileSync } from 'node:fs';
 import { canonicalJson } from '../shared/canonical-json';
@@ -131,7 +132,7 @@ export class Controller {
   // Every decision goes to the journal (durable before this resolves) and to
   // the log. Payloads carry names, codes, counts and hashes, never secrets.
   // If the journal cannot take it, the action it describes is refused.
-  async record(payload: EventPayload): Promise<{ seq: number; hash: string }> {
+  async record(payload: JournalEvent): Promise<{ seq: number; hash: string }> {
     this.log.info(payload, payload.kind);
     const head = await this.journal.append(payload);
     this.checkpointSoonIfLocked();
@@ -157,7 +158,7 @@ export class Controller {
   // does. The intent before it was durable before anything was sent; a
   // crash in between leaves an intent without its outcome, as a crash
   // during the request would.
-  async recordOutcome(payload: EventPayload): Promise<{ seq: number; hash: string }> {
+  async recordOutcome(payload: JournalEvent): Promise<{ seq: number; hash: string }> {
     this.log.info(payload, payload.kind);
     const { assigned, durable } = this.journal.appendSoon(payload);
     void assigned.then(
@@ -175,7 +176,7 @@ export class Controller {
 
   // For events that must not block what they describe (lock, stop): a
   // journal failure is logged, and the action goes ahead.
-  private recordBestEffort(payload: EventPayload): void {
+  private recordBestEffort(payload: JournalEvent): void {
     this.record(payload).catch((e: unknown) => {
       this.log.error(
         { event: 'audit_write_failed', kind: payload.kind, code: e instanceof Refusal ? e.code : (e as Error)?.name },
@@ -189,7 +190,7 @@ export class Controller {
   // is journaled with the new generation and the file's hash.
   private writeVault(
     vault: UnlockedVault,
-    payload: EventPayload,
+    payload: VaultWriteEvent,
     change: Parameters<UnlockedVault['commit']>[1],
     opts?: Parameters<UnlockedVault['commit']>[2],
   ): Promise<void> {
@@ -236,6 +237,12 @@ export class Controller {
         'vault written but not journaled',
       );
     }
+  }
+
+  // Changes at every unlock and every lock.
+  private epoch = 0;
+  get lockEpoch(): number {
+    return this.epoch;
   }
 
   get locked(): boolean {
@@ -422,6 +429,7 @@ export class Controller {
     const adopted = this.adoptable(fresh);
     this.install(adopted.config);
     this.vault = opened;
+    this.epoch += 1;
     this.unlockedAt = new Date();
     this.counters.unlocks += 1;
     this.armAutoLock();
@@ -506,6 +514,7 @@ export class Controller {
     if (this.vault) {
       this.vault.wipe();
       this.vault = null;
+      this.epoch += 1;
       this.unlockedAt = null;
       this.counters.locks += 1;
       this.lockCause = lockedBecause(reason);

@@ -16,12 +16,8 @@ import { checkHome } from './home-check';
 import { claimHome, listenUnix, removeSocket } from './sockets';
 import { Controller } from './controller';
 import { createAdminServer } from './admin-server';
-import { createAgentServer, RequestServices } from './agent-server';
-import { PinnedPools } from './stores/pinned-pools';
-import { IdempotencyStore } from './stores/idempotency';
-import { SshConnections } from './stores/ssh-connections';
-import { InFlight, RateBudgets } from './stores/budgets';
-import { refusalSummaries } from './audit/refusal-summary';
+import { createAgentServer } from './agent-server';
+import { createPipelineServices } from './request-services';
 import { Journal } from './audit/journal';
 
 export interface DaemonOptions {
@@ -63,31 +59,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     throw e;
   }
   const admin = createAdminServer(controller, log);
-  const request: RequestServices = {
-    pools: new PinnedPools(() => controller.config.caFileContents),
-    ssh: new SshConnections(() => controller.config.config.ssh.connection_idle),
-    idempotency: new IdempotencyStore(),
-    budgets: new RateBudgets(),
-    inFlight: new InFlight(() => controller.config.config.http.max_concurrent),
-  };
-  // Nothing a request left behind outlives the authority that allowed it.
-  controller.onLock(() => {
-    void request.pools.closeAll();
-    request.ssh.closeAll();
-    request.idempotency.purgeAll();
-  });
-  controller.onTrustChange(({ dns }) => {
-    request.pools.retireAll();
-    if (dns) request.ssh.retireAll();
-  });
-  controller.onSessionEnd((s) => request.idempotency.purgeScope(`session:${s.id}`));
-  controller.onCredentialChange((name) => {
-    void request.pools.closeCredential(name);
-    request.ssh.closeCredential(name);
-    request.budgets.forget(name);
-    request.idempotency.purgeCredential(name);
-  });
-  const agent = createAgentServer(controller, log, request);
+  const services = createPipelineServices(controller);
+  const agent = createAgentServer(controller, log, services);
   const d = config.config.daemon;
   const opened: { server: net.Server | http.Server; path: string }[] = [];
   try {
@@ -114,7 +87,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
         if ('closeAllConnections' in o.server) o.server.closeAllConnections();
       }
       // Summaries of refusals still counting are journaled before the stop.
-      await refusalSummaries(controller).flushAll();
+      await services.refusals.flushAll();
       await controller.shutdown(reason);
       lock.close();
     })();

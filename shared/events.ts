@@ -144,7 +144,7 @@ export type SshOutcome =
       intent_seq: number;
       error: string;
       maybe_executed: boolean | null;
-      offered_host_keys?: string[];
+      offered_host_keys?: Readonly<Record<string, Scalar>>[];
       duration_ms: number;
     };
 
@@ -182,10 +182,10 @@ const SSH_REQUEST = [
   'host_key',
 ] as const;
 const RESOLUTION_APPROVAL = ['address', 'addresses', 'approval'] as const;
-const VERDICT = ['error', 'maybe_executed', 'duration_ms'] as const;
 
-// Each list must name every field its kind's type has, and nothing else:
-// `complete` fails to compile otherwise.
+// Each list names every field its kind's type has, and nothing else
+// (`complete` fails to compile otherwise), in the order they are written: an
+// entry's fields are these, some left out, in this order.
 type Complete<K extends EventKind, L extends readonly string[]> = [Exclude<FieldsOf<K>, L[number]>] extends [never]
   ? [Exclude<L[number], FieldsOf<K>>] extends [never]
     ? L
@@ -238,7 +238,9 @@ export const EVENT_FIELDS: { readonly [K in EventKind]: readonly string[] } = {
     'truncated',
     'redactions',
     'body_sha256',
-    ...VERDICT,
+    'error',
+    'maybe_executed',
+    'duration_ms',
   ]),
   http_replayed: complete('http_replayed', [...REQUESTER, ...HTTP_REQUEST, ...RESOLUTION_APPROVAL, 'replayed_seq']),
   http_refused: complete('http_refused', ['code', 'withdrawn', ...REQUESTER, ...HTTP_REQUEST, ...RESOLUTION_APPROVAL]),
@@ -251,8 +253,10 @@ export const EVENT_FIELDS: { readonly [K in EventKind]: readonly string[] } = {
     'truncated',
     'redactions',
     'output_sha256',
+    'error',
+    'maybe_executed',
     'offered_host_keys',
-    ...VERDICT,
+    'duration_ms',
   ]),
   ssh_refused: complete('ssh_refused', ['code', 'withdrawn', ...REQUESTER, ...SSH_REQUEST, ...RESOLUTION_APPROVAL]),
   agent_refused: complete('agent_refused', ['code', 'endpoint', 'pid']),
@@ -287,3 +291,10 @@ type OnlyFields<E> = E extends unknown
   : never;
 const _onlyFields: Exclude<OnlyFields<JournalEvent>, true> extends never ? true : never = true;
 void _onlyFields;
+
+// The events that describe a vault write: the writer adds `generation`, the
+// one the write produces, last.
+type VaultWriteKind =
+  'config_approve' | 'passwd' | 'cred_add' | 'cred_update' | 'cred_rm' | 'audit_key_rotation' | 'rollback_accepted';
+export type VaultWriteEvent =
+  EventOf<VaultWriteKind> extends infer E ? (E extends { generation: number } ? Omit<E, 'generation'> : never) : never;

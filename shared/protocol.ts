@@ -61,6 +61,54 @@ export interface ErrorBody {
   error: { code: RefusalCode; message: string; audit_seq?: number; [k: string]: unknown };
 }
 
+// The agent socket's replies (SPEC §6.1, §6.6), as the daemon writes them
+// and the CLI and the MCP bridge read them.
+export interface ReplyTarget {
+  host: string;
+  address: string;
+  port: number;
+}
+
+// The upstream's response, as the agent gets it: decoded, redacted, capped.
+export interface HttpResponseReply {
+  status: number;
+  headers: Record<string, string | string[]>;
+  body: string;
+  body_encoding: 'utf8' | 'base64';
+  truncated: boolean;
+  redactions: number;
+  redirect: { location: string } | null;
+}
+
+export interface HttpReply extends HttpResponseReply {
+  target: ReplyTarget;
+  audit_seq: number;
+  // A request with an idempotency key that was already answered.
+  replayed?: true;
+  replayed_audit_seq?: number;
+}
+
+export interface SshReply {
+  exit_code: number | null;
+  signal: string | null;
+  stdout: string;
+  stderr: string;
+  encoding: 'utf8' | 'base64';
+  truncated: boolean;
+  redactions: number;
+  target: ReplyTarget;
+  audit_seq: number;
+}
+
+export interface HealthReply {
+  locked: boolean;
+}
+
+// Visibility is not authorisation: agents see names and allowed targets.
+export interface CredentialsReply {
+  credentials: { name: string; kind: string; description: string; targets: unknown }[];
+}
+
 // The waiting notice (agent socket): a request that carries the header
 // `ask` is told, when it starts to wait for a human's decision, by an
 // informational `102 Processing` response with the card's id and expiry

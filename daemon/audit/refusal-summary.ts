@@ -7,7 +7,10 @@
 // uncounted. A summarised refusal's reply carries `summarised: true` and,
 // as its audit_seq, the seq of that process's last refusal journaled in
 // full.
-import type { Controller } from '../controller';
+import type { JournalEvent, RefusalCount } from '../../shared/events';
+
+export type RefusalEvent = Extract<JournalEvent, { kind: 'http_refused' | 'ssh_refused' | 'agent_refused' }>;
+type SummaryEvent = Extract<JournalEvent, { kind: 'refusals_summarised' }>;
 
 // Who refusals are counted for: the process instance when it is known.
 export interface Refuser {
@@ -17,20 +20,13 @@ export interface Refuser {
   exe: string | null;
 }
 
-interface Count {
-  kind: string;
-  code: string;
-  credential: string | null;
-  count: number;
-}
-
 interface Window {
   second: number;
   full: number;
   // The seq of the last refusal journaled in full (resolves null if the
   // journal did not take it).
   lastFull: Promise<number | null>;
-  summary: { first: number; last: number; total: number; counts: Map<string, Count> } | null;
+  summary: { first: number; last: number; total: number; counts: Map<string, RefusalCount> } | null;
   timer: NodeJS.Timeout | null;
   who: Refuser;
 }
@@ -43,7 +39,7 @@ export class RefusalSummaries {
   private writes = new Set<Promise<unknown>>();
 
   constructor(
-    private readonly write: (payload: { kind: string } & Record<string, unknown>) => Promise<{ seq: number }>,
+    private readonly write: (event: SummaryEvent) => Promise<{ seq: number }>,
     private readonly burst: () => number,
     private readonly onError: (e: unknown) => void = () => undefined,
     private readonly now: () => number = Date.now,
@@ -119,7 +115,7 @@ export class RefusalSummaries {
     const s = w.summary;
     if (!s) return;
     w.summary = null;
-    const payload = {
+    const payload: SummaryEvent = {
       kind: 'refusals_summarised',
       instance: w.who.key,
       pid: w.who.pid,
@@ -144,41 +140,22 @@ export class RefusalSummaries {
   }
 }
 
-const byController = new WeakMap<Controller, RefusalSummaries>();
-
-// The daemon's one set of summaries; open ones are journaled at every lock.
-export function refusalSummaries(c: Controller): RefusalSummaries {
-  let s = byController.get(c);
-  if (!s) {
-    const made = new RefusalSummaries(
-      (p) => c.record(p),
-      () => c.config.config.audit.refusal_burst,
-    );
-    c.onLock(() => void made.flushAll());
-    byController.set(c, made);
-    s = made;
-  }
-  return s;
-}
-
 // Journals a refusal in full, or counts it; returns the detail its reply
 // carries (audit_seq, and summarised: true when counted), or null when the
 // journal did not take it.
 export async function journalRefusal(
-  c: Controller,
+  to: { refusals: RefusalSummaries; journal: { record(event: JournalEvent): Promise<{ seq: number }> } },
   who: Refuser,
-  kind: string,
-  code: string,
+  event: RefusalEvent,
   credential: string | null,
-  payload: { kind: string } & Record<string, unknown>,
 ): Promise<Record<string, unknown> | null> {
-  const a = refusalSummaries(c).admit(who, kind, code, credential);
+  const a = to.refusals.admit(who, event.kind, event.code, credential);
   if (!a.full) {
     const seq = await a.auditSeq;
     return seq === null ? { summarised: true } : { summarised: true, audit_seq: seq };
   }
   try {
-    const head = await c.record(payload);
+    const head = await to.journal.record(event);
     a.done(head.seq);
     return { audit_seq: head.seq };
   } catch {

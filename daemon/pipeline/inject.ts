@@ -4,6 +4,7 @@
 // header values as strings, so the injected value exists as a JavaScript
 // string for the duration of the send: the one unavoidable copy.
 import type { HttpCredentialDef } from '../../shared/credential';
+import type { SecretBytes } from '../../shared/secret-bytes';
 import type { Target } from './target';
 import { headerKey } from '../../shared/http-headers';
 import { packageVersion } from '../../shared/version';
@@ -48,10 +49,11 @@ export function requestHeaders(def: HttpCredentialDef, agentHeaders: [string, st
 
 export function inject(
   def: HttpCredentialDef,
-  secret: Buffer,
+  opened: SecretBytes,
   agentHeaders: [string, string][],
   target: Target,
 ): Injected {
+  const secret = opened.bytes;
   const headers = requestHeaders(def, agentHeaders);
   // postern reads responses itself; compression is asked for never.
   headers['accept-encoding'] = 'identity';

@@ -19,7 +19,7 @@
 import { promises as dns, RecordWithTtl } from 'node:dns';
 import { isIP } from 'node:net';
 import { Refusal } from '../../shared/errors';
-import { DnsServer, formatDnsServer } from '../../shared/config';
+import { DnsServer, formatDnsServer, parseDnsServer } from '../../shared/config';
 
 export type HostKind = 'name' | 'ipv4' | 'ipv6';
 
@@ -205,5 +205,14 @@ function dnsError(host: string, code: string, timeoutMs: number, servers: string
   return new Refusal('dns_error', `could not resolve ${host}: ${explain(code, timeoutMs, servers, nameSource)}`, {
     host,
     dns_code: code,
+  });
+}
+
+// The config holds them validated and normalised ("ip:port").
+export function dnsServers(list: readonly string[]): DnsServer[] {
+  return list.map((text) => {
+    const r = parseDnsServer(text);
+    if (!r.ok) throw new Refusal('bad_config', `http.dns_servers: ${text} is not usable`);
+    return r.value;
   });
 }

@@ -4,19 +4,12 @@
 // unless the credential passes it, redact headers and body (over the bytes
 // read beyond the cap), then truncate at max_response_body.
 import type { HttpCredentialDef } from '../../shared/credential';
+import type { HttpResponseReply } from '../../shared/protocol';
 import type { RawResponse } from './execute-http';
 import { parseContentEncoding, parseTransferEncoding, decodeBody } from './decode';
 import { Redactor, redact, redactText } from './redact';
 
-export interface AgentResponse {
-  status: number;
-  headers: Record<string, string | string[]>;
-  body: string;
-  body_encoding: 'utf8' | 'base64';
-  truncated: boolean;
-  redactions: number;
-  redirect: { location: string } | null;
-}
+export type AgentResponse = HttpResponseReply;
 
 // Text when the type says so (or says nothing) and the bytes are UTF-8;
 // anything else goes back as base64, byte for byte.

@@ -1,54 +1,27 @@
-// POST /v1/http: the steps of SPEC §6.1, in order, each a function from the
-// files beside this one. The order lives here and only here. A refusal at
-// any step is journaled and carries its audit_seq; the secret is opened only
-// at step 8, after everything before it passed.
+// An HTTP request through the steps of SPEC §6.1, in order, each a function
+// from the files beside this one. The order lives here and only here. The
+// request arrives validated (step 1, by its front door); a refusal at any
+// later step is journaled and carries its audit_seq; the secret is opened
+// only at step 8, after everything before it passed.
 import { Refusal } from '../../shared/errors';
 import { canonicalJson } from '../../shared/canonical-json';
-import { usableDefinition } from '../vault/unlocked-vault';
-import type { Controller } from '../controller';
-import type { Identity } from '../identity/identify';
-import { validateHttpRequest, parseJsonBody, HttpRequest } from './validate';
+import type { HttpRequestFacts } from '../../shared/events';
+import type { HttpReply } from '../../shared/protocol';
+import { credentialOfKind } from './credential';
+import type { HttpRequest } from './validate';
 import { checkPolicy, checkHeadersForCredential, checkQueryForCredential } from './policy';
-import { resolveTarget } from './resolve';
+import { dnsServers, resolveTarget } from './resolve';
 import { assertAllAllowed } from './classify';
 import { formatOrigin } from './target';
-import { PinnedPools } from '../stores/pinned-pools';
 import { inject } from './inject';
 import { sendPinned, RawResponse } from './execute-http';
 import { buildRedactor, Redactor } from './redact';
 import { shapeResponse } from './response';
-import { IdempotencyStore, Outcome, Ticket } from '../stores/idempotency';
-import { RateBudgets } from '../stores/budgets';
-import type { Slot } from '../stores/budgets';
-import { who, sha256, refuse, dnsServers, approve } from './steps';
-import type { RequestContext } from './steps';
-
-export interface HttpContext {
-  controller: Controller;
-  pools: PinnedPools;
-  idempotency: IdempotencyStore;
-  budgets: RateBudgets;
-  identity: Identity;
-  signal: AbortSignal;
-  slot?: Slot;
-  onWaiting?: RequestContext['onWaiting'];
-}
-
-function requestFacts(req: HttpRequest, bodyHash: string | null): Record<string, unknown> {
-  const t = req.target;
-  return {
-    credential: req.credential,
-    method: req.method,
-    scheme: t.scheme,
-    host: t.host,
-    port: t.port,
-    path: t.path,
-    body_bytes: req.body?.length ?? 0,
-    body_sha256: bodyHash,
-    ...(req.idempotencyKey !== null ? { idempotency_key: req.idempotencyKey } : {}),
-    ...(req.reason !== null ? { reason: req.reason } : {}),
-  };
-}
+import type { Outcome, Ticket } from '../stores/idempotency';
+import { approve } from './approve';
+import type { PipelineServices, RequestContext } from './context';
+import { Complete, Evidence, httpIntent, httpRequestFacts, resolutionFacts, sha256, who } from './evidence';
+import { refuseAfterIntent, refuseHttp } from './refuse';
 
 // Two requests are "the same" for idempotency when they would send the same
 // bytes: credential, method, URL, headers (sorted) and body. The timeout is
@@ -71,43 +44,23 @@ function requestHash(req: HttpRequest, bodyHash: string | null): string {
   );
 }
 
-// `body` is the raw request body: a body that is not JSON is refused inside
-// the pipeline, so that refusal is journaled and carries its audit_seq too.
-export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<string, unknown>> {
-  const c = ctx.controller;
-  const vault = c.requireUnlocked();
-  const cfg = c.config.config;
-  let facts: Record<string, unknown> = { ...who(ctx.identity) };
-  let ticket: Ticket | null = null;
+export async function runHttp(ctx: RequestContext, req: HttpRequest): Promise<HttpReply> {
+  const s = ctx.services;
+  const vault = s.vault();
+  const cfg = s.config();
+  const ev: Evidence<HttpRequestFacts> = { requester: who(ctx.identity) };
+  let ticket: Ticket<HttpReply> | null = null;
   try {
-    // 1. validate
-    const req = validateHttpRequest(parseJsonBody(body), {
-      maxRequestBody: cfg.http.max_request_body,
-      maxTimeout: cfg.http.max_timeout,
-    });
     const bodyHash = req.body ? sha256(req.body) : null;
-    facts = { ...facts, ...requestFacts(req, bodyHash) };
+    const request = (ev.request = httpRequestFacts(req, bodyHash));
     // 2. the credential exists
-    const stored = vault.credential(req.credential);
-    if (!stored)
-      throw new Refusal('unknown_credential', `${vault.noSuchCredential(req.credential)}; see GET /v1/credentials`);
-    if (stored.entry.kind !== 'http')
-      throw new Refusal(
-        'bad_request',
-        `credential "${req.credential}" is an ${stored.entry.kind} credential; use POST /v1/ssh`,
-      );
-    const def = usableDefinition(stored);
-    if (def.kind !== 'http')
-      throw new Refusal(
-        'internal_error',
-        `the stored definition of credential "${req.credential}" is not of its kind; a human must fix it with \`postern cred update ${req.credential}\``,
-      );
+    const def = credentialOfKind(s, req.credential, 'http');
     // 3. policy, and the credential's budget (checked now so no human is
     // asked about a request that would be refused anyway; spent at step 7)
     const match = checkPolicy(def, req);
     const headers = checkHeadersForCredential(req, def);
     checkQueryForCredential(req, def);
-    ctx.budgets.check(def.name, def.rate);
+    s.stores.budgets.check(def.name, def.rate);
     // 4. one resolution; every address classified
     const resolution = await resolveTarget(req.target.host.replace(/^\[|\]$/g, ''), req.target.hostKind, {
       dnsServers: dnsServers(cfg.http.dns_servers),
@@ -119,10 +72,10 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
       def.allow_addresses,
     );
     const pinned = resolution.addresses[0]!;
-    facts = { ...facts, address: pinned.address, addresses: resolution.addresses.map((a) => a.address) };
+    const resolved = (ev.resolution = resolutionFacts(resolution.addresses));
     // 5. approval: a covering session, else a human's decision
     const t = req.target;
-    const approval = await approve(ctx, def.name, match.approve, {
+    const approval = (ev.approval = await approve(ctx, def.name, match.approve, {
       kind: 'http',
       method: req.method,
       scheme: t.scheme,
@@ -134,24 +87,24 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
       body_bytes: req.body?.length ?? 0,
       body_sha256: bodyHash,
       ...(req.reason !== null ? { reason: req.reason } : {}),
-    });
-    facts = { ...facts, approval };
+    }));
+    const done: Complete<HttpRequestFacts> = { requester: ev.requester, request, resolution: resolved, approval };
     // 6. idempotency: each-use requests are never replayed (a human saw
     // this one and approved it again)
     if (req.idempotencyKey !== null && match.approve !== 'each-use') {
-      const scope = approval === 'once' ? `process:${ctx.identity.process.key}` : approval;
-      const found = ctx.idempotency.lookup(scope, def.name, req.idempotencyKey, requestHash(req, bodyHash));
-      if (found.kind === 'replay') return await replay(c, found.outcome, facts);
+      const scope = approval.approval === 'once' ? `process:${ctx.identity.process.key}` : approval.approval;
+      const found = s.stores.idempotency.lookup(scope, def.name, req.idempotencyKey, requestHash(req, bodyHash));
+      if (found.kind === 'replay') return await replay(s, found.outcome, done);
       ticket = found.ticket;
     }
-    ctx.budgets.take(def.name, def.rate);
+    s.stores.budgets.take(def.name, def.rate);
     // 7. intent, durable before anything leaves the machine
-    const intent = await c.record({ kind: 'http_intent', ...facts });
+    const intent = await s.journal.record(httpIntent(done));
     // 8–9. connect to the checked address, inject, send, read
     const started = Date.now();
     const timeoutMs = req.timeoutMs ?? cfg.http.timeout;
     const cap = cfg.http.max_response_body;
-    const pool = ctx.pools.get({
+    const pool = s.stores.pools.get({
       credential: def.name,
       origin: formatOrigin(req.target),
       address: pinned.address,
@@ -181,16 +134,16 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
     } catch (e) {
       scan.redactor?.wipe();
       const r = e instanceof Refusal ? e : new Refusal('upstream_error', 'the request failed; see the daemon log');
-      const out = await c
-        .record({
+      throw settle(
+        ticket,
+        await refuseAfterIntent(s, intent, r, {
           kind: 'http_outcome',
           intent_seq: intent.seq,
           error: r.code,
           maybe_executed: r.maybeExecuted,
           duration_ms: Date.now() - started,
-        })
-        .catch(() => null);
-      throw settle(ticket, new Refusal(r.code, r.message, { ...(r.detail ?? {}), audit_seq: out?.seq ?? intent.seq }));
+        }),
+      );
     }
     let reply;
     try {
@@ -202,23 +155,23 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
           : new Refusal('upstream_error', 'the response could not be read; see the daemon log', {
               maybe_executed: true,
             });
-      const out = await c
-        .record({
+      throw settle(
+        ticket,
+        await refuseAfterIntent(s, intent, r, {
           kind: 'http_outcome',
           intent_seq: intent.seq,
           status: raw.status,
           error: r.code,
           maybe_executed: true,
           duration_ms: Date.now() - started,
-        })
-        .catch(() => null);
-      throw settle(ticket, new Refusal(r.code, r.message, { ...(r.detail ?? {}), audit_seq: out?.seq ?? intent.seq }));
+        }),
+      );
     } finally {
       scan.redactor?.wipe();
     }
     // 10. outcome; the hash is of what the agent gets, so the journal never
     // holds a hash of a secret the upstream echoed.
-    const outcome = await c.recordOutcome({
+    const outcome = await s.journal.recordOutcome({
       kind: 'http_outcome',
       intent_seq: intent.seq,
       status: raw.status,
@@ -229,7 +182,7 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
       duration_ms: Date.now() - started,
     });
     // 11. reply
-    const result = {
+    const result: HttpReply = {
       ...reply,
       target: { host: req.target.host, address: pinned.address, port: req.target.port },
       audit_seq: outcome.seq,
@@ -241,24 +194,31 @@ export async function runHttp(ctx: HttpContext, body: Buffer): Promise<Record<st
     // not execute, frees the key: a retry with it runs.
     if (ticket && !(e instanceof Refusal && e.maybeExecuted === true)) ticket.abandon();
     if (e instanceof Refusal && e.auditSeq !== undefined) throw e;
-    return refuse(c, 'http', e, facts);
+    return refuseHttp(s, e, ev);
   }
 }
 
 // After the intent: a refusal that says the request may have executed is
 // what a retry with the same key gets; any other frees the key.
-function settle(ticket: Ticket | null, r: Refusal): Refusal {
+function settle(ticket: Ticket<HttpReply> | null, r: Refusal): Refusal {
   if (ticket && r.maybeExecuted === true) ticket.finish({ kind: 'refusal', refusal: r, auditSeq: Number(r.auditSeq) });
   return r;
 }
 
 // The recorded outcome, marked as a replay; the replay itself is journaled.
 async function replay(
-  c: Controller,
-  outcome: Outcome,
-  facts: Record<string, unknown>,
-): Promise<Record<string, unknown>> {
-  const head = await c.record({ kind: 'http_replayed', ...facts, replayed_seq: outcome.auditSeq });
+  s: PipelineServices,
+  outcome: Outcome<HttpReply>,
+  done: Complete<HttpRequestFacts>,
+): Promise<HttpReply> {
+  const head = await s.journal.record({
+    kind: 'http_replayed',
+    ...done.requester,
+    ...done.request,
+    ...done.resolution,
+    ...done.approval,
+    replayed_seq: outcome.auditSeq,
+  });
   if (outcome.kind === 'reply')
     return { ...outcome.reply, replayed: true, replayed_audit_seq: outcome.auditSeq, audit_seq: head.seq };
   const r = outcome.refusal;

@@ -1,53 +1,31 @@
-// POST /v1/ssh: the steps of SPEC §6.1 as they apply to SSH (§6.6), in
-// order: validate, the credential exists, policy (the command rules and
+// An SSH command through the steps of SPEC §6.1 as they apply to SSH
+// (§6.6), in order (the request arrives validated): the credential exists, policy (the command rules and
 // stdin), one resolution with every address classified, approval, audit
 // intent, connect to the checked address with the host key checked before
 // authentication (or reuse a connection made so), exec, read within limits,
 // redact, audit outcome, reply. The secret is opened only to connect.
 import { Refusal } from '../../shared/errors';
 import { SshCredentialDef, sshPrivateParts } from '../../shared/credential';
-import { usableDefinition } from '../vault/unlocked-vault';
+import { credentialOfKind } from './credential';
 import { commandAllowed } from '../../shared/command-rule';
-import type { Controller } from '../controller';
-import type { Identity } from '../identity/identify';
-import { validateSshRequest, parseJsonBody, SshRequest } from './validate';
-import { resolveTarget, HostKind } from './resolve';
+import type { Scalar, SshRequestFacts } from '../../shared/events';
+import type { SecretBytes } from '../../shared/secret-bytes';
+import type { SshReply } from '../../shared/protocol';
+import type { SshRequest } from './validate';
+import { dnsServers, resolveTarget, HostKind } from './resolve';
 import { assertAllAllowed } from './classify';
 import { buildRedactor, redact, Redactor } from './redact';
-import { SshConnections, connectSsh, SshTarget } from '../stores/ssh-connections';
+import { connectSsh, SshTarget } from '../stores/ssh-connections';
 import { execOn, ExecResult, ChannelOpenFailed } from './execute-ssh';
-import type { Slot } from '../stores/budgets';
-import { who, sha256, refuse, dnsServers, approve } from './steps';
-import type { RequestContext } from './steps';
+import { approve } from './approve';
+import type { RequestContext } from './context';
+import { Evidence, resolutionFacts, sha256, sshIntent, sshRequestFacts, who } from './evidence';
+import { refuseAfterIntent, refuseSsh } from './refuse';
 import { isIP } from 'node:net';
 
 // The longest connecting may take (TCP, key exchange with every host key
 // type tried, login), also when timeout_ms is longer.
 const CONNECT_LIMIT_MS = 20_000;
-
-export interface SshContext {
-  controller: Controller;
-  ssh: SshConnections;
-  identity: Identity;
-  signal: AbortSignal;
-  slot?: Slot;
-  onWaiting?: RequestContext['onWaiting'];
-}
-
-function requestFacts(
-  req: SshRequest,
-  stdinHash: string | null,
-  def: SshCredentialDef | null,
-): Record<string, unknown> {
-  return {
-    credential: req.credential,
-    command: req.command,
-    stdin_bytes: req.stdin?.length ?? 0,
-    stdin_sha256: stdinHash,
-    ...(def ? { host: def.host, port: def.port, user: def.user, host_key: def.host_key } : {}),
-    ...(req.reason !== null ? { reason: req.reason } : {}),
-  };
-}
 
 // Step 3: the command and stdin against the credential.
 export function checkSshPolicy(def: SshCredentialDef, req: SshRequest): void {
@@ -66,7 +44,8 @@ export function checkSshPolicy(def: SshCredentialDef, req: SshRequest): void {
 // for a key, the stored key text, each of its base64 lines, and the private
 // components themselves (found in any key format, at any alignment of
 // base64, in hex).
-function needlesOf(def: SshCredentialDef, secret: Buffer): Buffer[] {
+function needlesOf(def: SshCredentialDef, opened: SecretBytes): Buffer[] {
+  const secret = opened.bytes;
   if (def.auth === 'password') return [Buffer.from(secret)];
   const needles = [Buffer.from(secret), ...sshPrivateParts(secret)];
   for (const line of secret.toString('latin1').split('\n')) {
@@ -95,12 +74,12 @@ function allUtf8(...parts: Buffer[]): boolean {
 // and runs the command. A kept connection that cannot open a channel is
 // dropped and one fresh connection made: the command had not started.
 async function run(
-  ctx: SshContext,
+  ctx: RequestContext,
   t: SshTarget,
   req: SshRequest,
   o: { timeoutMs: number; readLimit: number; keepLimit: number },
 ): Promise<ExecResult> {
-  const vault = ctx.controller.requireUnlocked();
+  const vault = ctx.services.vault();
   // Connecting has its own limit; timeout_ms counts from its end (or from
   // taking a kept connection), for opening the channel and the command.
   const open = (preferred?: string) =>
@@ -108,7 +87,7 @@ async function run(
       connectSsh(t, secret, Math.min(o.timeoutMs, CONNECT_LIMIT_MS), preferred),
     );
   for (let attempt = 0; ; attempt++) {
-    const lease = await ctx.ssh.lease(t, open);
+    const lease = await ctx.services.stores.ssh.lease(t, open);
     try {
       const r = await execOn(lease.client, t.def.host, {
         command: req.command,
@@ -137,35 +116,17 @@ function keptPart(r: Redactor | null, data: Buffer, keep: number, complete: bool
   return redact(r, data, cut);
 }
 
-export async function runSsh(ctx: SshContext, body: Buffer): Promise<Record<string, unknown>> {
-  const c = ctx.controller;
-  const vault = c.requireUnlocked();
-  const cfg = c.config.config;
-  let facts: Record<string, unknown> = { ...who(ctx.identity) };
+export async function runSsh(ctx: RequestContext, req: SshRequest): Promise<SshReply> {
+  const s = ctx.services;
+  const vault = s.vault();
+  const cfg = s.config();
+  const ev: Evidence<SshRequestFacts> = { requester: who(ctx.identity) };
   try {
-    // 1. validate
-    const req = validateSshRequest(parseJsonBody(body), {
-      maxRequestBody: cfg.http.max_request_body,
-      maxTimeout: cfg.http.max_timeout,
-    });
     const stdinHash = req.stdin ? sha256(req.stdin) : null;
-    facts = { ...facts, ...requestFacts(req, stdinHash, null) };
+    ev.request = sshRequestFacts(req, stdinHash, null);
     // 2. the credential exists
-    const stored = vault.credential(req.credential);
-    if (!stored)
-      throw new Refusal('unknown_credential', `${vault.noSuchCredential(req.credential)}; see GET /v1/credentials`);
-    if (stored.entry.kind !== 'ssh')
-      throw new Refusal(
-        'bad_request',
-        `credential "${req.credential}" is an ${stored.entry.kind} credential; use POST /v1/http`,
-      );
-    const def = usableDefinition(stored);
-    if (def.kind !== 'ssh')
-      throw new Refusal(
-        'internal_error',
-        `the stored definition of credential "${req.credential}" is not of its kind; a human must fix it with \`postern cred update ${req.credential}\``,
-      );
-    facts = { ...facts, ...requestFacts(req, stdinHash, def) };
+    const def = credentialOfKind(s, req.credential, 'ssh');
+    const request = (ev.request = sshRequestFacts(req, stdinHash, def));
     // 3. policy: the command rules and stdin, before anything is resolved
     checkSshPolicy(def, req);
     // 4. one resolution; every address classified
@@ -180,9 +141,9 @@ export async function runSsh(ctx: SshContext, body: Buffer): Promise<Record<stri
       def.allow_addresses,
     );
     const pinned = resolution.addresses[0]!;
-    facts = { ...facts, address: pinned.address, addresses: resolution.addresses.map((a) => a.address) };
+    const resolved = (ev.resolution = resolutionFacts(resolution.addresses));
     // 5. approval
-    const approval = await approve(ctx, def.name, def.approve, {
+    const approval = (ev.approval = await approve(ctx, def.name, def.approve, {
       kind: 'ssh',
       host: def.host,
       address: pinned.address,
@@ -192,10 +153,11 @@ export async function runSsh(ctx: SshContext, body: Buffer): Promise<Record<stri
       stdin_size: req.stdin?.length ?? 0,
       stdin_sha256: stdinHash,
       ...(req.reason !== null ? { reason: req.reason } : {}),
-    });
-    facts = { ...facts, approval };
+    }));
     // 7. intent, durable before anything leaves the machine
-    const intent = await c.record({ kind: 'ssh_intent', ...facts });
+    const intent = await s.journal.record(
+      sshIntent({ requester: ev.requester, request, resolution: resolved, approval }),
+    );
     // 8–9. connect (host key checked first) or reuse, exec, read
     const started = Date.now();
     const cap = cfg.ssh.max_output;
@@ -220,18 +182,15 @@ export async function runSsh(ctx: SshContext, body: Buffer): Promise<Record<stri
       const r = e instanceof Refusal ? e : new Refusal('upstream_error', 'the SSH command failed; see the daemon log');
       // The host keys shown are public: they tell a human what changed.
       const offered =
-        r.code === 'host_key_mismatch' ? { offered_host_keys: r.detail?.['offered_host_keys'] ?? [] } : {};
-      const out = await c
-        .record({
-          kind: 'ssh_outcome',
-          intent_seq: intent.seq,
-          error: r.code,
-          maybe_executed: r.maybeExecuted,
-          ...offered,
-          duration_ms: Date.now() - started,
-        })
-        .catch(() => null);
-      throw new Refusal(r.code, r.message, { ...(r.detail ?? {}), audit_seq: out?.seq ?? intent.seq });
+        r.code === 'host_key_mismatch' ? { offered_host_keys: offeredHostKeys(r.detail?.['offered_host_keys']) } : {};
+      throw await refuseAfterIntent(s, intent, r, {
+        kind: 'ssh_outcome',
+        intent_seq: intent.seq,
+        error: r.code,
+        maybe_executed: r.maybeExecuted,
+        ...offered,
+        duration_ms: Date.now() - started,
+      });
     }
     // Redact each stream; keep, in arrival order, at most max_output bytes.
     const stdout = keptPart(redactor, result.stdout, result.stdoutKeep, result.complete);
@@ -243,7 +202,7 @@ export async function runSsh(ctx: SshContext, body: Buffer): Promise<Record<stri
     // let the journal confirm a guess of the secret the command printed.
     const outputHash = sha256(Buffer.concat([stdout.data, stderr.data]));
     // 10. outcome
-    const outcome = await c.recordOutcome({
+    const outcome = await s.journal.recordOutcome({
       kind: 'ssh_outcome',
       intent_seq: intent.seq,
       exit_code: result.exitCode,
@@ -268,6 +227,16 @@ export async function runSsh(ctx: SshContext, body: Buffer): Promise<Record<stri
     };
   } catch (e) {
     if (e instanceof Refusal && e.auditSeq !== undefined) throw e;
-    return refuse(c, 'ssh', e, facts);
+    return refuseSsh(s, e, ev);
   }
+}
+
+// The host keys a server offered, as its refusal carries them: public keys
+// (type, fingerprint, key), each a flat record of text.
+function offeredHostKeys(v: unknown): Record<string, Scalar>[] {
+  if (!Array.isArray(v)) return [];
+  return v.filter(
+    (k): k is Record<string, Scalar> =>
+      typeof k === 'object' && k !== null && Object.values(k).every((x) => x === null || typeof x !== 'object'),
+  );
 }

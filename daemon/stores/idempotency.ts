@@ -11,31 +11,31 @@ export const IDEMPOTENCY_MAX_RECORDS = 10_000;
 
 // What a finished request left: a reply, or a refusal given after the
 // request may have reached the target.
-export type Outcome =
-  | { kind: 'reply'; reply: Record<string, unknown>; auditSeq: number }
-  | { kind: 'refusal'; refusal: Refusal; auditSeq: number };
+export type Outcome<R = unknown> =
+  { kind: 'reply'; reply: R; auditSeq: number } | { kind: 'refusal'; refusal: Refusal; auditSeq: number };
 
-interface Entry {
+interface Entry<R> {
   scope: string;
   credential: string;
   requestHash: string;
   createdAt: number;
-  outcome: Outcome | null; // null while the first request is in flight
+  outcome: Outcome<R> | null; // null while the first request is in flight
 }
 
-export type Lookup = { kind: 'new'; ticket: Ticket } | { kind: 'replay'; outcome: Outcome };
+export type Lookup<R = unknown> = { kind: 'new'; ticket: Ticket<R> } | { kind: 'replay'; outcome: Outcome<R> };
 
-export interface Ticket {
+export interface Ticket<R = unknown> {
   // The request finished: record what the agent was told.
-  finish(outcome: Outcome): void;
+  finish(outcome: Outcome<R>): void;
   // The request never left (or certainly did not execute): forget the key,
   // so a retry with it runs.
   abandon(): void;
 }
 
-export class IdempotencyStore {
+// R: the reply a request with a key gets again.
+export class IdempotencyStore<R = unknown> {
   // Insertion order is age order: the first entry is the oldest.
-  private entries = new Map<string, Entry>();
+  private entries = new Map<string, Entry<R>>();
 
   constructor(
     private readonly now: () => number = Date.now,
@@ -43,7 +43,7 @@ export class IdempotencyStore {
     private readonly ttl = IDEMPOTENCY_TTL_MS,
   ) {}
 
-  lookup(scope: string, credential: string, key: string, requestHash: string): Lookup {
+  lookup(scope: string, credential: string, key: string, requestHash: string): Lookup<R> {
     this.expire();
     const id = `${scope}\n${credential}\n${key}`;
     const e = this.entries.get(id);
@@ -62,7 +62,7 @@ export class IdempotencyStore {
       }
       return { kind: 'replay', outcome: e.outcome };
     }
-    const entry: Entry = { scope, credential, requestHash, createdAt: this.now(), outcome: null };
+    const entry: Entry<R> = { scope, credential, requestHash, createdAt: this.now(), outcome: null };
     this.entries.set(id, entry);
     while (this.entries.size > this.max) this.entries.delete(this.entries.keys().next().value as string);
     return {

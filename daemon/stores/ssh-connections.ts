@@ -5,6 +5,7 @@
 // reuse per (credential, checked address, port) for a short idle time, so a
 // burst of commands pays one handshake. Nothing but exec channels is ever
 // opened: no pty, no agent or port forwarding, no environment.
+import type { SecretBytes } from '../../shared/secret-bytes';
 import { createHash } from 'node:crypto';
 import net from 'node:net';
 import { Client, ConnectConfig } from 'ssh2';
@@ -210,10 +211,11 @@ function handshake(t: SshTarget, login: Login, algorithms: string[], timeoutMs: 
 // type that matched before, asked for first.
 export async function connectSsh(
   t: SshTarget,
-  secret: Buffer,
+  opened: SecretBytes,
   timeoutMs: number,
   preferred?: string,
 ): Promise<Connected> {
+  const secret = opened.bytes;
   const deadline = Date.now() + timeoutMs;
   const order = [...HOST_KEY_TYPES].sort((a, b) => Number(b.type === preferred) - Number(a.type === preferred));
   const offered: OfferedHostKey[] = [];

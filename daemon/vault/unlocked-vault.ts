@@ -1,6 +1,7 @@
 // The vault while the daemon is unlocked: the derived key (needed to write),
 // the header, the credential definitions, and every secret sealed under a
 // per-unlock memory key (SealedSecrets) until the moment of use.
+import { SecretBytes } from '../../shared/secret-bytes';
 import { timingSafeEqual } from 'node:crypto';
 import { deriveKey } from '../../shared/kdf';
 import { wipe } from '../../shared/crypto';
@@ -146,12 +147,14 @@ export class UnlockedVault {
   }
 
   // The one door to a credential's secret: opened only for `fn`, wiped after.
-  withCredentialSecret<T>(name: string, fn: (secret: Buffer) => Promise<T>): Promise<T> {
+  // The one door to a credential's secret: open for the duration of `fn`,
+  // as a SecretBytes (it cannot be serialised), wiped after it.
+  withCredentialSecret<T>(name: string, fn: (secret: SecretBytes) => Promise<T>): Promise<T> {
     // After a lock the map is empty too; the lock is the reason to give.
     if (this.sealer.wiped) return Promise.reject(lockedWhileNeeded());
     const c = this.creds.get(name);
     if (!c) return Promise.reject(new Error(`no credential ${name}`));
-    return this.sealer.withOpenAsync(c.secret, fn);
+    return this.sealer.withOpenAsync(c.secret, (plain) => fn(new SecretBytes(plain)));
   }
 
   sealSecret(secret: Buffer): SealedSecret {

@@ -1,5 +1,6 @@
 // Secret canaries: a unique secret, and every form of it worth searching for
 // in bytes postern emits.
+import { assertEventShapes } from './event-shape';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, lstatSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -97,5 +98,6 @@ export async function journalText(
   if (unread.length > 0)
     throw new Error(`audit show could not read ${unread.length} entries: ${JSON.stringify(unread[0])}`);
   if (!entries.some((e) => e['type'] === 'event')) throw new Error('the journal holds no event to search');
+  assertEventShapes(entries);
   return r.stdout;
 }

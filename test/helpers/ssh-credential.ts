@@ -3,17 +3,8 @@
 import type { Home, Result } from './postern';
 import { cli } from './postern';
 
-export interface SshReply {
-  exit_code: number | null;
-  signal: string | null;
-  stdout: string;
-  stderr: string;
-  encoding: 'utf8' | 'base64';
-  truncated: boolean;
-  redactions: number;
-  target: { host: string; address: string; port: number };
-  audit_seq: number;
-}
+// The reply is the agent protocol's own type.
+export type { SshReply } from '../../shared/protocol';
 
 export interface SshCredSpec {
   name: string;

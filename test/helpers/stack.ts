@@ -2,6 +2,7 @@
 // points at a real UDP DNS server and trusts a throwaway CA, a real HTTPS
 // upstream, the daemon (unlocked), and optionally an approver attached over
 // admin.sock that decides every card with a given policy.
+import { assertEventShapes } from './event-shape';
 import { join } from 'node:path';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cli, init, makeHome, startDaemon, agentRequest, PASSPHRASE, Home, Daemon } from './postern';
@@ -122,6 +123,7 @@ export function auditEntries(s: Stack): Map<number, Record<string, unknown>> {
     const e = JSON.parse(line) as Record<string, unknown>;
     m.set(e['seq'] as number, e);
   }
+  assertEventShapes([...m.values()]);
   return m;
 }
 

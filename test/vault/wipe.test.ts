@@ -65,7 +65,7 @@ t.test('wipe() zeroes both keys; no secret opens afterwards', async (t) => {
   const bytes = readVaultFile(file);
   const v = await unlockVaultFile(file, bytes, parseHeader(bytes).header, PASS);
 
-  t.equal(await v.withCredentialSecret('gh', async (s) => s.toString()), SECRET, 'open before the lock');
+  t.equal(await v.withCredentialSecret('gh', async (s) => s.bytes.toString()), SECRET, 'open before the lock');
   const { derived, memory } = keysOf(v);
   t.equal(derived.length, 32);
   t.equal(memory?.length, 32);
@@ -76,9 +76,9 @@ t.test('wipe() zeroes both keys; no secret opens afterwards', async (t) => {
   let held: Buffer | null = null;
   let release!: () => void;
   const inUse = v.withCredentialSecret('gh', async (s) => {
-    held = s;
+    held = s.bytes;
     await new Promise<void>((r) => (release = r));
-    return s.toString();
+    return s.bytes.toString();
   });
   await new Promise((r) => setImmediate(r));
 

@@ -1,0 +1,54 @@
+// SPEC §6.1 step 5: a session that covers the requester, or a human's
+// decision on a card. The request's concurrency slot is given back while it
+// waits; the requester must still be the same process instance once decided.
+import { Refusal } from '../../shared/errors';
+import type { Approve } from '../../shared/credential';
+import type { CardAction } from '../../shared/admin-protocol';
+import type { Approval } from '../../shared/events';
+import { stillRunning } from '../identity/identify';
+import type { Decision } from '../sessions/approvals';
+import { grantSession } from '../sessions/grant';
+import type { RequestContext } from './context';
+
+// "session:<id>" when a session covers (or was just granted), "once" for an
+// allow-once decision. The card shows `action`.
+export async function approve(
+  ctx: RequestContext,
+  credential: string,
+  mode: Approve,
+  action: CardAction,
+): Promise<Approval> {
+  const s = ctx.services;
+  if (mode === 'session') {
+    const covering = s.sessions.covering(ctx.identity, credential);
+    if (covering) return { approval: `session:${covering.id}` };
+  }
+  // Taken again once decided, even when the limit was reached meanwhile: a
+  // decision a human made is never thrown away as busy.
+  ctx.slot?.suspend();
+  let decision: Decision;
+  try {
+    decision = await s.approvals.ask(
+      ctx.identity,
+      credential,
+      mode,
+      action,
+      s.config().daemon.approval_timeout,
+      ctx.signal,
+      ctx.onWaiting,
+    );
+  } finally {
+    ctx.slot?.resume();
+  }
+  if (!stillRunning(ctx.identity.process))
+    throw new Refusal(
+      'unidentified_peer',
+      'the requesting process changed while it waited for approval; retry from a running process',
+    );
+  if (decision.kind === 'deny')
+    throw new Refusal('denied_by_user', 'a human denied this request; do not retry it unchanged');
+  if (decision.kind === 'once') return { approval: 'once' };
+  const root = [ctx.identity.process, ...ctx.identity.ancestors].find((p) => p.key === decision.rootKey)!;
+  const granted = await grantSession(s, credential, root, s.config().daemon.session_ttl);
+  return { approval: `session:${granted.id}` };
+}

@@ -1,0 +1,66 @@
+// What a request may reach while the steps run, and nothing more: the
+// running settings, the unlocked vault, the journal, sessions, the approval
+// broker, the stores that outlive a request. Every front door (the agent
+// socket, the proxy, the ssh-agent) builds one of these for each request
+// from the daemon (daemon/request-services.ts); no step sees the daemon's
+// state, its admin actions or its timers.
+import type { Config } from '../../shared/config';
+import type { JournalEvent } from '../../shared/events';
+import type { HttpReply } from '../../shared/protocol';
+import type { Identity } from '../identity/identify';
+import type { UnlockedVault } from '../vault/unlocked-vault';
+import type { SessionStore } from '../sessions/sessions';
+import type { ApprovalBroker, Card } from '../sessions/approvals';
+import type { RefusalSummaries } from '../audit/refusal-summary';
+import type { PinnedPools } from '../stores/pinned-pools';
+import type { SshConnections } from '../stores/ssh-connections';
+import type { IdempotencyStore } from '../stores/idempotency';
+import type { InFlight, RateBudgets, Slot } from '../stores/budgets';
+
+export interface JournalHead {
+  seq: number;
+  hash: string;
+}
+
+// Typed events only (shared/events.ts): nothing else can be journaled.
+export interface Recorder {
+  // Durable before it resolves: what an intent or a grant needs.
+  record(event: JournalEvent): Promise<JournalHead>;
+  // Resolves once the entry has its place; durable at the next group commit.
+  recordOutcome(event: JournalEvent): Promise<JournalHead>;
+}
+
+// What outlives one request.
+export interface RequestStores {
+  pools: PinnedPools;
+  ssh: SshConnections;
+  idempotency: IdempotencyStore<HttpReply>;
+  budgets: RateBudgets;
+  inFlight: InFlight;
+}
+
+export interface PipelineServices {
+  // Read at each use: a config approved meanwhile applies to the next step.
+  config(): Config;
+  // The unlocked vault, or the refusal that says what lifts the lock.
+  vault(): UnlockedVault;
+  // Changes at every lock and unlock: a step that waited compares it.
+  lockEpoch(): number;
+  journal: Recorder;
+  refusals: RefusalSummaries;
+  sessions: SessionStore;
+  approvals: ApprovalBroker;
+  stores: RequestStores;
+}
+
+export interface RequestContext {
+  services: PipelineServices;
+  identity: Identity;
+  // Aborted when the requester goes away: a pending card is withdrawn.
+  signal: AbortSignal;
+  // The request's http.max_concurrent slot, given back while it waits for
+  // a human (pending approvals have their own budget, daemon.max_pending).
+  slot?: Slot;
+  // Told when the request starts to wait for a human (the waiting notice).
+  onWaiting?: (card: Card) => void;
+}

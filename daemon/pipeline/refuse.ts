@@ -1,0 +1,59 @@
+// How a request's refusal is journaled. Before the intent: an
+// `<endpoint>_refused` entry with as much of the request as was known (or,
+// beyond audit.refusal_burst a second for one process instance, a count in
+// a summary, SPEC §9). After the intent: the outcome entry, saying whether
+// the request may have executed. Either way the refusal the agent gets
+// carries the entry's seq as audit_seq.
+import { Refusal } from '../../shared/errors';
+import type { HttpOutcome, HttpRequestFacts, SshOutcome, SshRequestFacts } from '../../shared/events';
+import { RefusalEvent, journalRefusal } from '../audit/refusal-summary';
+import type { JournalHead, PipelineServices } from './context';
+import { Evidence, known } from './evidence';
+
+function asRefusal(e: unknown): Refusal {
+  return e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
+}
+
+// A request withdrawn while it waited says so (SPEC §6.1).
+function withdrawnOf(r: Refusal): { withdrawn?: string } {
+  const w = r.detail?.['withdrawn'];
+  return typeof w === 'string' ? { withdrawn: w } : {};
+}
+
+export function refuseHttp(services: PipelineServices, e: unknown, ev: Evidence<HttpRequestFacts>): Promise<never> {
+  const r = asRefusal(e);
+  return journalAndThrow(services, r, ev, { kind: 'http_refused', code: r.code, ...withdrawnOf(r), ...known(ev) });
+}
+
+export function refuseSsh(services: PipelineServices, e: unknown, ev: Evidence<SshRequestFacts>): Promise<never> {
+  const r = asRefusal(e);
+  return journalAndThrow(services, r, ev, { kind: 'ssh_refused', code: r.code, ...withdrawnOf(r), ...known(ev) });
+}
+
+// Throws the refusal with the entry's audit_seq (or `summarised`); if the
+// journal cannot take it, the refusal stands without one.
+async function journalAndThrow(
+  services: PipelineServices,
+  r: Refusal,
+  ev: Evidence<HttpRequestFacts | SshRequestFacts>,
+  event: RefusalEvent,
+): Promise<never> {
+  const p = ev.requester;
+  const refuser = { key: p.instance, pid: p.pid, uid: p.uid, exe: p.exe };
+  const detail = await journalRefusal(services, refuser, event, ev.request?.credential ?? null);
+  if (!detail) throw r;
+  throw new Refusal(r.code, r.message, { ...(r.detail ?? {}), ...detail });
+}
+
+// A failure after the intent: its outcome is journaled (durable; if the
+// journal cannot take it, the intent's seq is given) and the refusal
+// returned with that audit_seq, for the caller to throw.
+export async function refuseAfterIntent(
+  services: PipelineServices,
+  intent: JournalHead,
+  r: Refusal,
+  outcome: HttpOutcome | SshOutcome,
+): Promise<Refusal> {
+  const out = await services.journal.record(outcome).catch(() => null);
+  return new Refusal(r.code, r.message, { ...(r.detail ?? {}), audit_seq: out?.seq ?? intent.seq });
+}

@@ -1,0 +1,62 @@
+// What the daemon lends the request pipeline (daemon/pipeline/context.ts),
+// built once from the controller: live views of the config and the lock,
+// the journal, sessions and approvals, and the stores that outlive a
+// request. Every front door serves its requests with this one object. The
+// stores are emptied or retired when the authority behind them goes: at
+// lock, when a session ends, when a credential changes, and when the CA
+// list or the DNS servers change.
+import type { Controller } from './controller';
+import type { HttpReply } from '../shared/protocol';
+import type { PipelineServices, RequestStores } from './pipeline/context';
+import { RefusalSummaries } from './audit/refusal-summary';
+import { PinnedPools } from './stores/pinned-pools';
+import { SshConnections } from './stores/ssh-connections';
+import { IdempotencyStore } from './stores/idempotency';
+import { InFlight, RateBudgets } from './stores/budgets';
+
+export function createPipelineServices(controller: Controller): PipelineServices {
+  const stores: RequestStores = {
+    pools: new PinnedPools(() => controller.config.caFileContents),
+    ssh: new SshConnections(() => controller.config.config.ssh.connection_idle),
+    idempotency: new IdempotencyStore<HttpReply>(),
+    budgets: new RateBudgets(),
+    inFlight: new InFlight(() => controller.config.config.http.max_concurrent),
+  };
+  const journal = {
+    record: controller.record.bind(controller),
+    recordOutcome: controller.recordOutcome.bind(controller),
+  };
+  const refusals = new RefusalSummaries(
+    (e) => journal.record(e),
+    () => controller.config.config.audit.refusal_burst,
+  );
+  // Nothing a request left behind outlives the authority that allowed it;
+  // summaries still counting are journaled at the lock.
+  controller.onLock(() => {
+    void refusals.flushAll();
+    void stores.pools.closeAll();
+    stores.ssh.closeAll();
+    stores.idempotency.purgeAll();
+  });
+  controller.onTrustChange(({ dns }) => {
+    stores.pools.retireAll();
+    if (dns) stores.ssh.retireAll();
+  });
+  controller.onSessionEnd((s) => stores.idempotency.purgeScope(`session:${s.id}`));
+  controller.onCredentialChange((name) => {
+    void stores.pools.closeCredential(name);
+    stores.ssh.closeCredential(name);
+    stores.budgets.forget(name);
+    stores.idempotency.purgeCredential(name);
+  });
+  return {
+    config: () => controller.config.config,
+    vault: () => controller.requireUnlocked(),
+    lockEpoch: () => controller.lockEpoch,
+    journal,
+    refusals,
+    sessions: controller.sessions,
+    approvals: controller.approvals,
+    stores,
+  };
+}
