@@ -2,22 +2,13 @@
 // vault, and the line-by-line difference `cred update` shows.
 import { createHash } from 'node:crypto';
 import { canonicalJson } from '../canonical-json';
-import { CredentialDef, HTTP_KEYS, SSH_KEYS, INJECT_KEYS, ALLOW_RULE_KEYS } from './types';
+import { CredentialDef, INJECT_KEYS, ALLOW_RULE_KEYS } from './types';
+import { Field, allFields, definitionFields } from './entries';
 
 // "sha256:<hex>" of the canonical JSON (sorted keys, no whitespace) of the
 // normalised definition. A definition holds no secret, so neither does this.
 export function definitionHash(def: CredentialDef): string {
   return `sha256:${createHash('sha256').update(canonicalJson(def), 'utf8').digest('hex')}`;
-}
-
-// Keys in print order, then any others (from a definition stored by another
-// version) in sorted order, so nothing is silently left out of a diff.
-function orderedKeys(obj: Record<string, unknown>, order: readonly string[]): string[] {
-  const known = order.filter((k) => Object.prototype.hasOwnProperty.call(obj, k));
-  const rest = Object.keys(obj)
-    .filter((k) => !order.includes(k))
-    .sort();
-  return [...known, ...rest];
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
@@ -28,22 +19,20 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 // are walked; lists of values are leaves.
 function flatten(def: CredentialDef): Map<string, string> {
   const out = new Map<string, string>();
-  const d = def as unknown as Record<string, unknown>;
-  const walk = (obj: Record<string, unknown>, order: readonly string[], prefix: string): void => {
-    for (const key of orderedKeys(obj, order)) {
-      const v = obj[key];
+  const walk = (fields: readonly Field[], prefix: string): void => {
+    for (const [key, v] of fields) {
       const path = `${prefix}${key}`;
       if (v === undefined || v === null) continue;
-      if (isPlainObject(v)) walk(v, key === 'inject' ? INJECT_KEYS : [], `${path}.`);
+      if (isPlainObject(v)) walk(allFields(v, key === 'inject' ? INJECT_KEYS : []), `${path}.`);
       else if (Array.isArray(v) && v.some(isPlainObject)) {
         v.forEach((item, i) => {
-          if (isPlainObject(item)) walk(item, key === 'allow' ? ALLOW_RULE_KEYS : [], `${path}[${i}].`);
+          if (isPlainObject(item)) walk(allFields(item, key === 'allow' ? ALLOW_RULE_KEYS : []), `${path}[${i}].`);
           else out.set(`${path}[${i}]`, JSON.stringify(item));
         });
       } else out.set(path, JSON.stringify(v));
     }
   };
-  walk(d, d['kind'] === 'ssh' ? SSH_KEYS : HTTP_KEYS, '');
+  walk(definitionFields(def), '');
   return out;
 }
 

@@ -1,6 +1,6 @@
 // Checks and normal forms of single definition fields (SPEC §4). Each takes
 // the raw value and returns its normalised value or the problem; the zod
-// schemas in schema.ts wire them to their paths.
+// schemas in shape.ts wire them to their paths.
 import ipaddr from 'ipaddr.js';
 import { Check, ok, bad, hasInvisible, quote } from './text';
 import { pathFormProblem } from '../path-form';

@@ -4,6 +4,7 @@
 import { parseToml, TomlError, tomlSyntaxProblem } from '../toml';
 import { Refusal } from '../errors';
 import { CredentialDef, HTTP_KEYS, SSH_KEYS, INJECT_KEYS, ALLOW_RULE_KEYS } from './types';
+import { Field, knownFields } from './entries';
 import { TomlFloat, validateDefinition, DEFAULT_SOURCE } from './schema';
 
 // Integers arrive as bigint (so floats can be told apart); integers that fit
@@ -57,26 +58,25 @@ function tomlKey(k: string): string {
   return /^[A-Za-z0-9_-]+$/.test(k) ? k : tomlString(k);
 }
 
-function keyLines(table: Record<string, unknown>, keys: readonly string[]): string[] {
-  return keys.filter((k) => table[k] !== undefined).map((k) => `${k} = ${tomlValue(table[k])}`);
+function keyLines(fields: readonly Field[]): string[] {
+  return fields.filter(([, v]) => v !== undefined).map(([k, v]) => `${k} = ${tomlValue(v)}`);
 }
 
 // The normalised definition as TOML: fixed key order, top-level keys before
 // the [headers], [inject] and [[allow]] tables. parseDefinitionToml reads it back to an
 // equal definition.
 export function definitionToToml(def: CredentialDef): string {
-  const d = def as unknown as Record<string, unknown>;
-  if (def.kind === 'ssh') return `${keyLines(d, SSH_KEYS).join('\n')}\n`;
+  if (def.kind === 'ssh') return `${keyLines(knownFields(def, SSH_KEYS)).join('\n')}\n`;
   const top = HTTP_KEYS.filter((k) => k !== 'headers' && k !== 'inject' && k !== 'allow');
-  const parts = [keyLines(d, top).join('\n')];
+  const parts = [keyLines(knownFields(def, top)).join('\n')];
   if (def.headers) {
     parts.push(
       ['[headers]', ...Object.entries(def.headers).map(([k, v]) => `${tomlKey(k)} = ${tomlString(v)}`)].join('\n'),
     );
   }
-  parts.push(['[inject]', ...keyLines(def.inject as Record<string, unknown>, INJECT_KEYS)].join('\n'));
+  parts.push(['[inject]', ...keyLines(knownFields(def.inject, INJECT_KEYS))].join('\n'));
   for (const rule of def.allow) {
-    parts.push(['[[allow]]', ...keyLines(rule as unknown as Record<string, unknown>, ALLOW_RULE_KEYS)].join('\n'));
+    parts.push(['[[allow]]', ...keyLines(knownFields(rule, ALLOW_RULE_KEYS))].join('\n'));
   }
   return `${parts.join('\n\n')}\n`;
 }

@@ -1,0 +1,76 @@
+// The rebuild of a parsed definition into the normalised one: defaults
+// filled in, lists deduplicated, rule approval never weaker than the
+// credential's.
+import { z } from 'zod';
+import type { httpSchema, sshSchema } from './shape';
+import {
+  Approve,
+  HttpCredentialDef,
+  HttpInject,
+  HttpAllowRule,
+  HttpScheme,
+  SshCredentialDef,
+  stricterApprove,
+} from './types';
+
+type HttpParsed = z.output<typeof httpSchema>;
+type SshParsed = z.output<typeof sshSchema>;
+
+const DEFAULT_PORTS: Readonly<Record<HttpScheme, number>> = { http: 80, https: 443 };
+
+function unique<T>(values: readonly T[]): T[] {
+  return [...new Set(values)];
+}
+
+function buildInject(p: HttpParsed['inject']): HttpInject {
+  if (p.header !== undefined) return { header: p.header, template: p.template as string };
+  if (p.basic_user !== undefined) return { basic_user: p.basic_user };
+  return { query: p.query as string };
+}
+
+function buildRule(p: HttpParsed['allow'][number], credentialApprove: Approve): HttpAllowRule {
+  const schemes = unique(p.schemes);
+  return {
+    host: p.host,
+    schemes,
+    ports: unique(p.ports ?? schemes.map((s) => DEFAULT_PORTS[s])),
+    methods: unique(p.methods),
+    paths: unique(p.paths),
+    approve: stricterApprove(credentialApprove, p.approve ?? credentialApprove),
+  };
+}
+
+export function buildHttp(p: HttpParsed): HttpCredentialDef {
+  return {
+    name: p.name,
+    description: p.description,
+    kind: 'http',
+    approve: p.approve,
+    redact_response: p.redact_response,
+    pass_set_cookie: p.pass_set_cookie,
+    ...(p.rate !== undefined ? { rate: p.rate } : {}),
+    allow_addresses: unique(p.allow_addresses),
+    ...(p.headers !== undefined && Object.keys(p.headers).length > 0
+      ? { headers: Object.fromEntries(Object.entries(p.headers).map(([k, v]) => [k.toLowerCase(), v])) }
+      : {}),
+    inject: buildInject(p.inject),
+    allow: p.allow.map((r) => buildRule(r, p.approve)),
+  };
+}
+
+export function buildSsh(p: SshParsed): SshCredentialDef {
+  return {
+    name: p.name,
+    description: p.description,
+    kind: 'ssh',
+    host: p.host,
+    port: p.port,
+    user: p.user,
+    auth: p.auth,
+    host_key: p.host_key,
+    commands: unique(p.commands),
+    stdin: p.stdin,
+    approve: p.approve,
+    allow_addresses: unique(p.allow_addresses),
+  };
+}
