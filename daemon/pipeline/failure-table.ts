@@ -7,8 +7,8 @@ import { Refusal } from '../../shared/errors';
 
 export interface FailureWords<F> {
   refusal: 'upstream_error' | 'upstream_timeout';
-  // Carried as the refusal's maybe_executed (SPEC §6.3). A row without it
-  // leaves the question to the caller.
+  // Carried as the refusal's maybe_executed (SPEC §6.3). A refusal from a
+  // row without it carries none (Refusal.maybeExecuted reads null).
   maybeExecuted?: boolean;
   words: (f: F) => string;
 }

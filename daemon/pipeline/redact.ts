@@ -32,6 +32,7 @@
 // that wipe() clears); at each position the longest match wins, so the whole
 // injected value wins over the secret inside it. The whole body is searched at once, after it has
 // been read and decompressed, so chunk boundaries do not matter.
+//
 // The forms are built in redact/forms.ts, matched in redact/match.ts, and
 // indexed and scanned for in redact/redactor.ts.
 import { findAll, type Redactor } from './redact/redactor';
