@@ -10,6 +10,7 @@ import { Context } from '../context';
 import { DaemonRefusal, UsageError } from '../errors';
 import { agentCall, agentSocketPath } from '../agent-client';
 import { inReaderWords } from '../../shared/reader-words';
+import { errnoWords } from '../../shared/errno-remedy';
 
 type Ctx = () => Context;
 type Reply = Record<string, unknown>;
@@ -66,25 +67,9 @@ async function call(c: Context, path: string, body: Reply): Promise<Reply> {
 // A file named by an option, and why it cannot be used: a path that does
 // not work is the caller's mistake, said in one line naming the option and
 // the file.
-const UNREADABLE: Record<string, string> = {
-  ENOENT: 'no such file; check the path',
-  ENOTDIR: 'a part of the path is not a directory; check the path',
-  EISDIR: 'is a directory; name a file',
-  EACCES: "permission denied; check the file's permissions",
-  EPERM: "permission denied; check the file's permissions",
-  ELOOP: 'too many symbolic links; check the path',
-  ENAMETOOLONG: 'the path is too long; check it',
-};
-const UNWRITABLE: Record<string, string> = {
-  ...UNREADABLE,
-  ENOENT: 'no such directory; check the path',
-  EROFS: 'the file system is read-only; name a file elsewhere',
-  ENOSPC: 'no space left on the device; free some or name a file elsewhere',
-};
-
-function fileProblem(option: string, shown: string, e: unknown, reasons: Record<string, string>): string {
+function fileProblem(option: string, shown: string, e: unknown, use: 'fileRead' | 'fileWritten'): string {
   const code = (e as NodeJS.ErrnoException).code;
-  return `${option} ${shown}: ${(code && reasons[code]) ?? `cannot be used (${code ?? String(e)}); check it`}`;
+  return `${option} ${shown}: ${errnoWords(code, use) ?? `cannot be used (${code ?? String(e)}); check it`}`;
 }
 
 function readOptionFile(option: string, file: string, dashIsStdin: boolean): Buffer {
@@ -92,7 +77,7 @@ function readOptionFile(option: string, file: string, dashIsStdin: boolean): Buf
   try {
     return readFileSync(stdin ? 0 : file);
   } catch (e) {
-    throw new UsageError(fileProblem(option, stdin ? '- (stdin)' : JSON.stringify(file), e, UNREADABLE));
+    throw new UsageError(fileProblem(option, stdin ? '- (stdin)' : JSON.stringify(file), e, 'fileRead'));
   }
 }
 
@@ -110,7 +95,7 @@ function openOutput(file: string): Output {
   try {
     fd = openSync(file, 'w', 0o666);
   } catch (e) {
-    throw new UsageError(fileProblem('-o', JSON.stringify(file), e, UNWRITABLE));
+    throw new UsageError(fileProblem('-o', JSON.stringify(file), e, 'fileWritten'));
   }
   return {
     write(bytes) {
@@ -121,7 +106,7 @@ function openOutput(file: string): Output {
         // The request was performed: its answer is lost, not its effect.
         process.exitCode = 1;
         process.stderr.write(
-          `postern: ${fileProblem('-o', JSON.stringify(file), e, UNWRITABLE)}; the request was performed, its body not kept\n`,
+          `postern: ${fileProblem('-o', JSON.stringify(file), e, 'fileWritten')}; the request was performed, its body not kept\n`,
         );
       }
     },

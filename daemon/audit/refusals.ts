@@ -1,20 +1,7 @@
 // The journal's user-facing errors: what happened, that the action was not
 // performed, and what to do. Paths and errno codes only, never contents.
 import { Refusal } from '../../shared/errors';
-
-// What an operator can do about an errno, by code.
-const REMEDY: Record<string, string> = {
-  ENOSPC: 'free space on the filesystem that holds it',
-  EDQUOT: 'raise the disk quota or free space',
-  EIO: 'check the disk (kernel log) and the file',
-  EROFS: 'remount its filesystem read-write',
-  EBADF: 'find out what closed or replaced the file',
-  EEXIST: 'move the unexpected file aside',
-  ENOTREG: 'replace it with the journal file',
-  ELOOP: 'replace the symbolic link with the journal file itself',
-  ENOENT: 'check the path (and its directory); restore the journal from a backup if it was removed',
-  EACCES: 'give the daemon user access to the file again',
-};
+import { errnoWords } from '../../shared/errno-remedy';
 
 export function errnoCode(e: unknown): string {
   const code = (e as NodeJS.ErrnoException | undefined)?.code;
@@ -28,7 +15,7 @@ function describe(e: unknown): string {
 }
 
 function remedy(e: unknown): string {
-  return REMEDY[errnoCode(e)] ?? 'fix the file or its filesystem';
+  return errnoWords(errnoCode(e), 'journal') ?? 'fix the file or its filesystem';
 }
 
 // A write or fsync failed: these entries were not recorded.

@@ -1,6 +1,8 @@
 // Failures of connect(2) itself, for HTTP and SSH alike: nothing was sent,
 // and each says why in words an agent can act on.
-export const UNREACHABLE: Readonly<Record<string, string>> = {
+import type { FailureRow } from './failure-table';
+
+const UNREACHABLE: Readonly<Record<string, string>> = {
   ENETUNREACH: 'no route to its network from this machine',
   EHOSTUNREACH: 'no route to the host',
   ENETDOWN: 'the network is down',
@@ -10,10 +12,14 @@ export const UNREACHABLE: Readonly<Record<string, string>> = {
   EPERM: 'a firewall rule on this machine refused the connection',
 };
 
-// "<host> is unreachable (CODE: why)", or null when `code` is not one of them.
-export function unreachable(host: string, code: string | undefined, what: 'request' | 'command'): string | null {
-  const why = code === undefined ? undefined : UNREACHABLE[code];
-  return why === undefined
-    ? null
-    : `${host} is unreachable (${code}: ${why}); the ${what} was not sent — check the network, then retry`;
+// One row per code: "<host> is unreachable (CODE: why)".
+export function unreachableRows<F extends { host: string; code: string | undefined }>(
+  what: 'request' | 'command',
+): FailureRow<F>[] {
+  return Object.entries(UNREACHABLE).map(([code, why]) => ({
+    covers: (f) => f.code === code,
+    refusal: 'upstream_error',
+    words: (f) =>
+      `${f.host} is unreachable (${code}: ${why}); the ${what} was not sent — check the network, then retry`,
+  }));
 }

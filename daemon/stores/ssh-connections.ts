@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import net from 'node:net';
 import { Client, ConnectConfig } from 'ssh2';
 import { Refusal } from '../../shared/errors';
-import { unreachable } from '../pipeline/connect-errors';
+import { connectFailure, connectTimeout } from '../pipeline/ssh-failures';
 import type { SshCredentialDef } from '../../shared/credential';
 
 // OpenSSH's default MaxSessions is 10; stay under it.
@@ -87,36 +87,6 @@ function mismatch(def: SshCredentialDef, offered: readonly OfferedHostKey[]): Re
     'host_key_mismatch',
     `the host key of ${def.host} is not the pinned one; nothing was sent: ${seen}. If the server's key really changed, a human must check it (e.g. \`ssh-keyscan -p ${def.port} ${def.host} | ssh-keygen -lf -\` on a trusted network) and update host_key with \`postern cred update\``,
     { host_key: def.host_key, offered_host_keys: offered.map((k) => ({ ...k })) },
-  );
-}
-
-function connectFailure(e: unknown, host: string, timedOut: boolean): Refusal {
-  const err = e as { code?: string; level?: string };
-  if (timedOut || err?.level === 'client-timeout') return connectTimeout(host);
-  if (err?.level === 'client-authentication') {
-    return new Refusal(
-      'upstream_error',
-      `${host} refused the credential's login; the command was not sent — a human should check the user and secret of the credential`,
-    );
-  }
-  if (err?.code === 'ECONNREFUSED')
-    return new Refusal(
-      'upstream_error',
-      `${host} refused the SSH connection; the command was not sent — check the host and port`,
-    );
-  const far = unreachable(host, err?.code, 'command');
-  if (far !== null) return new Refusal('upstream_error', far);
-  return new Refusal(
-    'upstream_error',
-    `the SSH connection to ${host} failed (${err?.code ?? err?.level ?? 'unknown'}); the command was not sent — check the host and port, or retry later`,
-  );
-}
-
-function connectTimeout(host: string): Refusal {
-  return new Refusal(
-    'upstream_timeout',
-    `connecting to ${host} over SSH timed out; the command was not sent — retry later`,
-    { maybe_executed: false },
   );
 }
 

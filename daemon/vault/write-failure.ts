@@ -5,6 +5,7 @@
 // machine around postern, not the request and not postern itself.
 import { dirname } from 'node:path';
 import { Refusal } from '../../shared/errors';
+import { errnoWords } from '../../shared/errno-remedy';
 
 export function isErrnoError(e: unknown): e is NodeJS.ErrnoException {
   return (
@@ -15,21 +16,7 @@ export function isErrnoError(e: unknown): e is NodeJS.ErrnoException {
 }
 
 function remedy(code: string, dir: string): string {
-  switch (code) {
-    case 'ENOSPC':
-      return `free space on the filesystem that holds ${dir}`;
-    case 'EDQUOT':
-      return `free space or raise the disk quota for ${dir}`;
-    case 'EACCES':
-    case 'EPERM':
-      return `fix the permissions of ${dir} (the daemon's user must be able to create and rename files in it; \`lsattr -d\` shows an immutable flag)`;
-    case 'EROFS':
-      return `remount the filesystem that holds ${dir} read-write`;
-    case 'EIO':
-      return `check the disk that holds ${dir} (kernel log)`;
-    default:
-      return `fix ${dir} or its filesystem`;
-  }
+  return errnoWords(code, 'vaultDir')?.replace('{dir}', () => dir) ?? `fix ${dir} or its filesystem`;
 }
 
 export function vaultWriteFailed(path: string, e: NodeJS.ErrnoException): Refusal {

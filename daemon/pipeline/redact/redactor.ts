@@ -1,0 +1,182 @@
+// The redactor of one response (see ../redact.ts): the forms of its needles,
+// indexed for the scan, and the scan that finds every occurrence in a body.
+import {
+  AMPERSAND,
+  BACKSLASH,
+  MIN_FORM,
+  PERCENT,
+  PLUS,
+  SPACE,
+  ascii,
+  formsOf,
+  otherCase,
+  wipeForm,
+  type Radix,
+} from './forms';
+import {
+  ESCAPE_START,
+  FIRST_TWO,
+  MAX_REF_DIGITS,
+  NEXT,
+  NONE,
+  RAW_START,
+  candidates,
+  compile,
+  inSet,
+  matchFrom,
+  type Compiled,
+} from './match';
+
+// Needles shorter than this are not searched: they would match by chance.
+export const MIN_NEEDLE = 4;
+// The longest escape of one byte: &#x + MAX_REF_DIGITS digits + ";". Every
+// other escape is shorter per byte it stands for.
+const MAX_ESCAPE = 3 + MAX_REF_DIGITS + 1;
+// The longest line break inside a wrapped form: JSON's \r\n.
+const MAX_LINE_BREAK = 4;
+
+// The bytes that start an escape, and what may follow each in one.
+const ESCAPE_STARTS: [number, Uint8Array][] = [
+  [PERCENT, flags('0123456789abcdefABCDEF')],
+  [BACKSLASH, flags('"\\/uUxX')],
+  [AMPERSAND, flags('#algq')],
+];
+
+function flags(chars: string): Uint8Array {
+  const out = new Uint8Array(256);
+  for (const c of ascii(chars)) out[c] = 1;
+  return out;
+}
+
+// Bytes that may stand for an element other than themselves: what starts
+// an escape or a line break, and "+" for a space. Pairs holding them are
+// let through whatever else they hold.
+const OTHER_STARTS = [PERCENT, BACKSLASH, AMPERSAND, PLUS, 0x0a, 0x0d];
+
+export interface Redactor {
+  label: string;
+  // Longest text one occurrence can take in the response: what must be read
+  // beyond the cap so an occurrence that straddles it is still found.
+  maxMatchLength: number;
+  // Forms by the first byte they may start with (every member of a leading
+  // set, both cases for any-case forms), longest first; and those starting
+  // with a character above ASCII, which may be written as a code point.
+  byFirst: Compiled[][];
+  unicodeFirst: Compiled[];
+  // 65536 entries of the flags above. One look-up at most positions keeps
+  // the scan fast, and looking at three bytes keeps the forms that start
+  // with an edge set (up to 32 first bytes each) from being tried at most
+  // positions of ordinary text.
+  pairs: Uint8Array;
+  wipe(): void;
+}
+
+// The raw bytes element j of a form may be written as.
+function rawBytes(f: Compiled, j: number): number[] {
+  if (f.known && f.known[j] !== 0) {
+    return (f.radix as Radix).chars.filter((c) => inSet(f, j, c));
+  }
+  const b = f.bytes[j] as number;
+  return f.anyCase && otherCase(b) !== b ? [b, otherCase(b)] : [b];
+}
+
+function flagPairs(pairs: Uint8Array, firsts: number[], seconds: number[], flag: number): void {
+  for (const a of firsts) {
+    for (const b of seconds) pairs[(a << 8) | b] = (pairs[(a << 8) | b] as number) | flag;
+  }
+}
+
+const ALL_BYTES = Array.from({ length: 256 }, (_, b) => b);
+// The pairs any occurrence may hold as its second and third bytes.
+const ALWAYS_NEXT = new Uint8Array(65536);
+flagPairs(ALWAYS_NEXT, OTHER_STARTS, ALL_BYTES, NEXT);
+flagPairs(ALWAYS_NEXT, ALL_BYTES, OTHER_STARTS, NEXT);
+
+function pairTable(forms: Compiled[], spaceForms: boolean): Uint8Array {
+  const pairs = new Uint8Array(ALWAYS_NEXT);
+  for (const f of forms) {
+    const second = rawBytes(f, 1);
+    flagPairs(pairs, rawBytes(f, 0), [...second, ...OTHER_STARTS], RAW_START);
+    flagPairs(pairs, rawBytes(f, 0), second, FIRST_TWO);
+    flagPairs(pairs, second, rawBytes(f, 2), NEXT);
+  }
+  for (const [b, next] of ESCAPE_STARTS) {
+    const starting = [...next.keys()].filter((c) => next[c] === 1 || (pairs[(b << 8) | c] as number) & RAW_START);
+    flagPairs(pairs, [b], starting, ESCAPE_START);
+  }
+  if (spaceForms) flagPairs(pairs, [PLUS], ALL_BYTES, ESCAPE_START);
+  return pairs;
+}
+
+// Null when there is nothing to search for (needles too short). The needles
+// are copied; the caller wipes its own, and calls wipe() on this when the
+// response is done.
+export function buildRedactor(needles: Buffer[], label: string): Redactor | null {
+  const forms: Compiled[] = [];
+  const searched: Buffer[] = [];
+  for (const n of needles) {
+    // The injected value may be the secret itself (the query form).
+    if (n.length < MIN_NEEDLE || searched.some((m) => m.equals(n))) continue;
+    searched.push(n);
+    for (const form of formsOf(n)) forms.push(compile(form));
+  }
+  if (forms.length === 0) return null;
+  forms.sort((a, b) => b.bytes.length - a.bytes.length);
+  const byFirst: Compiled[][] = new Array<Compiled[]>(256).fill(NONE);
+  const unicodeFirst: Compiled[] = [];
+  for (const f of forms) {
+    for (const b of rawBytes(f, 0)) {
+      if (byFirst[b] === NONE) byFirst[b] = [];
+      (byFirst[b] as Compiled[]).push(f);
+    }
+    if (f.codePoints && (f.codePoints[0] as number) > 0x7f) unicodeFirst.push(f);
+  }
+  const pairs = pairTable(forms, (byFirst[SPACE] as Compiled[]).length > 0);
+  return {
+    label,
+    // Each element at most one escape, and in a wrapped form a line break.
+    maxMatchLength: Math.max(...forms.map((f) => f.bytes.length * (f.wrap ? MAX_ESCAPE + MAX_LINE_BREAK : MAX_ESCAPE))),
+    byFirst,
+    unicodeFirst,
+    pairs,
+    wipe() {
+      for (const f of forms) {
+        wipeForm(f);
+        f.codePoints?.fill(0);
+        f.charLengths?.fill(0);
+      }
+      byFirst.fill(NONE);
+      unicodeFirst.length = 0;
+      pairs.fill(0);
+    },
+  };
+}
+
+// Occurrences as [start, end) byte ranges, in order, not overlapping; at
+// each position the longest match wins (forms with edges match more or
+// less of their optional part).
+export function findAll(r: Redactor, data: Buffer): [number, number][] {
+  const out: [number, number][] = [];
+  const { pairs } = r;
+  // Every element takes at least a byte: no occurrence starts later (and
+  // the next two bytes are always there).
+  const n = data.length - MIN_FORM + 1;
+  for (let i = 0; i < n;) {
+    for (; i < n; i++) {
+      const b = data[i + 1] as number;
+      const here = pairs[((data[i] as number) << 8) | b] as number;
+      if (here & ESCAPE_START || (here & RAW_START && (pairs[(b << 8) | (data[i + 2] as number)] as number) & NEXT))
+        break;
+    }
+    if (i >= n) break;
+    let end = -1;
+    for (const f of candidates(r, data, i)) end = Math.max(end, matchFrom(f, data, 0, i));
+    if (end > i) {
+      out.push([i, end]);
+      i = end;
+    } else {
+      i += 1;
+    }
+  }
+  return out;
+}
