@@ -23,10 +23,10 @@ import {
   encodeEvent,
   isItemError,
 } from './journal-entries';
-import { Genesis, errno } from './journal-open';
+import { Genesis } from './journal-open';
 import { CHECKPOINT_AFTER, CHECKPOINT_LINE_MAX, acceptCheckpoint } from './journal-signing';
 import * as refuse from './refusals';
-import { SYNC_WRITE_MAX, fsyncDirectory, writeAllAt, writeAllAtSync } from './segment-io';
+import { SYNC_WRITE_MAX, assertStillNamed, fsyncDirectory, writeAllAt, writeAllAtSync } from './segment-io';
 
 export interface JournalOptions {
   path: string; // segment 0
@@ -139,26 +139,7 @@ export class JournalWriter {
   assertSameFile(): void {
     if (this.broken) throw this.broken;
     if (this.shut) throw refuse.closed(this.file);
-    const file = segmentPath(this.file, this.cur.segment);
-    let open: fs.Stats;
-    let named: fs.Stats;
-    try {
-      open = fs.fstatSync(this.fh.fd);
-    } catch (e) {
-      throw refuse.writeFailed(file, e);
-    }
-    try {
-      named = fs.lstatSync(file);
-    } catch (e) {
-      throw refuse.notSameFile(
-        file,
-        errno(e) === 'ENOENT' ? 'was removed or renamed' : `cannot be checked (${String(errno(e))})`,
-      );
-    }
-    if (named.isSymbolicLink()) throw refuse.notSameFile(file, 'was replaced by a symbolic link');
-    if (!named.isFile()) throw refuse.notSameFile(file, 'was replaced by something that is not a regular file');
-    if (named.dev !== open.dev || named.ino !== open.ino)
-      throw refuse.notSameFile(file, 'was replaced by another file');
+    assertStillNamed(segmentPath(this.file, this.cur.segment), this.fh.fd);
   }
 
   protected async shutDown(): Promise<void> {

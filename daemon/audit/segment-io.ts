@@ -1,8 +1,9 @@
-// The writer's file operations on journal segments: positional writes and
-// directory fsync. Opening and reading segments is shared with the
+// The writer's file operations on journal segments: positional writes,
+// directory fsync, and the check that a segment's path still names it. Opening and reading segments is shared with the
 // offline verifier (shared/journal-read.ts).
 import * as fs from 'node:fs';
 import { FileHandle, open } from 'node:fs/promises';
+import * as refuse from './refusals';
 
 const { O_RDONLY, O_DIRECTORY } = fs.constants;
 
@@ -38,4 +39,30 @@ export async function fsyncDirectory(dir: string): Promise<void> {
   } finally {
     await fh.close();
   }
+}
+
+// Does the path still name the open segment `fd`? A segment removed,
+// renamed or replaced (by a link, a FIFO, another file) is refused: what is
+// written to it would go to a file nobody will read.
+export function assertStillNamed(file: string, fd: number): void {
+  let opened: fs.Stats;
+  let named: fs.Stats;
+  try {
+    opened = fs.fstatSync(fd);
+  } catch (e) {
+    throw refuse.writeFailed(file, e);
+  }
+  try {
+    named = fs.lstatSync(file);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw refuse.notSameFile(
+      file,
+      code === 'ENOENT' ? 'was removed or renamed' : `cannot be checked (${String(code)})`,
+    );
+  }
+  if (named.isSymbolicLink()) throw refuse.notSameFile(file, 'was replaced by a symbolic link');
+  if (!named.isFile()) throw refuse.notSameFile(file, 'was replaced by something that is not a regular file');
+  if (named.dev !== opened.dev || named.ino !== opened.ino)
+    throw refuse.notSameFile(file, 'was replaced by another file');
 }
