@@ -22,6 +22,8 @@ export { createJournal } from './journal-open';
 const HEX64 = /^[0-9a-f]{64}$/;
 const SEQ_PREFIX = /^\{"v":1,"seq":(\d+),/;
 
+// What the daemon calls: appends checked before they are queued, reading an
+// entry back, and the signing keys; the write loop itself is JournalWriter.
 export class Journal extends JournalWriter {
   private closing: Promise<void> | null = null;
 
