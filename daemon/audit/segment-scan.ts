@@ -4,7 +4,7 @@
 // (left alone: the daemon refuses to extend a broken chain).
 import { FileHandle } from 'node:fs/promises';
 import { GENESIS_PREV, decodeEntry, entryHash } from '../../shared/audit-format';
-import { walkLines } from './segment-io';
+import { walkLines } from '../../shared/journal-read';
 
 export interface ChainPoint {
   seq: number;
