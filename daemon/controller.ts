@@ -2,8 +2,7 @@
 // recorder, the vault write bracket, the lock timers, sessions and
 // approvals. The admin actions (daemon/admin/) and the agent server work on
 // it; nothing here knows about sockets or framing.
-import type { LoadedConfig } from '../shared/config';
-import { diffCanonical, loadConfig } from '../shared/config';
+import { LoadedConfig, diffCanonical, loadConfig } from '../shared/config';
 import { prewarmKdf } from '../shared/kdf';
 import type { EventPayload } from '../shared/audit-format';
 import { LockCause, configNotApproved } from './lock-cause';
