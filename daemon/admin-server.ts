@@ -8,7 +8,12 @@ import { FrameDecoder, encodeFrame, Frame } from '../shared/admin-frame';
 import { ADMIN_OPS, AdminOp, isAdminOp } from '../shared/admin-protocol';
 import { Refusal } from '../shared/errors';
 import { peerCredOfSocket } from '../shared/native';
-import type { Controller } from './controller';
+import type { AdminContext } from './admin/context';
+import { lock, passwd, rotateAuditKey, unlock } from './admin/unlock';
+import { configApprove, configDiff } from './admin/config';
+import { credAdd, credList, credRemove, credShow, credUpdate } from './admin/credentials';
+import { attachApprover, decide, detachApprover } from './admin/approvals';
+import { sessionsList, sessionsRevoke } from './admin/sessions';
 import type { Logger } from './logger';
 
 // One admin connection; an approver's becomes `attached` after its proof.
@@ -19,7 +24,7 @@ interface Conn {
 }
 
 type Handler = (
-  c: Controller,
+  c: AdminContext,
   args: Record<string, unknown>,
   att: Buffer[],
   conn: Conn,
@@ -45,28 +50,30 @@ function need(att: Buffer[], i: number, what: string): Buffer {
   return b;
 }
 
+// Each operation and the action in daemon/admin/ that serves it.
 const HANDLERS: Record<AdminOp, Handler> = {
   status: (c) => c.status(),
-  unlock: (c, a, att) => c.unlock(need(att, 0, 'passphrase'), a['accept_rollback'] === true),
-  lock: (c) => c.lock('locked by `postern lock`'),
-  'config.diff': (c) => c.configDiff(),
-  'config.approve': (c, a, att) => c.configApprove(need(att, 0, 'passphrase'), str(a, 'hash')),
-  passwd: (c, _a, att) => c.passwd(need(att, 0, 'passphrase'), need(att, 1, 'new passphrase')),
-  'audit.rotate_key': (c, _a, att) => c.rotateAuditKey(need(att, 0, 'passphrase')),
-  'cred.add': (c, a, att) => c.credAdd(need(att, 0, 'passphrase'), a['definition'], need(att, 1, 'secret')),
+  unlock: (c, a, att) => unlock(c, need(att, 0, 'passphrase'), a['accept_rollback'] === true),
+  lock: (c) => lock(c, 'locked by `postern lock`'),
+  'config.diff': (c) => configDiff(c),
+  'config.approve': (c, a, att) => configApprove(c, need(att, 0, 'passphrase'), str(a, 'hash')),
+  passwd: (c, _a, att) => passwd(c, need(att, 0, 'passphrase'), need(att, 1, 'new passphrase')),
+  'audit.rotate_key': (c, _a, att) => rotateAuditKey(c, need(att, 0, 'passphrase')),
+  'cred.add': (c, a, att) => credAdd(c, need(att, 0, 'passphrase'), a['definition'], need(att, 1, 'secret')),
   'cred.update': (c, a, att) =>
-    c.credUpdate(
+    credUpdate(
+      c,
       need(att, 0, 'passphrase'),
       str(a, 'name'),
       a['definition'],
       att[1] && att[1].length > 0 ? att[1] : undefined,
     ),
-  'cred.list': (c) => c.credList(),
-  'cred.show': (c, a) => c.credShow(str(a, 'name')),
-  'cred.rm': (c, a, att) => c.credRemove(need(att, 0, 'passphrase'), str(a, 'name')),
+  'cred.list': (c) => credList(c),
+  'cred.show': (c, a) => credShow(c, str(a, 'name')),
+  'cred.rm': (c, a, att) => credRemove(c, need(att, 0, 'passphrase'), str(a, 'name')),
   'approver.attach': async (c, _a, att, conn) => {
     if (conn.attached) return { attached: true, approver: conn.id };
-    const r = await c.attachApprover(need(att, 0, 'passphrase'), {
+    const r = await attachApprover(c, need(att, 0, 'passphrase'), {
       id: conn.id,
       push: (event) => {
         if (!conn.sock.destroyed) conn.sock.write(encodeFrame({ id: 0, ...event }));
@@ -77,17 +84,17 @@ const HANDLERS: Record<AdminOp, Handler> = {
   },
   'approval.decide': (c, a, _att, conn) => {
     attachedOnly(conn);
-    return c.decide(a);
+    return decide(c, a);
   },
   'approvals.list': (c, _a, _att, conn) => {
     attachedOnly(conn);
     return { pending: c.approvals.list() };
   },
-  'sessions.list': (c) => c.sessionsList(),
-  'sessions.revoke': (c, a) => c.sessionsRevoke(a),
+  'sessions.list': (c) => sessionsList(c),
+  'sessions.revoke': (c, a) => sessionsRevoke(c, a),
 };
 
-export function createAdminServer(controller: Controller, log: Logger): net.Server {
+export function createAdminServer(controller: AdminContext, log: Logger): net.Server {
   const ownUid = process.getuid?.() ?? -1;
   return net.createServer((sock) => {
     // First of all: a peer that vanishes must never crash the daemon.
@@ -142,12 +149,12 @@ export function createAdminServer(controller: Controller, log: Logger): net.Serv
     });
     sock.on('close', () => {
       decoder.wipe();
-      if (conn.attached) controller.detachApprover(conn.id);
+      if (conn.attached) detachApprover(controller, conn.id);
     });
   });
 }
 
-async function handle(controller: Controller, frame: Frame, conn: Conn, log: Logger): Promise<void> {
+async function handle(controller: AdminContext, frame: Frame, conn: Conn, log: Logger): Promise<void> {
   const sock = conn.sock;
   const id = typeof frame.json['id'] === 'number' ? frame.json['id'] : 0;
   const op = frame.json['op'];

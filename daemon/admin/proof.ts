@@ -1,0 +1,50 @@
+// Passphrase proofs for admin actions, all through the one guard (one check
+// at a time, growing delay after failures; SPEC §7).
+import { Refusal } from '../../shared/errors';
+import { parseHeader, readVaultFile, VaultHeader } from '../../shared/vault-format';
+import { UnlockedVault, unlockVaultFile } from '../vault/unlocked-vault';
+import type { AdminContext } from './context';
+
+// The vault file and its header, read but not yet authenticated.
+export function readHeader(path: string): { file: Buffer; header: VaultHeader } {
+  const file = readVaultFile(path);
+  return { file, header: parseHeader(file).header };
+}
+
+// Open the vault file with a passphrase. Used by unlock and by actions
+// proved while locked.
+export async function openWithPassphrase(ctx: AdminContext, passphrase: Buffer): Promise<UnlockedVault> {
+  const path = ctx.config.paths.vault;
+  const { file, header } = readHeader(path);
+  return guarded(ctx, ctx.state.locked ? 'unlock' : 'proof', () =>
+    unlockVaultFile(path, file, header, passphrase).catch((e: unknown) => {
+      if (e instanceof Refusal && e.code === 'wrong_passphrase') return false as const;
+      throw e;
+    }),
+  );
+}
+
+// A widening action: prove the passphrase against the unlocked vault.
+export async function prove(ctx: AdminContext, passphrase: Buffer): Promise<UnlockedVault> {
+  const vault = ctx.state.requireUnlocked();
+  const epoch = ctx.state.epoch;
+  await guarded(ctx, 'proof', async () => (await vault.verifyPassphrase(passphrase)) || false);
+  if (ctx.state.epoch !== epoch)
+    throw new Refusal('vault_locked', 'the vault was locked while the passphrase was checked; unlock and try again');
+  return vault;
+}
+
+async function guarded<T>(ctx: AdminContext, what: string, check: () => Promise<T | false>): Promise<T> {
+  try {
+    return await ctx.guard.run(check);
+  } catch (e) {
+    if (e instanceof Refusal && e.code === 'wrong_passphrase') {
+      ctx.recorder.bestEffort({
+        kind: 'passphrase_refused',
+        during: what,
+        consecutive: ctx.guard.consecutiveFailures,
+      });
+    }
+    throw e;
+  }
+}

@@ -1,0 +1,88 @@
+// Every decision goes to the journal and to the log. Payloads carry names,
+// codes, counts and hashes, never secrets. While locked, an entry is
+// followed by a checkpoint within a second.
+import { Refusal } from '../shared/errors';
+import type { JournalEvent } from '../shared/events';
+import type { Journal } from './audit/journal';
+import type { Logger } from './logger';
+
+// How soon an entry written while locked is followed by a checkpoint.
+const LOCKED_CHECKPOINT_MS = 1000;
+
+type Head = { seq: number; hash: string };
+
+// What a failure is called in the log: a refusal's code, else the error's
+// class (a library message could quote input).
+export function errorCode(e: unknown): string | undefined {
+  return e instanceof Refusal ? e.code : (e as Error)?.name;
+}
+
+export class Recorder {
+  private lockedCheckpoint: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly journal: Journal,
+    private readonly log: Logger,
+    private readonly isLocked: () => boolean,
+  ) {}
+
+  // Durable before this resolves. If the journal cannot take it, the action
+  // it describes is refused.
+  async record(payload: JournalEvent): Promise<Head> {
+    this.log.info(payload, payload.kind);
+    const head = await this.journal.append(payload);
+    this.checkpointSoonIfLocked();
+    return head;
+  }
+
+  // A request's outcome: the reply waits only for the entry's place in the
+  // journal (its seq), not for its fdatasync, which the next group commit
+  // does. The intent before it was durable before anything was sent; a
+  // crash in between leaves an intent without its outcome, as a crash
+  // during the request would.
+  async recordOutcome(payload: JournalEvent): Promise<Head> {
+    this.log.info(payload, payload.kind);
+    const { assigned, durable } = this.journal.appendSoon(payload);
+    void assigned.then(
+      () => this.checkpointSoonIfLocked(),
+      () => undefined,
+    );
+    durable.catch((e: unknown) => {
+      this.log.error(
+        { event: 'audit_write_failed', kind: payload.kind, code: errorCode(e) },
+        'could not journal an outcome',
+      );
+    });
+    return assigned;
+  }
+
+  // For events that must not block what they describe (lock, stop): a
+  // journal failure is logged, and the action goes ahead.
+  bestEffort(payload: JournalEvent): void {
+    this.record(payload).catch((e: unknown) => {
+      this.log.error(
+        { event: 'audit_write_failed', kind: payload.kind, code: errorCode(e) },
+        'could not journal an event',
+      );
+    });
+  }
+
+  // At shutdown the journal's close writes the final checkpoint itself.
+  cancelCheckpoint(): void {
+    if (this.lockedCheckpoint) clearTimeout(this.lockedCheckpoint);
+    this.lockedCheckpoint = null;
+  }
+
+  // While locked nothing else brings the next checkpoint (no request is
+  // served), so an entry written then is signed within a second: `postern
+  // lock` followed by refused requests still leaves a journal that `audit
+  // verify` accepts (SPEC §9). Without the signing key (not yet unlocked
+  // since start) the journal writes none, and the tail stays unsigned.
+  private checkpointSoonIfLocked(): void {
+    if (!this.isLocked() || this.lockedCheckpoint !== null) return;
+    this.lockedCheckpoint = setTimeout(() => {
+      this.lockedCheckpoint = null;
+      this.journal.checkpoint().catch(() => undefined);
+    }, LOCKED_CHECKPOINT_MS);
+  }
+}
