@@ -1,41 +1,105 @@
-// The one list of refusal codes, with the HTTP status the agent socket
-// answers each with (SPEC §6.3). The daemon, the CLI, the MCP bridge and the
-// tests all import it from here; a new code is added here first.
-export const REFUSALS = {
-  bad_request: 400,
-  unknown_credential: 404,
-  denied_policy: 403,
-  denied_address: 403,
-  denied_by_user: 403,
-  approval_timeout: 403,
-  no_approver: 403,
-  unidentified_peer: 403,
-  denied_peer: 403,
-  idempotency_conflict: 409,
-  in_progress: 409,
-  body_too_large: 413,
-  vault_locked: 423,
-  config_not_approved: 423,
-  rollback_detected: 423,
-  rate_limited: 429,
-  busy: 429,
-  dns_error: 502,
-  upstream_error: 502,
-  host_key_mismatch: 502,
-  upstream_timeout: 504,
-  // The journal cannot record the action (disk full, file replaced): fail
-  // closed (SPEC §9) rather than act unrecorded.
-  audit_unavailable: 503,
-  // Admin protocol only (CLI and approver), never sent to agents.
-  wrong_passphrase: 401,
-  not_found: 404,
-  conflict: 409,
-  invalid_definition: 400,
-  bad_config: 400,
-  bad_environment: 400,
-  vault_corrupt: 500,
-  internal_error: 500,
-} as const;
+// The one list of refusal codes (SPEC §6.3): for each, the HTTP status the
+// agent socket answers with, who can receive it (`agent`: the agent socket
+// and so the front doors; `admin`: the CLI and the approver over admin.sock;
+// `both`), and when it is given. The daemon, the CLI, the MCP bridge and the
+// tests all read it from here; a new code is added here first.
+type Audience = 'agent' | 'admin' | 'both';
+interface RefusalRow {
+  status: number;
+  audience: Audience;
+  when: string;
+}
+
+export const REFUSAL_TABLE = {
+  bad_request: {
+    status: 400,
+    audience: 'both',
+    when: 'malformed JSON, a missing or invalid field, a forbidden header, a bad URL or path',
+  },
+  unknown_credential: { status: 404, audience: 'agent', when: 'no credential has that name' },
+  denied_policy: {
+    status: 403,
+    audience: 'agent',
+    when: 'the scheme, host, port, method, path or command is not allowed by the credential',
+  },
+  denied_address: {
+    status: 403,
+    audience: 'agent',
+    when: 'a resolved address is blocked (the message names the address and its range)',
+  },
+  denied_by_user: {
+    status: 403,
+    audience: 'both',
+    when: 'a human denied the request; on admin.sock, a decision from a connection that is not an attached approver',
+  },
+  approval_timeout: { status: 403, audience: 'agent', when: 'no human decided within daemon.approval_timeout' },
+  no_approver: { status: 403, audience: 'agent', when: 'approval is needed and no approver is connected' },
+  unidentified_peer: {
+    status: 403,
+    audience: 'agent',
+    when: 'the connecting process could not be identified, or is no longer the one that connected',
+  },
+  denied_peer: {
+    status: 403,
+    audience: 'agent',
+    when: "the connecting process's uid is not allowed on the agent socket",
+  },
+  idempotency_conflict: {
+    status: 409,
+    audience: 'agent',
+    when: 'an idempotency key was used before for another request (SPEC §6.5)',
+  },
+  in_progress: {
+    status: 409,
+    audience: 'agent',
+    when: 'a request with this idempotency key is still running (SPEC §6.5)',
+  },
+  body_too_large: { status: 413, audience: 'agent', when: 'the request body is over the limit' },
+  vault_locked: { status: 423, audience: 'both', when: 'the vault is locked' },
+  config_not_approved: { status: 423, audience: 'both', when: 'the config changed since it was approved' },
+  rollback_detected: { status: 423, audience: 'both', when: 'the vault or the journal was rolled back (SPEC §8)' },
+  rate_limited: { status: 429, audience: 'agent', when: "the credential's rate budget is spent" },
+  busy: {
+    status: 429,
+    audience: 'both',
+    when: 'too many requests in flight, approvals pending or passphrase checks waiting',
+  },
+  dns_error: { status: 502, audience: 'agent', when: 'the name could not be resolved' },
+  upstream_error: { status: 502, audience: 'agent', when: 'the connection, TLS or the upstream protocol failed' },
+  host_key_mismatch: {
+    status: 502,
+    audience: 'agent',
+    when: 'the SSH server showed a host key other than the pinned one',
+  },
+  upstream_timeout: {
+    status: 504,
+    audience: 'agent',
+    when: 'the upstream did not answer in time; `maybe_executed` says whether it may have acted',
+  },
+  // Fail closed (SPEC §9) rather than act unrecorded.
+  audit_unavailable: {
+    status: 503,
+    audience: 'both',
+    when: 'the journal cannot record the action (disk full, file replaced)',
+  },
+  wrong_passphrase: { status: 401, audience: 'admin', when: 'the passphrase does not open the vault' },
+  not_found: { status: 404, audience: 'admin', when: 'no credential, session or card with that name or id' },
+  conflict: { status: 409, audience: 'admin', when: 'the thing exists already, or changed while it was reviewed' },
+  invalid_definition: { status: 400, audience: 'admin', when: 'a credential definition does not validate' },
+  bad_config: { status: 400, audience: 'both', when: 'the config file does not validate' },
+  bad_environment: {
+    status: 400,
+    audience: 'admin',
+    when: 'a variable in the environment would change what the daemon runs or trusts',
+  },
+  vault_corrupt: { status: 500, audience: 'admin', when: 'the vault file cannot be read or decrypted' },
+  internal_error: { status: 500, audience: 'both', when: 'an unexpected error; the daemon log says more' },
+} as const satisfies Record<string, RefusalRow>;
+
+// Code → status, as the agent socket answers.
+export const REFUSALS = Object.fromEntries(Object.entries(REFUSAL_TABLE).map(([code, row]) => [code, row.status])) as {
+  readonly [C in keyof typeof REFUSAL_TABLE]: (typeof REFUSAL_TABLE)[C]['status'];
+};
 
 export type RefusalCode = keyof typeof REFUSALS;
 

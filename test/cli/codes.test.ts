@@ -4,7 +4,7 @@
 import t from 'tap';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { CLIENT_CODES, REFUSALS } from '../../shared/protocol';
+import { CLIENT_CODES, REFUSALS, REFUSAL_TABLE } from '../../shared/protocol';
 import { ROOT } from '../helpers/postern';
 
 function* sources(dir: string): Generator<string> {
@@ -35,4 +35,26 @@ t.test('every code the CLI and the bridge write is in one of the lists', async (
   for (const [code, file] of found)
     t.ok(code in REFUSALS || code in CLIENT_CODES, `${code} (${file.slice(ROOT.length + 1)}) is in shared/protocol.ts`);
   for (const code of Object.keys(CLIENT_CODES)) t.ok(found.has(code), `${code} is used by a client`);
+});
+
+// The table's audience column holds for the code that throws: what the
+// request path refuses with reaches agents, what the admin actions refuse
+// with reaches the CLI and approvers.
+t.test('each refusal is thrown only where its audience can receive it', async (t) => {
+  const sides: [string[], 'agent' | 'admin'][] = [
+    [['daemon/pipeline', 'daemon/stores', 'daemon/identity', 'daemon/sessions', 'daemon/agent-server.ts'], 'agent'],
+    [['daemon/admin', 'daemon/admin-server.ts'], 'admin'],
+  ];
+  for (const [places, audience] of sides) {
+    const files = places.flatMap((p) => (p.endsWith('.ts') ? [join(ROOT, p)] : [...sources(join(ROOT, p))]));
+    const codes = new Set<string>();
+    for (const f of files)
+      for (const m of readFileSync(f, 'utf8').matchAll(/new Refusal\(\s*'([a-z_]+)'/g)) codes.add(m[1]!);
+    t.ok(codes.size >= 5, `${audience} side: ${[...codes].join(', ')}`);
+    for (const code of codes) {
+      const row = REFUSAL_TABLE[code as keyof typeof REFUSAL_TABLE];
+      t.ok(row && (row.audience === audience || row.audience === 'both'), `${code} may reach the ${audience} side`);
+    }
+  }
+  for (const [code, row] of Object.entries(REFUSAL_TABLE)) t.ok(row.when.length > 10, `${code} says when it is given`);
 });
