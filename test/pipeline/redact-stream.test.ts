@@ -159,3 +159,21 @@ t.test('at most maxMatchLength − 1 bytes are held back', async (t) => {
   t.ok(worst > 0, 'something is held back (an occurrence may still be arriving)');
   t.equal(sent + s.end().length, pushed, 'text without the secret comes out unchanged');
 });
+
+t.test('only what may begin an occurrence waits: an event stream is not held back', async (t) => {
+  const secret = 'sk-live-0123456789abcdef';
+  const r = buildRedactor([Buffer.from(secret)], 'api');
+  if (!r) throw new Error('no redactor');
+  const s = streamRedactor(r);
+  const event = 'event: delta\ndata: {"text":"hello"}\n\n';
+  t.equal(s.push(Buffer.from(event)).toString(), event, 'a whole event goes out at once');
+  t.equal(s.push(Buffer.from('data: sk-li')).toString(), 'data: ', 'a possible start of the secret waits');
+  t.equal(
+    s.push(Buffer.from('ve-0123456789abcdef\n\n')).toString(),
+    '[REDACTED:api]\n\n',
+    'and is replaced once whole',
+  );
+  t.equal(s.push(Buffer.from('data: sk-lix\n\n')).toString(), 'data: sk-lix\n\n', 'a near miss goes out once it fails');
+  t.equal(s.end().length, 0);
+  t.equal(s.count, 1);
+});
