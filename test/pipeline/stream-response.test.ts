@@ -28,7 +28,7 @@ t.teardown(() => ca.cleanup());
 const pools = new PinnedPools(() => Buffer.from(ca.caCert));
 t.teardown(() => pools.closeCredential('api'));
 
-let handler: Handler = (_req, _body, res) => res.end();
+let handler: Handler = (_req, _body, res) => void res.end();
 const upstreamReady = startHttpsUpstream(ca, (req, body, res) => handler(req, body, res));
 
 class RecordingSink implements ResponseSink {
