@@ -12,8 +12,7 @@ export type EventField = Scalar | readonly Scalar[] | readonly Readonly<Record<s
 // Who asked: the process instance identified on the agent socket.
 export type Requester = { pid: number; uid: number; exe: string; instance: string };
 
-export type HttpRequestFacts = {
-  credential: string;
+type HttpRequestCore = {
   method: string;
   scheme: string;
   host: string;
@@ -23,7 +22,13 @@ export type HttpRequestFacts = {
   body_sha256: string | null;
   idempotency_key?: string;
   reason?: string;
+  via?: 'proxy'; // read by the proxy front door (SPEC §11)
 };
+
+export type HttpRequestFacts = { credential: string } & HttpRequestCore;
+// A request through the proxy that carried no placeholder: no credential,
+// and so no approval either.
+export type UncredentialedHttpFacts = HttpRequestCore & { via: 'proxy' };
 
 // `host`… are known once the credential is; the agent's reason comes before
 // them, as the daemon has always written it.
@@ -85,6 +90,7 @@ export type JournalEvent =
     }
   | { kind: 'session_end'; session: string; credential: string; reason: string }
   | ({ kind: 'http_intent' } & Requester & HttpRequestFacts & Resolution & Approval)
+  | ({ kind: 'http_intent' } & Requester & UncredentialedHttpFacts & Resolution)
   | HttpOutcome
   | ({ kind: 'http_replayed' } & Requester & HttpRequestFacts & Resolution & Approval & { replayed_seq: number })
   | ({ kind: 'http_refused' } & RefusedHead & Requester & Known<HttpRequestFacts & Resolution & Approval>)
@@ -169,6 +175,7 @@ const HTTP_REQUEST = [
   'body_sha256',
   'idempotency_key',
   'reason',
+  'via',
 ] as const;
 const SSH_REQUEST = [
   'credential',

@@ -4,6 +4,7 @@
 // will see. Decompression is capped, so a small bomb cannot become a large
 // allocation; a body that decompresses beyond the cap is truncated.
 import zlib from 'node:zlib';
+import { Readable, pipeline } from 'node:stream';
 import { Refusal } from '../../shared/errors';
 
 export interface Decoded {
@@ -12,7 +13,7 @@ export interface Decoded {
   decoded: boolean; // true when a coding was removed
 }
 
-type Coding = 'gzip' | 'deflate' | 'br';
+export type Coding = 'gzip' | 'deflate' | 'br';
 
 const CODINGS: Record<string, Coding | null> = {
   identity: null,
@@ -97,6 +98,14 @@ function decompressor(
   }
 }
 
+function undecodable(host: string, coding: Coding): Refusal {
+  return new Refusal(
+    'upstream_error',
+    `${host} sent a ${coding} body that does not decode; the request was executed — do not repeat it blindly`,
+    { maybe_executed: true },
+  );
+}
+
 function decodeOne(
   coding: Coding,
   input: Buffer,
@@ -130,13 +139,7 @@ function decodeOne(
     z.on('error', () => {
       if (done) return;
       done = true;
-      reject(
-        new Refusal(
-          'upstream_error',
-          `${host} sent a ${coding} body that does not decode; the request was executed — do not repeat it blindly`,
-          { maybe_executed: true },
-        ),
-      );
+      reject(undecodable(host, coding));
     });
     z.end(input);
   });
@@ -157,4 +160,49 @@ export async function decodeBody(
     whole = r.complete;
   }
   return { data, complete: whole, decoded: codings.length > 0 };
+}
+
+// The same undoing for a body passed on as it arrives (the proxy front
+// door): each coding a zlib stream, so what decodes goes out at once (an
+// upstream that flushes its compressor per event streams). No limit here:
+// the reader stops when it has enough, which closes every stage.
+export function decodeStream(codings: Coding[], source: AsyncIterable<Buffer>, host: string): AsyncIterable<Buffer> {
+  let out = source;
+  for (const c of codings) out = decodeStage(c, out, host);
+  return out;
+}
+
+async function* decodeStage(coding: Coding, source: AsyncIterable<Buffer>, host: string): AsyncGenerator<Buffer> {
+  const it = source[Symbol.asyncIterator]();
+  // Deflate's two forms are told apart by the first two bytes.
+  const head: Buffer[] = [];
+  let size = 0;
+  let ended = false;
+  while (size < 2) {
+    const n = await it.next();
+    if (n.done) {
+      ended = true;
+      break;
+    }
+    head.push(n.value);
+    size += n.value.length;
+  }
+  if (size === 0) return;
+  const first = Buffer.concat(head);
+  async function* all(): AsyncGenerator<Buffer> {
+    yield first;
+    if (ended) return;
+    for (let n = await it.next(); !n.done; n = await it.next()) yield n.value;
+  }
+  const z = pipeline(Readable.from(all()), decompressor(coding, first, true), () => undefined);
+  try {
+    for await (const chunk of z) yield chunk as Buffer;
+  } catch (e) {
+    // A failure of the upstream is already its refusal; anything else is
+    // the decompressor's: the body does not decode.
+    throw e instanceof Refusal ? e : undecodable(host, coding);
+  } finally {
+    z.destroy();
+    await it.return?.();
+  }
 }

@@ -10,6 +10,7 @@ import type {
   Requester,
   Resolution,
   SshRequestFacts,
+  UncredentialedHttpFacts,
 } from '../../shared/events';
 import type { SshCredentialDef } from '../../shared/credential';
 import type { Identity } from '../identity/identify';
@@ -70,9 +71,11 @@ export interface Evidence<R> {
 }
 
 // Everything known, in the journal's order: for a refusal's entry.
-export function known(e: Evidence<HttpRequestFacts>): Requester & Partial<HttpRequestFacts & Resolution & Approval>;
+export function known(
+  e: Evidence<HttpRequestFacts | UncredentialedHttpFacts>,
+): Requester & Partial<HttpRequestFacts & Resolution & Approval>;
 export function known(e: Evidence<SshRequestFacts>): Requester & Partial<SshRequestFacts & Resolution & Approval>;
-export function known(e: Evidence<HttpRequestFacts> | Evidence<SshRequestFacts>): Requester {
+export function known(e: Evidence<HttpRequestFacts | UncredentialedHttpFacts> | Evidence<SshRequestFacts>): Requester {
   return { ...e.requester, ...(e.request ?? {}), ...(e.resolution ?? {}), ...(e.approval ?? {}) };
 }
 

@@ -49,43 +49,71 @@ function tracked(pool: Pool): { dispatcher: Dispatcher; sent: () => boolean } {
   return { dispatcher, sent: () => sent };
 }
 
-export async function sendPinned(pool: Pool, host: string, o: SendOptions): Promise<RawResponse> {
+// One deadline for a request. undici does not give up a connection that is
+// still being made (a TLS handshake that stalls) when the signal fires;
+// racing the deadline keeps timeout_ms a promise whatever the stage. The
+// abandoned attempt ends on its own (connect timeout) and its failure is
+// ignored.
+interface Deadline {
+  signal: AbortSignal;
+  expiry: Promise<never>;
+  expired(): boolean;
+  restart(): void; // the same span again, from now
+  clear(): void;
+}
+
+function deadline(ms: number): Deadline {
   const abort = new AbortController();
   let timedOut = false;
-  // undici does not give up a connection that is still being made (a TLS
-  // handshake that stalls) when the signal fires; racing the deadline keeps
-  // timeout_ms a promise whatever the stage. The abandoned attempt ends on
-  // its own (connect timeout) and its failure is ignored.
   let expire: () => void = () => undefined;
-  const deadline = new Promise<never>((_resolve, reject) => {
+  const expiry = new Promise<never>((_resolve, reject) => {
     expire = () => reject(Object.assign(new Error('deadline'), { code: 'ABORT_ERR' }));
   });
-  deadline.catch(() => undefined);
-  const timer = setTimeout(() => {
+  expiry.catch(() => undefined);
+  const fire = (): void => {
     timedOut = true;
     abort.abort();
     expire();
-  }, o.timeoutMs);
+  };
+  let timer = setTimeout(fire, ms);
+  return {
+    signal: abort.signal,
+    expiry,
+    expired: () => timedOut,
+    restart() {
+      clearTimeout(timer);
+      if (!timedOut) timer = setTimeout(fire, ms);
+    },
+    clear: () => clearTimeout(timer),
+  };
+}
+
+function dispatch(via: Dispatcher, o: SendOptions, clock: Deadline): Promise<Dispatcher.ResponseData> {
+  const pending = via.request({
+    path: o.pathAndQuery,
+    method: o.method as never,
+    headers: o.headers,
+    body: o.body ?? undefined,
+    signal: clock.signal,
+    // A connection that carried a body is closed after its response (and
+    // asks the origin to close it too): an origin that misreads the body's
+    // length would take the start of the next request on it, with its
+    // injected secret, as part of this body (SPEC §6.2, "CL.0").
+    reset: o.body !== null,
+    // undici's own timers tick coarsely (~500 ms) and fire early; the
+    // deadline is the only one.
+    headersTimeout: 0,
+    bodyTimeout: 0,
+  });
+  pending.catch(() => undefined);
+  return Promise.race([pending, clock.expiry]);
+}
+
+export async function sendPinned(pool: Pool, host: string, o: SendOptions): Promise<RawResponse> {
+  const clock = deadline(o.timeoutMs);
   const via = tracked(pool);
   try {
-    const pending = via.dispatcher.request({
-      path: o.pathAndQuery,
-      method: o.method as never,
-      headers: o.headers,
-      body: o.body ?? undefined,
-      signal: abort.signal,
-      // A connection that carried a body is closed after its response (and
-      // asks the origin to close it too): an origin that misreads the body's
-      // length would take the start of the next request on it, with its
-      // injected secret, as part of this body (SPEC §6.2, "CL.0").
-      reset: o.body !== null,
-      // undici's own timers tick coarsely (~500 ms) and fire early; the
-      // timer above is the only deadline.
-      headersTimeout: 0,
-      bodyTimeout: 0,
-    });
-    pending.catch(() => undefined);
-    const res = await Promise.race([pending, deadline]);
+    const res = await dispatch(via.dispatcher, o, clock);
     const chunks: Buffer[] = [];
     let size = 0;
     let complete = true;
@@ -104,7 +132,7 @@ export async function sendPinned(pool: Pool, host: string, o: SendOptions): Prom
       }
     })();
     reading.catch(() => undefined);
-    await Promise.race([reading, deadline]);
+    await Promise.race([reading, clock.expiry]);
     return {
       status: res.statusCode,
       headers: res.headers as Record<string, string | string[]>,
@@ -112,8 +140,66 @@ export async function sendPinned(pool: Pool, host: string, o: SendOptions): Prom
       complete,
     };
   } catch (e) {
-    throw upstreamFailure(e, host, timedOut, via.sent());
+    throw upstreamFailure(e, host, clock.expired(), via.sent());
   } finally {
-    clearTimeout(timer);
+    clock.clear();
   }
+}
+
+export interface StreamingResponse {
+  status: number;
+  headers: Record<string, string | string[]>;
+  // The body as it arrives; leaving the iteration early closes it.
+  body: AsyncIterable<Buffer>;
+  // Closes the body without reading it (a response refused on its head).
+  close(): void;
+}
+
+// As sendPinned, for a response passed on as it arrives (the proxy front
+// door, SPEC §11): timeout_ms bounds the wait for the response head and
+// then each wait for more of the body, so an event stream that keeps
+// sending is not cut, and one that goes quiet for that long is. A failure
+// while the body is read is the refusal sendPinned would give.
+export async function sendStreaming(
+  pool: Pool,
+  host: string,
+  o: Omit<SendOptions, 'readLimit'>,
+): Promise<StreamingResponse> {
+  const clock = deadline(o.timeoutMs);
+  const via = tracked(pool);
+  let res: Dispatcher.ResponseData;
+  try {
+    res = await dispatch(via.dispatcher, { ...o, readLimit: 0 }, clock);
+  } catch (e) {
+    clock.clear();
+    throw upstreamFailure(e, host, clock.expired(), via.sent());
+  }
+  // Closing the body early makes undici emit an abort error; unheard, it
+  // would end the process. Failures while reading reach the iterator.
+  res.body.on('error', () => undefined);
+  async function* body(): AsyncGenerator<Buffer> {
+    const it = res.body[Symbol.asyncIterator]();
+    try {
+      for (;;) {
+        clock.restart();
+        const next = (await Promise.race([it.next(), clock.expiry])) as IteratorResult<Buffer>;
+        if (next.done) return;
+        yield next.value;
+      }
+    } catch (e) {
+      throw upstreamFailure(e, host, clock.expired(), true);
+    } finally {
+      clock.clear();
+      res.body.destroy();
+    }
+  }
+  return {
+    status: res.statusCode,
+    headers: res.headers as Record<string, string | string[]>,
+    body: body(),
+    close() {
+      clock.clear();
+      res.body.destroy();
+    },
+  };
 }

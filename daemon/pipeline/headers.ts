@@ -62,9 +62,14 @@ function checkValue(lower: string, value: unknown): string {
 }
 
 // The agent's headers, checked against the table (and the credential's rows
-// when `def` is given): lower-cased names with their values, in order.
-export function checkAgentHeaders(headers: Record<string, string>, def?: HttpCredentialDef): [string, string][] {
-  const entries = Object.entries(headers);
+// when `def` is given): lower-cased names with their values, in order. A
+// list (a proxied request's header lines) may name a header twice, which is
+// refused as two spellings are.
+export function checkAgentHeaders(
+  headers: Record<string, string> | readonly [string, string][],
+  def?: HttpCredentialDef,
+): [string, string][] {
+  const entries = Array.isArray(headers) ? headers : Object.entries(headers);
   if (entries.length > HEADER_LIMITS.count) {
     refuse(`headers has ${entries.length} headers; send at most ${HEADER_LIMITS.count}`);
   }

@@ -5,7 +5,13 @@
 // the request may have executed. Either way the refusal the agent gets
 // carries the entry's seq as audit_seq.
 import { Refusal } from '../../shared/errors';
-import type { HttpOutcome, HttpRequestFacts, SshOutcome, SshRequestFacts } from '../../shared/events';
+import type {
+  HttpOutcome,
+  HttpRequestFacts,
+  SshOutcome,
+  SshRequestFacts,
+  UncredentialedHttpFacts,
+} from '../../shared/events';
 import { RefusalEvent, journalRefusal } from '../audit/refusal-summary';
 import type { JournalHead, PipelineServices } from './context';
 import { Evidence, known } from './evidence';
@@ -20,7 +26,12 @@ function withdrawnOf(r: Refusal): { withdrawn?: string } {
   return typeof w === 'string' ? { withdrawn: w } : {};
 }
 
-export function refuseHttp(services: PipelineServices, e: unknown, ev: Evidence<HttpRequestFacts>): Promise<never> {
+// A request through the proxy may carry no credential (SPEC §11).
+export function refuseHttp(
+  services: PipelineServices,
+  e: unknown,
+  ev: Evidence<HttpRequestFacts | UncredentialedHttpFacts>,
+): Promise<never> {
   const r = asRefusal(e);
   return journalAndThrow(services, r, ev, { kind: 'http_refused', code: r.code, ...withdrawnOf(r), ...known(ev) });
 }
@@ -35,12 +46,17 @@ export function refuseSsh(services: PipelineServices, e: unknown, ev: Evidence<S
 async function journalAndThrow(
   services: PipelineServices,
   r: Refusal,
-  ev: Evidence<HttpRequestFacts | SshRequestFacts>,
+  ev: Evidence<HttpRequestFacts | UncredentialedHttpFacts | SshRequestFacts>,
   event: RefusalEvent,
 ): Promise<never> {
   const p = ev.requester;
   const refuser = { key: p.instance, pid: p.pid, uid: p.uid, exe: p.exe };
-  const detail = await journalRefusal(services, refuser, event, ev.request?.credential ?? null);
+  const detail = await journalRefusal(
+    services,
+    refuser,
+    event,
+    ev.request && 'credential' in ev.request ? ev.request.credential : null,
+  );
   if (!detail) throw r;
   throw new Refusal(r.code, r.message, { ...(r.detail ?? {}), ...detail });
 }

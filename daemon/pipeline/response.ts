@@ -30,6 +30,33 @@ export function isText(contentType: string | undefined, body: Buffer): boolean {
 const WIRE_HEADERS_WHEN_CONTENT_DECODED = ['content-encoding', 'content-length'];
 const WIRE_HEADERS_WHEN_TRANSFER_DECODED = ['transfer-encoding', 'content-length'];
 
+// The headers passed on: Set-Cookie only when the credential passes it,
+// none of `dropped`, names and values redacted.
+export function shapeHeaders(
+  upstream: Record<string, string | string[]>,
+  passSetCookie: boolean,
+  redactor: Redactor | null,
+  dropped: ReadonlySet<string>,
+): { headers: Record<string, string | string[]>; redactions: number } {
+  let redactions = 0;
+  const scrub = (v: string): string => {
+    const r = redactText(redactor, v);
+    redactions += r.count;
+    return r.text;
+  };
+  const headers: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(upstream)) {
+    if (name === 'set-cookie' && !passSetCookie) continue;
+    if (dropped.has(name)) continue;
+    // An upstream may echo the secret as a header name, too.
+    const shown = scrub(name);
+    const values = Array.isArray(value) ? value.map(scrub) : scrub(value);
+    const before = headers[shown];
+    headers[shown] = before === undefined ? values : [...[before].flat(), ...[values].flat()];
+  }
+  return { headers, redactions };
+}
+
 export async function shapeResponse(
   raw: RawResponse,
   def: HttpCredentialDef,
@@ -45,22 +72,9 @@ export async function shapeResponse(
     ...(transfer.length > 0 ? WIRE_HEADERS_WHEN_TRANSFER_DECODED : []),
     ...(content.length > 0 ? WIRE_HEADERS_WHEN_CONTENT_DECODED : []),
   ]);
-  let redactions = 0;
-  const scrub = (v: string): string => {
-    const r = redactText(redactor, v);
-    redactions += r.count;
-    return r.text;
-  };
-  const headers: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(raw.headers)) {
-    if (name === 'set-cookie' && !def.pass_set_cookie) continue;
-    if (wire.has(name)) continue;
-    // An upstream may echo the secret as a header name, too.
-    const shown = scrub(name);
-    const values = Array.isArray(value) ? value.map(scrub) : scrub(value);
-    const before = headers[shown];
-    headers[shown] = before === undefined ? values : [...[before].flat(), ...[values].flat()];
-  }
+  const shaped = shapeHeaders(raw.headers, def.pass_set_cookie, redactor, wire);
+  const headers = shaped.headers;
+  let redactions = shaped.redactions;
   // Decoded data that stops early (compressed input cut by the read limit)
   // may end inside an occurrence: keep only what lies a whole occurrence
   // length before its end.

@@ -9,16 +9,12 @@ import type { HttpRequestFacts } from '../../shared/events';
 import type { HttpReply } from '../../shared/protocol';
 import { credentialOfKind } from './credential';
 import type { HttpRequest } from './validate';
-import { checkPolicy, checkHeadersForCredential, checkQueryForCredential } from './policy';
-import { dnsServers, resolveTarget } from './resolve';
-import { assertAllAllowed } from './classify';
 import { formatOrigin } from './target';
-import { inject } from './inject';
 import { sendPinned, RawResponse } from './execute-http';
-import { buildRedactor, Redactor } from './redact';
+import type { Redactor } from './redact';
+import { approveHttp, checkCredentialRules, pinnedPool, resolveChecked, sendWithSecret } from './http-steps';
 import { shapeResponse } from './response';
 import type { Outcome, Ticket } from '../stores/idempotency';
-import { approve } from './approve';
 import type { PipelineServices, RequestContext } from './context';
 import { Complete, Evidence, httpIntent, httpRequestFacts, resolutionFacts, sha256, who } from './evidence';
 import { refuseAfterIntent, refuseHttp } from './refuse';
@@ -46,7 +42,7 @@ function requestHash(req: HttpRequest, bodyHash: string | null): string {
 
 export async function runHttp(ctx: RequestContext, req: HttpRequest): Promise<HttpReply> {
   const s = ctx.services;
-  const vault = s.vault();
+  s.vault(); // a locked vault refuses the request before any step
   const cfg = s.config();
   const ev: Evidence<HttpRequestFacts> = { requester: who(ctx.identity) };
   let ticket: Ticket<HttpReply> | null = null;
@@ -55,39 +51,13 @@ export async function runHttp(ctx: RequestContext, req: HttpRequest): Promise<Ht
     const request = (ev.request = httpRequestFacts(req, bodyHash));
     // 2. the credential exists
     const def = credentialOfKind(s, req.credential, 'http');
-    // 3. policy, and the credential's budget (checked now so no human is
-    // asked about a request that would be refused anyway; spent at step 7)
-    const match = checkPolicy(def, req);
-    const headers = checkHeadersForCredential(req, def);
-    checkQueryForCredential(req, def);
-    s.stores.budgets.check(def.name, def.rate);
+    // 3. policy and budget
+    const { match, headers } = checkCredentialRules(s, def, req);
     // 4. one resolution; every address classified
-    const resolution = await resolveTarget(req.target.host.replace(/^\[|\]$/g, ''), req.target.hostKind, {
-      dnsServers: dnsServers(cfg.http.dns_servers),
-      timeoutMs: Math.min(cfg.http.timeout, 10_000),
-    });
-    assertAllAllowed(
-      req.target.host,
-      resolution.addresses.map((a) => a.address),
-      def.allow_addresses,
-    );
-    const pinned = resolution.addresses[0]!;
-    const resolved = (ev.resolution = resolutionFacts(resolution.addresses));
+    const { addresses, pinned } = await resolveChecked(s, req.target, def.allow_addresses);
+    const resolved = (ev.resolution = resolutionFacts(addresses));
     // 5. approval: a covering session, else a human's decision
-    const t = req.target;
-    const approval = (ev.approval = await approve(ctx, def.name, match.approve, {
-      kind: 'http',
-      method: req.method,
-      scheme: t.scheme,
-      host: t.host,
-      address: pinned.address,
-      port: t.port,
-      path: t.path,
-      query: t.query,
-      body_bytes: req.body?.length ?? 0,
-      body_sha256: bodyHash,
-      ...(req.reason !== null ? { reason: req.reason } : {}),
-    }));
+    const approval = (ev.approval = await approveHttp(ctx, def, match, req, pinned, bodyHash));
     const done: Complete<HttpRequestFacts> = { requester: ev.requester, request, resolution: resolved, approval };
     // 6. idempotency: each-use requests are never replayed (a human saw
     // this one and approved it again)
@@ -104,32 +74,21 @@ export async function runHttp(ctx: RequestContext, req: HttpRequest): Promise<Ht
     const started = Date.now();
     const timeoutMs = req.timeoutMs ?? cfg.http.timeout;
     const cap = cfg.http.max_response_body;
-    const pool = s.stores.pools.get({
-      credential: def.name,
-      origin: formatOrigin(req.target),
-      address: pinned.address,
-      family: pinned.family,
-    });
+    const pool = pinnedPool(s, def.name, req.target, pinned);
     let raw: RawResponse;
     // Built while the secret is open; wiped once the response is shaped.
     const scan: { redactor: Redactor | null; readLimit: number } = { redactor: null, readLimit: cap };
     try {
-      raw = await vault.withCredentialSecret(def.name, async (secret) => {
-        const injected = inject(def, secret, headers, req.target);
-        try {
-          scan.redactor = def.redact_response ? buildRedactor(injected.needles, def.name) : null;
-          scan.readLimit = cap + (scan.redactor?.maxMatchLength ?? 0);
-          return await sendPinned(pool, req.target.host, {
-            method: req.method,
-            pathAndQuery: injected.pathAndQuery,
-            headers: injected.headers,
-            body: req.body,
-            timeoutMs,
-            readLimit: scan.readLimit,
-          });
-        } finally {
-          for (const n of injected.needles) n.fill(0);
-        }
+      raw = await sendWithSecret(s, def, headers, req.target, scan, (injected) => {
+        scan.readLimit = cap + (scan.redactor?.maxMatchLength ?? 0);
+        return sendPinned(pool, req.target.host, {
+          method: req.method,
+          pathAndQuery: injected.pathAndQuery,
+          headers: injected.headers,
+          body: req.body,
+          timeoutMs,
+          readLimit: scan.readLimit,
+        });
       });
     } catch (e) {
       scan.redactor?.wipe();

@@ -300,6 +300,53 @@ export function validateHttpRequest(json: unknown, limits: RequestLimits): HttpR
   };
 }
 
+// ---- A request that came as HTTP, not JSON (the proxy front door, SPEC §11)
+//
+// The same checks as the fields of POST /v1/http: method, the URL built
+// from the request line, the header lines (a list: a name given twice is
+// refused), the body's size. No timeout, idempotency key or reason: the
+// defaults apply.
+
+export interface RequestParts {
+  method: string;
+  url: string;
+  headers: readonly [string, string][];
+  body: Buffer | null;
+}
+
+export type UncredentialedRequest = Omit<HttpRequest, 'credential'>;
+
+function checkHeaderList(list: readonly [string, string][]): Check<Headers> {
+  try {
+    return ok({ list: checkAgentHeaders(list), raw: Object.fromEntries(list) });
+  } catch (e) {
+    if (e instanceof Refusal) return bad(e.message);
+    throw e;
+  }
+}
+
+export function validateRequestParts(p: RequestParts, limits: RequestLimits): UncredentialedRequest {
+  const method = checkMethod(p.method);
+  const url = checkUrl(p.url);
+  const headers = checkHeaderList(p.headers);
+  const problems: Problem[] = [];
+  if (!method.ok) problems.push({ path: 'method', message: method.message });
+  if (!url.ok) problems.push({ path: 'url', message: url.message });
+  if (!headers.ok) problems.push({ path: 'headers', message: headers.message });
+  if (!method.ok || !url.ok || !headers.ok) throw badRequest(problems);
+  if (p.body && p.body.length > limits.maxRequestBody) throw tooLarge('body', p.body.length, limits.maxRequestBody);
+  return {
+    method: method.value,
+    target: url.value,
+    headers: headers.value.list,
+    rawHeaders: headers.value.raw,
+    body: p.body,
+    timeoutMs: null,
+    idempotencyKey: null,
+    reason: null,
+  };
+}
+
 // ---- POST /v1/ssh (SPEC §6.6)
 //
 // - `command`: UTF-8 text, 1 to 4096 characters, no control or invisible

@@ -156,12 +156,28 @@ export function buildRedactor(needles: Buffer[], label: string): Redactor | null
 // each position the longest match wins (forms with edges match more or
 // less of their optional part).
 export function findAll(r: Redactor, data: Buffer): [number, number][] {
-  const out: [number, number][] = [];
-  const { pairs } = r;
   // Every element takes at least a byte: no occurrence starts later (and
   // the next two bytes are always there).
-  const n = data.length - MIN_FORM + 1;
-  for (let i = 0; i < n;) {
+  return scanFrom(r, data, 0, data.length - MIN_FORM + 1).found;
+}
+
+// The scan of findAll over the start positions [from, until): what it
+// found, and the first position it has not decided (past `until` when an
+// occurrence that starts before it ends beyond). A match reads nothing
+// before its start and at most maxMatchLength bytes from it, so a position
+// with that many bytes after it in `data` is decided as the whole body
+// would decide it: the streaming scanner relies on this.
+export function scanFrom(
+  r: Redactor,
+  data: Uint8Array,
+  from: number,
+  until: number,
+): { found: [number, number][]; next: number } {
+  const found: [number, number][] = [];
+  const { pairs } = r;
+  const n = until;
+  let i = from;
+  while (i < n) {
     for (; i < n; i++) {
       const b = data[i + 1] as number;
       const here = pairs[((data[i] as number) << 8) | b] as number;
@@ -172,11 +188,11 @@ export function findAll(r: Redactor, data: Buffer): [number, number][] {
     let end = -1;
     for (const f of candidates(r, data, i)) end = Math.max(end, matchFrom(f, data, 0, i));
     if (end > i) {
-      out.push([i, end]);
+      found.push([i, end]);
       i = end;
     } else {
       i += 1;
     }
   }
-  return out;
+  return { found, next: i };
 }

@@ -1,0 +1,113 @@
+// The steps of SPEC §6.1 an HTTP request takes, whichever front door it
+// came through (POST /v1/http, run-http.ts; the proxy, run-proxied.ts):
+// each runs one step, and the runners say in which order.
+import type { HttpCredentialDef } from '../../shared/credential';
+import type { Approval } from '../../shared/events';
+import type { Pool } from 'undici';
+import { checkPolicy, checkHeadersForCredential, checkQueryForCredential, type PolicyMatch } from './policy';
+import { dnsServers, resolveTarget, type ResolvedAddress } from './resolve';
+import { assertAllAllowed } from './classify';
+import { formatOrigin, type Target } from './target';
+import { inject, type Injected } from './inject';
+import { buildRedactor, type Redactor } from './redact';
+import { approve } from './approve';
+import type { PipelineServices, RequestContext } from './context';
+import type { HttpRequest } from './validate';
+
+// 3. policy, and the credential's budget (checked now so no human is asked
+// about a request that would be refused anyway; spent before the intent).
+export function checkCredentialRules(
+  s: PipelineServices,
+  def: HttpCredentialDef,
+  req: HttpRequest,
+): { match: PolicyMatch; headers: [string, string][] } {
+  const match = checkPolicy(def, req);
+  const headers = checkHeadersForCredential(req, def);
+  checkQueryForCredential(req, def);
+  s.stores.budgets.check(def.name, def.rate);
+  return { match, headers };
+}
+
+// 4. one resolution; every address classified (allow_addresses: the
+// credential's, none without one); the first is the one connected to.
+export async function resolveChecked(
+  s: PipelineServices,
+  target: Target,
+  allowAddresses: HttpCredentialDef['allow_addresses'],
+): Promise<{ addresses: ResolvedAddress[]; pinned: ResolvedAddress }> {
+  const cfg = s.config();
+  const resolution = await resolveTarget(target.host.replace(/^\[|\]$/g, ''), target.hostKind, {
+    dnsServers: dnsServers(cfg.http.dns_servers),
+    timeoutMs: Math.min(cfg.http.timeout, 10_000),
+  });
+  assertAllAllowed(
+    target.host,
+    resolution.addresses.map((a) => a.address),
+    allowAddresses,
+  );
+  return { addresses: resolution.addresses, pinned: resolution.addresses[0]! };
+}
+
+// 5. approval: a covering session, else a human's decision on a card that
+// shows the address found in step 4.
+export function approveHttp(
+  ctx: RequestContext,
+  def: HttpCredentialDef,
+  match: PolicyMatch,
+  req: Pick<HttpRequest, 'method' | 'target' | 'body' | 'reason'>,
+  pinned: ResolvedAddress,
+  bodyHash: string | null,
+): Promise<Approval> {
+  const t = req.target;
+  return approve(ctx, def.name, match.approve, {
+    kind: 'http',
+    method: req.method,
+    scheme: t.scheme,
+    host: t.host,
+    address: pinned.address,
+    port: t.port,
+    path: t.path,
+    query: t.query,
+    body_bytes: req.body?.length ?? 0,
+    body_sha256: bodyHash,
+    ...(req.reason !== null ? { reason: req.reason } : {}),
+  });
+}
+
+// The pool of (credential, origin, checked address); a request without a
+// credential has pools of its own ('' is no credential's name).
+export function pinnedPool(
+  s: PipelineServices,
+  credential: string | null,
+  target: Target,
+  pinned: ResolvedAddress,
+): Pool {
+  return s.stores.pools.get({
+    credential: credential ?? '',
+    origin: formatOrigin(target),
+    address: pinned.address,
+    family: pinned.family,
+  });
+}
+
+// 8. the secret, opened only around injection and the send; the redactor
+// of the response is built while it is open (and wiped by the caller, also
+// when `send` fails: it is handed over before the send starts).
+export async function sendWithSecret<T>(
+  s: PipelineServices,
+  def: HttpCredentialDef,
+  headers: [string, string][],
+  target: Target,
+  scan: { redactor: Redactor | null },
+  send: (injected: Injected) => Promise<T>,
+): Promise<T> {
+  return s.vault().withCredentialSecret(def.name, async (secret) => {
+    const injected = inject(def, secret, headers, target);
+    try {
+      scan.redactor = def.redact_response ? buildRedactor(injected.needles, def.name) : null;
+      return await send(injected);
+    } finally {
+      for (const n of injected.needles) n.fill(0);
+    }
+  });
+}

@@ -1,0 +1,255 @@
+// An HTTP/1.1 request read by the proxy front door (SPEC §11), turned into
+// the validated request the pipeline runs. What changes for a request
+// through the proxy, and only this: the client's hop-by-hop headers and its
+// accept-encoding are removed, not refused; `host` must name the CONNECT
+// target; and the credential is designated by its placeholder in its inject
+// slot, which is then removed so that injection puts the real secret there.
+// Everything else is POST /v1/http's rules (validate.ts, headers.ts,
+// target.ts), applied to these parts.
+//
+// Decisions where the SPEC is silent:
+// - content-length and transfer-encoding framed the message on the client's
+//   connection, which the front door has read: they are removed too (a
+//   content-length that disagrees with the body read is refused), and so is
+//   `expect: 100-continue`, which the front door answers itself.
+// - Inside a CONNECT the request target must be origin-form ("/path?q");
+//   without one it must be an absolute http:// URL (https goes through
+//   CONNECT), and `host` must then name that URL's authority.
+// - A placeholder is any text of the placeholder shape. One in a header is
+//   found in its value, and for Authorization: Basic in the decoded user and
+//   password; in the path and query also once percent-decoded; in the body
+//   as bytes. Its slot is its own credential's (the one it names): the
+//   inject header with exactly the template's value, the Basic password (any
+//   user without a placeholder: postern sends the credential's own), or the
+//   inject query parameter's whole value. Two credentials designated in one
+//   request are refused.
+import type { HttpCredentialDef } from '../../shared/credential';
+import { Refusal } from '../../shared/errors';
+import { headerKey } from '../../shared/http-headers';
+import { parseTarget, type Target } from './target';
+import { validateRequestParts, type RequestLimits, type UncredentialedRequest } from './validate';
+
+export interface ProxiedParts {
+  method: string;
+  target: string; // the request line's target, as sent
+  headers: readonly [string, string][]; // header lines, in order, as sent
+  body: Buffer | null;
+  connect: { host: string; port: number } | null; // the CONNECT target (scheme https), or none
+}
+
+export type PlaceholderLookup = (value: string) => { credential: string } | 'not-honoured' | null;
+
+export interface ProxiedRequest extends UncredentialedRequest {
+  credential: string | null; // designated by its placeholder; null: none
+}
+
+export const PLACEHOLDER = /postern-([a-z0-9._-]+)-[0-9a-f]{16}/g;
+
+// Removed from the client's headers (the front door's own connection).
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'te', 'trailer', 'upgrade', 'accept-encoding']);
+const FRAMING = new Set(['content-length', 'transfer-encoding', 'expect']);
+
+const NOT_HONOURED =
+  'this placeholder is not valid for this process: it belongs to another run or its run ended; start the program with `postern run`';
+
+function refuse(message: string): never {
+  throw new Refusal('bad_request', message);
+}
+
+function urlOf(parts: ProxiedParts): string {
+  const t = parts.target;
+  if (parts.connect) {
+    if (!t.startsWith('/'))
+      refuse(
+        `the request target inside a CONNECT tunnel must be a path ("/..."); send the request as the server would receive it`,
+      );
+    const host = parts.connect.host.includes(':') ? `[${parts.connect.host}]` : parts.connect.host;
+    return `https://${host}:${parts.connect.port}${t}`;
+  }
+  if (!/^http:\/\//i.test(t))
+    refuse(
+      'a request to the proxy must name an absolute http:// URL, or go through CONNECT for https; set HTTPS_PROXY and HTTP_PROXY to postern',
+    );
+  return t;
+}
+
+// Hop-by-hop and framing headers out; `host` checked against the target
+// and removed (postern sets it from the URL).
+function clientHeaders(parts: ProxiedParts, target: Target): [string, string][] {
+  const listed = new Set<string>();
+  for (const [name, value] of parts.headers) {
+    if (name.toLowerCase() === 'connection') for (const n of value.split(',')) listed.add(n.trim().toLowerCase());
+  }
+  const kept: [string, string][] = [];
+  let host: string | null = null;
+  for (const [name, value] of parts.headers) {
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower) || lower.startsWith('proxy-') || listed.has(lower)) continue;
+    if (lower === 'content-length') {
+      if (value.trim() !== String(parts.body?.length ?? 0))
+        refuse('header "content-length" does not match the body sent; send the body\'s length');
+      continue;
+    }
+    if (FRAMING.has(lower)) continue;
+    if (lower === 'host') {
+      if (host !== null) refuse('header "host" is given twice; send it once');
+      host = value;
+      continue;
+    }
+    kept.push([name, value]);
+  }
+  const where = parts.connect ? 'the CONNECT target' : 'the URL';
+  if (host === null) refuse(`header "host" is missing; it must name ${where} (${shownAuthority(target)})`);
+  // An authority alone: nothing that would make it a path, query or userinfo.
+  let named: Target | null = null;
+  try {
+    named = /[/?#@\\]/.test(host) ? null : parseTarget(`${target.scheme}://${host.trim()}/`);
+  } catch {
+    named = null;
+  }
+  if (!named || named.host !== target.host || named.port !== target.port)
+    refuse(`header "host" must name ${where} (${shownAuthority(target)}); send the request to the host it is for`);
+  return kept;
+}
+
+function shownAuthority(t: Target): string {
+  return `${t.host}:${t.port}`;
+}
+
+interface Found {
+  placeholder: string;
+  named: string; // the credential the placeholder's text names
+  where: string;
+  slot: Slot | null; // the inject slot it sits in, if it is one
+}
+
+type Slot = { kind: 'header'; index: number } | { kind: 'basic'; index: number } | { kind: 'query'; index: number };
+
+function occurrences(text: string): { placeholder: string; named: string }[] {
+  return [...text.matchAll(PLACEHOLDER)].map((m) => ({ placeholder: m[0], named: m[1] as string }));
+}
+
+function percentDecoded(text: string): string {
+  return text.replace(/%([0-9a-fA-F]{2})/g, (_m, h: string) => String.fromCharCode(parseInt(h, 16)));
+}
+
+function basicParts(value: string): { user: string; password: string } | null {
+  const m = /^basic[ \t]+([A-Za-z0-9+/=]+)[ \t]*$/i.exec(value);
+  if (!m) return null;
+  const decoded = Buffer.from(m[1] as string, 'base64').toString('latin1');
+  const colon = decoded.indexOf(':');
+  return colon === -1
+    ? { user: decoded, password: '' }
+    : { user: decoded.slice(0, colon), password: decoded.slice(colon + 1) };
+}
+
+function headerValueIsSlot(
+  def: HttpCredentialDef | undefined,
+  name: string,
+  value: string,
+  placeholder: string,
+): boolean {
+  if (!def || !('header' in def.inject)) return false;
+  return (
+    headerKey(name) === headerKey(def.inject.header) && value === def.inject.template.replace('{secret}', placeholder)
+  );
+}
+
+// Every placeholder-shaped text in the request, with the slot it sits in.
+function findPlaceholders(
+  headers: [string, string][],
+  target: Target,
+  body: Buffer | null,
+  defs: (name: string) => HttpCredentialDef | undefined,
+): Found[] {
+  const found: Found[] = [];
+  const add = (text: string, where: string, slot: (p: string, def: HttpCredentialDef | undefined) => Slot | null) => {
+    for (const o of occurrences(text)) found.push({ ...o, where, slot: slot(o.placeholder, defs(o.named)) });
+  };
+  const none = () => null;
+  headers.forEach(([name, value], index) => {
+    add(name, `the name of header "${name.toLowerCase()}"`, none);
+    const basic = name.toLowerCase() === 'authorization' ? basicParts(value) : null;
+    if (basic) {
+      add(basic.user, 'the Basic user of header "authorization"', none);
+      add(basic.password, 'the Basic password of header "authorization"', (p, def) =>
+        def && 'basic_user' in def.inject && basic.password === p ? { kind: 'basic', index } : null,
+      );
+      return;
+    }
+    add(value, `header "${name.toLowerCase()}"`, (p, def) =>
+      headerValueIsSlot(def, name, value, p) ? { kind: 'header', index } : null,
+    );
+  });
+  for (const text of new Set([target.path, percentDecoded(target.path)])) add(text, 'the URL path', none);
+  const pairs = target.query.length > 1 ? target.query.slice(1).split('&') : [];
+  pairs.forEach((pair, index) => {
+    const eq = pair.indexOf('=');
+    const name = eq === -1 ? pair : pair.slice(0, eq);
+    const value = eq === -1 ? '' : pair.slice(eq + 1);
+    for (const text of new Set([name, percentDecoded(name)])) add(text, 'a query parameter name', none);
+    const decodedName = percentDecoded(name.replace(/\+/g, ' '));
+    for (const text of new Set([value, percentDecoded(value)])) {
+      add(text, `query parameter "${decodedName}"`, (p, def) =>
+        def && 'query' in def.inject && decodedName === def.inject.query && percentDecoded(value) === p
+          ? { kind: 'query', index }
+          : null,
+      );
+    }
+  });
+  if (body) add(body.toString('latin1'), 'the body', none);
+  return found;
+}
+
+// The one credential the request designates, checked: every placeholder in
+// its slot and honoured, none elsewhere.
+function designation(found: Found[], lookup: PlaceholderLookup): { credential: string; slot: Slot } | null {
+  let chosen: { credential: string; slot: Slot } | null = null;
+  for (const f of found) {
+    if (!f.slot)
+      refuse(
+        `a placeholder is in ${f.where}; postern puts a secret only where its credential's inject form does (its header, the Basic password or its query parameter), never into content: remove it`,
+      );
+    const r = lookup(f.placeholder);
+    if (r === null || r === 'not-honoured') refuse(NOT_HONOURED);
+    if (r.credential !== f.named) refuse(NOT_HONOURED);
+    if (chosen && chosen.credential !== r.credential)
+      refuse('the request carries placeholders of two credentials; use one credential per request');
+    chosen = { credential: r.credential, slot: f.slot };
+  }
+  return chosen;
+}
+
+function withoutQueryPair(query: string, index: number): string {
+  const pairs = query.slice(1).split('&');
+  pairs.splice(index, 1);
+  return pairs.length === 0 ? '' : `?${pairs.join('&')}`;
+}
+
+export function proxiedRequest(
+  parts: ProxiedParts,
+  limits: RequestLimits,
+  lookup: PlaceholderLookup,
+  defs: (name: string) => HttpCredentialDef | undefined,
+): ProxiedRequest {
+  const url = urlOf(parts);
+  let target: Target;
+  try {
+    target = parseTarget(url);
+  } catch (e) {
+    if (e instanceof Refusal) refuse(e.message.replace(/^url /, 'the request target '));
+    throw e;
+  }
+  let headers = clientHeaders(parts, target);
+  const chosen = designation(findPlaceholders(headers, target, parts.body, defs), lookup);
+  let sentUrl = url;
+  if (chosen?.slot.kind === 'query') {
+    const q = withoutQueryPair(target.query, chosen.slot.index);
+    sentUrl = `${target.scheme}://${url.slice(url.indexOf('//') + 2).split(/[/?]/)[0]}${target.path}${q}`;
+  } else if (chosen) {
+    const index = chosen.slot.index;
+    headers = headers.filter((_h, i) => i !== index);
+  }
+  const req = validateRequestParts({ method: parts.method, url: sentUrl, headers, body: parts.body }, limits);
+  return { ...req, credential: chosen?.credential ?? null };
+}

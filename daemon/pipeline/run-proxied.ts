@@ -1,0 +1,162 @@
+// A request read by the proxy front door (SPEC §11) through the steps of
+// SPEC §6.1, the shared ones of http-steps.ts, its response streamed to the
+// client. With a credential (designated by its placeholder): POST
+// /v1/http's steps exactly, but for idempotency, which a proxied request
+// has no key for. Without one: no policy and no approval (no credential's
+// rules to apply or to ask about), but still the one resolution with every
+// address classified (no allow_addresses), the pinned connection, and the
+// journaled intent and outcome; the request goes as the client sent it
+// (with accept-encoding: identity, as every request postern sends).
+//
+// A refusal before the response head is thrown (with its audit_seq) for the
+// front door to answer as an HTTP response; once the head is out, a failure
+// aborts the message and is the outcome's error.
+import { Refusal } from '../../shared/errors';
+import type { HttpRequestFacts, JournalEvent, UncredentialedHttpFacts } from '../../shared/events';
+import { credentialOfKind } from './credential';
+import { sendStreaming, type StreamingResponse } from './execute-http';
+import type { Redactor } from './redact';
+import { streamResponse, type ResponseSink } from './stream-response';
+import type { ProxiedRequest } from './proxied';
+import type { RequestContext } from './context';
+import { Evidence, httpRequestFacts, resolutionFacts, sha256, who } from './evidence';
+import { refuseAfterIntent, refuseHttp } from './refuse';
+import { approveHttp, checkCredentialRules, pinnedPool, resolveChecked, sendWithSecret } from './http-steps';
+
+type Facts = HttpRequestFacts | UncredentialedHttpFacts;
+
+function proxiedFacts(req: ProxiedRequest, bodyHash: string | null): Facts {
+  if (req.credential !== null)
+    return { ...httpRequestFacts({ ...req, credential: req.credential }, bodyHash), via: 'proxy' };
+  const { credential: _none, ...facts } = httpRequestFacts({ ...req, credential: '' }, bodyHash);
+  return { ...facts, via: 'proxy' };
+}
+
+export async function runProxied(
+  ctx: RequestContext,
+  req: ProxiedRequest,
+  sink: ResponseSink,
+): Promise<{ auditSeq: number }> {
+  const s = ctx.services;
+  s.vault(); // a locked vault refuses the request before any step
+  const cfg = s.config();
+  const ev: Evidence<Facts> = { requester: who(ctx.identity) };
+  try {
+    const bodyHash = req.body ? sha256(req.body) : null;
+    const request = (ev.request = proxiedFacts(req, bodyHash));
+    // 2–3. the credential, its policy and budget (none without one)
+    const def = req.credential !== null ? credentialOfKind(s, req.credential, 'http') : null;
+    const credentialed = def ? { def, ...checkCredentialRules(s, def, { ...req, credential: def.name }) } : null;
+    // 4. one resolution; every address classified
+    const { addresses, pinned } = await resolveChecked(s, req.target, def?.allow_addresses ?? []);
+    const resolution = (ev.resolution = resolutionFacts(addresses));
+    // 5. approval, for a credential only; 6. no idempotency key
+    let intentEvent: JournalEvent;
+    if (credentialed) {
+      const { def: d, match } = credentialed;
+      const approval = (ev.approval = await approveHttp(ctx, d, match, req, pinned, bodyHash));
+      s.stores.budgets.take(d.name, d.rate);
+      intentEvent = {
+        kind: 'http_intent',
+        ...ev.requester,
+        ...(request as HttpRequestFacts),
+        ...resolution,
+        ...approval,
+      };
+    } else {
+      intentEvent = { kind: 'http_intent', ...ev.requester, ...(request as UncredentialedHttpFacts), ...resolution };
+    }
+    // 7. intent, durable before anything leaves the machine
+    const intent = await s.journal.record(intentEvent);
+    // 8. connect to the checked address, inject (with a credential), send
+    const started = Date.now();
+    const pool = pinnedPool(s, def?.name ?? null, req.target, pinned);
+    const scan: { redactor: Redactor | null } = { redactor: null };
+    const send = (headers: Record<string, string>, pathAndQuery: string): Promise<StreamingResponse> =>
+      sendStreaming(pool, req.target.host, {
+        method: req.method,
+        pathAndQuery,
+        headers,
+        body: req.body,
+        timeoutMs: cfg.http.timeout,
+      });
+    let res: StreamingResponse;
+    try {
+      res = credentialed
+        ? await sendWithSecret(s, credentialed.def, credentialed.headers, req.target, scan, (injected) =>
+            send(injected.headers, injected.pathAndQuery),
+          )
+        : await send(
+            { ...Object.fromEntries(req.headers), 'accept-encoding': 'identity' },
+            req.target.path + req.target.query,
+          );
+    } catch (e) {
+      scan.redactor?.wipe();
+      const r = e instanceof Refusal ? e : new Refusal('upstream_error', 'the request failed; see the daemon log');
+      throw await refuseAfterIntent(s, intent, r, {
+        kind: 'http_outcome',
+        intent_seq: intent.seq,
+        error: r.code,
+        maybe_executed: r.maybeExecuted,
+        duration_ms: Date.now() - started,
+      });
+    }
+    // 9. streamed: decoded, redacted, cut; 10. the outcome when it ends
+    let streamed;
+    try {
+      streamed = await streamResponse(
+        res,
+        {
+          passSetCookie: def?.pass_set_cookie ?? false,
+          redactor: scan.redactor,
+          cap: cfg.http.max_response_body,
+          host: req.target.host,
+        },
+        sink,
+      );
+    } catch (e) {
+      const r =
+        e instanceof Refusal
+          ? e
+          : new Refusal('upstream_error', 'the response could not be read; see the daemon log', {
+              maybe_executed: true,
+            });
+      throw await refuseAfterIntent(s, intent, r, {
+        kind: 'http_outcome',
+        intent_seq: intent.seq,
+        status: res.status,
+        error: r.code,
+        maybe_executed: true,
+        duration_ms: Date.now() - started,
+      });
+    } finally {
+      scan.redactor?.wipe();
+    }
+    const duration_ms = Date.now() - started;
+    const outcome = await s.journal.recordOutcome(
+      streamed.error
+        ? {
+            kind: 'http_outcome',
+            intent_seq: intent.seq,
+            status: streamed.status,
+            error: streamed.error.code,
+            maybe_executed: true,
+            duration_ms,
+          }
+        : {
+            kind: 'http_outcome',
+            intent_seq: intent.seq,
+            status: streamed.status,
+            bytes: streamed.bytes,
+            truncated: streamed.truncated,
+            redactions: streamed.redactions,
+            body_sha256: streamed.bodySha256,
+            duration_ms,
+          },
+    );
+    return { auditSeq: outcome.seq };
+  } catch (e) {
+    if (e instanceof Refusal && e.auditSeq !== undefined) throw e;
+    return refuseHttp(s, e, ev);
+  }
+}

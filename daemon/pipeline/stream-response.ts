@@ -1,0 +1,135 @@
+// SPEC §11 with §6.4: a response passed on to a client of the proxy front
+// door as it arrives. In order, as shapeResponse does for a whole body:
+// undo a Transfer-Encoding other than chunked, then a Content-Encoding (each
+// a zlib stream), drop Set-Cookie unless the credential passes it, redact
+// headers and body (the body by the streaming scanner, which holds back only
+// what may begin an occurrence), and cut at max_response_body: then the
+// message is ended and the outcome says truncated.
+//
+// Decisions where the SPEC is silent:
+// - The headers that frame the bytes on the wire are never passed on
+//   (content-length, transfer-encoding, and the hop-by-hop headers with
+//   those the upstream's `connection` names); the front door frames the
+//   message itself. content-encoding goes when its coding was undone.
+// - A failure once the head went out cannot become a refusal: the message
+//   is aborted (sink.abort(): the connection is closed without ending it,
+//   so the client sees it incomplete) and the outcome records the error.
+import { createHash } from 'node:crypto';
+import { Refusal } from '../../shared/errors';
+import { decodeStream, parseContentEncoding, parseTransferEncoding, type Coding } from './decode';
+import type { Redactor } from './redact';
+import { streamRedactor } from './redact/stream';
+import { shapeHeaders } from './response';
+
+export interface ResponseSink {
+  respond(status: number, headers: Record<string, string | string[]>): void;
+  // May return a promise when the client is slow to take more.
+  write(chunk: Buffer): void | Promise<void>;
+  end(): void;
+  // The message cannot be completed: close without ending it.
+  abort(): void;
+}
+
+export interface UpstreamResponse {
+  status: number;
+  headers: Record<string, string | string[]>;
+  body: AsyncIterable<Buffer>;
+  close(): void;
+}
+
+export interface StreamLimits {
+  passSetCookie: boolean;
+  redactor: Redactor | null;
+  cap: number; // max_response_body, in bytes of the body as decoded
+  host: string;
+}
+
+export interface Streamed {
+  status: number;
+  bytes: number; // read from the upstream, as it sent them
+  sent: number; // body bytes given to the client
+  redactions: number;
+  truncated: boolean;
+  bodySha256: string; // of the body bytes given to the client
+  error: Refusal | null; // a failure after the head went out
+}
+
+const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade'];
+
+function framingHeaders(headers: Record<string, string | string[]>, contentDecoded: boolean): Set<string> {
+  const named = [headers['connection'] ?? []]
+    .flat()
+    .flatMap((v) => v.split(','))
+    .map((n) => n.trim().toLowerCase())
+    .filter((n) => n !== '');
+  return new Set([
+    'content-length',
+    'transfer-encoding',
+    ...HOP_BY_HOP,
+    ...named,
+    ...(contentDecoded ? ['content-encoding'] : []),
+  ]);
+}
+
+// Throws a refusal before anything is passed on when the codings cannot be
+// undone; once the head is out, failures end up in `error`.
+export async function streamResponse(res: UpstreamResponse, o: StreamLimits, sink: ResponseSink): Promise<Streamed> {
+  let transfer: Coding[];
+  let content: Coding[];
+  try {
+    transfer = parseTransferEncoding(res.headers['transfer-encoding'], o.host);
+    content = parseContentEncoding(res.headers['content-encoding'], o.host);
+  } catch (e) {
+    res.close();
+    throw e;
+  }
+  const codings = [...transfer, ...content];
+  const contentDecoded = content.length > 0;
+  const head = shapeHeaders(res.headers, o.passSetCookie, o.redactor, framingHeaders(res.headers, contentDecoded));
+  let bytes = 0;
+  async function* counted(): AsyncGenerator<Buffer> {
+    for await (const chunk of res.body) {
+      bytes += chunk.length;
+      yield chunk;
+    }
+  }
+  const scanner = streamRedactor(o.redactor, o.cap);
+  const hash = createHash('sha256');
+  let sent = 0;
+  const give = async (b: Buffer): Promise<void> => {
+    if (b.length === 0) return;
+    hash.update(b);
+    sent += b.length;
+    await sink.write(b);
+  };
+  sink.respond(res.status, head.headers);
+  let error: Refusal | null = null;
+  try {
+    for await (const chunk of decodeStream(codings, counted(), o.host)) {
+      await give(scanner.push(chunk));
+      // Past the cut, one more byte only tells that the body was truncated.
+      if (scanner.full && scanner.truncated) break;
+    }
+    await give(scanner.end());
+  } catch (e) {
+    error =
+      e instanceof Refusal
+        ? e
+        : new Refusal('upstream_error', 'the response could not be read; see the daemon log', {
+            maybe_executed: true,
+          });
+  } finally {
+    res.close();
+  }
+  if (error) sink.abort();
+  else sink.end();
+  return {
+    status: res.status,
+    bytes,
+    sent,
+    redactions: head.redactions + scanner.count,
+    truncated: scanner.truncated,
+    bodySha256: hash.digest('hex'),
+    error,
+  };
+}
