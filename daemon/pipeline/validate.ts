@@ -22,9 +22,32 @@
 // - Problems found in the shape are reported as bad_request before the body
 //   size is judged (413 body_too_large only for an otherwise valid request).
 import { z } from 'zod';
-import { Refusal, Problem, formatProblems } from '../../shared/errors';
-import { REFUSED_METHODS, NAME_PATTERN } from '../../shared/credential/fields';
-import { quote, hasInvisible } from '../../shared/credential/text';
+import { Refusal, Problem } from '../../shared/errors';
+import { REFUSED_METHODS } from '../../shared/credential/fields';
+import { quote } from '../../shared/credential/text';
+import {
+  Check,
+  RequestLimits,
+  bad,
+  badRequest,
+  cachedBy,
+  checkBody,
+  checkBodyBase64,
+  checkCredential,
+  checkReason,
+  checkTimeout,
+  decodeBody,
+  field,
+  isObject,
+  issueProblems,
+  ok,
+  tooLarge,
+} from './validate-fields';
+
+export type { RequestLimits } from './validate-fields';
+export { MAX_REASON_LENGTH } from './validate-fields';
+export { validateSshRequest, SSH_REQUEST_FIELDS, MAX_COMMAND_LENGTH } from './validate-ssh';
+export type { SshRequest } from './validate-ssh';
 import { parseTarget, Target } from './target';
 import { checkAgentHeaders } from './headers';
 
@@ -40,11 +63,6 @@ export interface HttpRequest {
   reason: string | null;
 }
 
-export interface RequestLimits {
-  maxRequestBody: number; // bytes, decoded
-  maxTimeout: number; // ms
-}
-
 export const HTTP_REQUEST_FIELDS = [
   'credential',
   'method',
@@ -57,40 +75,9 @@ export const HTTP_REQUEST_FIELDS = [
   'reason',
 ] as const;
 
-export const MAX_REASON_LENGTH = 200;
-
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,128}$/;
 const MAX_METHOD_LENGTH = 32;
-
-type Check<T> = { ok: true; value: T } | { ok: false; message: string };
-const ok = <T>(value: T): Check<T> => ({ ok: true, value });
-const bad = (message: string): Check<never> => ({ ok: false, message });
-
-function field<T>(check: (v: unknown) => Check<T>): z.ZodType<T> {
-  return z.unknown().transform((v, ctx) => {
-    const r = check(v);
-    if (r.ok) return r.value;
-    ctx.addIssue({ code: 'custom', message: r.message });
-    return z.NEVER;
-  });
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-function checkCredential(v: unknown): Check<string> {
-  if (v === undefined) return bad('is required; name the credential to use (GET /v1/credentials lists them)');
-  if (typeof v !== 'string') return bad('must be a string naming a credential, e.g. "github"');
-  if (!NAME_PATTERN.test(v)) {
-    return bad(
-      `${quote(v)} is not a credential name (1 to 64 of a-z, 0-9, ".", "_", "-"); GET /v1/credentials lists them`,
-    );
-  }
-  return ok(v);
-}
 
 function checkMethod(v: unknown): Check<string> {
   if (v === undefined) return bad('is required; give the HTTP method, e.g. "GET"');
@@ -139,69 +126,11 @@ function checkHeaders(v: unknown): Check<Headers> {
   }
 }
 
-function checkBody(v: unknown): Check<string> {
-  if (typeof v !== 'string')
-    return bad('must be a string of UTF-8 text; send bytes or JSON as a string, or use body_base64');
-  if (!v.isWellFormed())
-    return bad('is not well-formed Unicode (an unpaired surrogate); send bytes in body_base64 instead');
-  return ok(v);
-}
-
-function checkBodyBase64(v: unknown): Check<string> {
-  if (typeof v !== 'string') return bad('must be a string of standard base64');
-  if (!BASE64.test(v)) {
-    const hint = /[-_]/.test(v)
-      ? ' (it looks like base64url: use "+" and "/")'
-      : /\s/.test(v)
-        ? ' (remove whitespace and line breaks)'
-        : '';
-    return bad(`is not valid base64${hint}; send standard base64 with "=" padding and no line breaks`);
-  }
-  // Non-zero bits after the last character would be dropped silently: two
-  // texts for the same bytes. Only the canonical text is accepted.
-  if (v.length > 0 && v.slice(-4) !== Buffer.from(v.slice(-4), 'base64').toString('base64')) {
-    return bad('is not canonical base64 (the unused bits of the last character are not zero); re-encode the body');
-  }
-  return ok(v);
-}
-
-function checkTimeout(max: number): (v: unknown) => Check<number> {
-  return (v) => {
-    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1 || v > max) {
-      return bad(
-        `must be a whole number of milliseconds from 1 to ${max} (max_timeout); lower it, or omit it for the default`,
-      );
-    }
-    return ok(v);
-  };
-}
-
 function checkIdempotencyKey(v: unknown): Check<string> {
   if (typeof v !== 'string' || !IDEMPOTENCY_KEY.test(v)) {
     return bad('must be 1 to 128 visible ASCII characters (no spaces), e.g. a UUID; fix it or omit it');
   }
   return ok(v);
-}
-
-function checkReason(v: unknown): Check<string> {
-  if (typeof v !== 'string') return bad('must be a string: a short reason for the human, shown on the approval card');
-  if (!v.isWellFormed()) return bad('is not well-formed Unicode (an unpaired surrogate)');
-  if ([...v].length > MAX_REASON_LENGTH) return bad(`must be at most ${MAX_REASON_LENGTH} characters; shorten it`);
-  return ok(v);
-}
-
-// Building a zod schema costs more than using it: one per max_timeout.
-function cachedBy<S>(build: (limits: RequestLimits) => S): (limits: RequestLimits) => S {
-  const cache = new Map<number, S>();
-  return (limits) => {
-    let s = cache.get(limits.maxTimeout);
-    if (s === undefined) {
-      if (cache.size > 8) cache.clear();
-      s = build(limits);
-      cache.set(limits.maxTimeout, s);
-    }
-    return s;
-  };
 }
 
 const schemaFor = cachedBy(buildSchema);
@@ -222,63 +151,15 @@ function buildSchema(limits: RequestLimits) {
   });
 }
 
-function issueProblems(issue: z.core.$ZodIssue, known: readonly string[] = HTTP_REQUEST_FIELDS): Problem[] {
-  if (issue.code === 'unrecognized_keys') {
-    const fields = known.join(', ');
-    return issue.keys.map((k) => ({
-      path: quote(k, 40),
-      message: `unknown field; remove it (the fields are ${fields})`,
-    }));
-  }
-  if (issue.path.length === 0) {
-    return [{ path: '', message: 'the request must be a JSON object with fields credential, method, url, ...' }];
-  }
-  return [{ path: String(issue.path[0]), message: issue.message }];
-}
-
-function badRequest(problems: readonly Problem[]): Refusal {
-  return new Refusal('bad_request', `${formatProblems(problems)}`, { problems: problems.map((p) => ({ ...p })) });
-}
-
-function base64Size(text: string): number {
-  const pad = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0;
-  return (text.length / 4) * 3 - pad;
-}
-
-function decodeBody(
-  text: string | null,
-  base64: string | null,
-  max: number,
-  names: [string, string] = ['body', 'body_base64'],
-): Buffer | null {
-  if (text !== null) {
-    const size = Buffer.byteLength(text, 'utf8');
-    if (size > max) throw tooLarge(names[0], size, max);
-    return Buffer.from(text, 'utf8');
-  }
-  if (base64 !== null) {
-    const size = base64Size(base64);
-    if (size > max) throw tooLarge(names[1], size, max);
-    return Buffer.from(base64, 'base64');
-  }
-  return null;
-}
-
-function tooLarge(fieldName: string, size: number, max: number): Refusal {
-  return new Refusal(
-    'body_too_large',
-    `${fieldName}: the body is ${size} bytes, more than max_request_body (${max} bytes); send a smaller body`,
-    { problems: [{ path: fieldName, message: `larger than ${max} bytes` }] },
-  );
-}
-
 export function validateHttpRequest(json: unknown, limits: RequestLimits): HttpRequest {
   if (!isObject(json))
     throw badRequest([
       { path: '', message: 'the request must be a JSON object with fields credential, method, url, ...' },
     ]);
   const parsed = schemaFor(limits).safeParse(json);
-  const problems: Problem[] = parsed.success ? [] : parsed.error.issues.flatMap((i) => issueProblems(i));
+  const problems: Problem[] = parsed.success
+    ? []
+    : parsed.error.issues.flatMap((i) => issueProblems(i, HTTP_REQUEST_FIELDS));
   if ('body' in json && 'body_base64' in json && json.body !== undefined && json.body_base64 !== undefined) {
     problems.push({
       path: 'body, body_base64',
@@ -344,75 +225,6 @@ export function validateRequestParts(p: RequestParts, limits: RequestLimits): Un
     timeoutMs: null,
     idempotencyKey: null,
     reason: null,
-  };
-}
-
-// ---- POST /v1/ssh (SPEC §6.6)
-//
-// - `command`: UTF-8 text, 1 to 4096 characters, no control or invisible
-//   characters (bad_request); whether it is allowed is the policy's call.
-// - `stdin`: UTF-8 text, or `stdin_base64` for bytes, not both; an empty
-//   stdin is the same as none (so a request may carry `"stdin": ""` for a
-//   credential that allows no stdin). At most max_request_body bytes.
-// - `timeout_ms`: as for HTTP, at most http.max_timeout.
-
-export interface SshRequest {
-  credential: string;
-  command: string;
-  stdin: Buffer | null; // null: none (or empty)
-  timeoutMs: number | null;
-  reason: string | null;
-}
-
-export const SSH_REQUEST_FIELDS = ['credential', 'command', 'stdin', 'stdin_base64', 'timeout_ms', 'reason'] as const;
-export const MAX_COMMAND_LENGTH = 4096;
-
-function checkCommand(v: unknown): Check<string> {
-  if (v === undefined) return bad('is required; give the command line to run, e.g. "git -C /srv/app pull"');
-  if (typeof v !== 'string') return bad('must be a string, e.g. "git -C /srv/app pull"');
-  if (v.length === 0 || v.length > MAX_COMMAND_LENGTH) return bad(`must be 1 to ${MAX_COMMAND_LENGTH} characters`);
-  if (!v.isWellFormed() || hasInvisible(v))
-    return bad(
-      'contains a control or invisible character (newline, tab, NUL, bidi, zero-width); send one command line of visible characters',
-    );
-  return ok(v);
-}
-
-const sshSchemaFor = cachedBy(buildSshSchema);
-
-function buildSshSchema(limits: RequestLimits) {
-  return z.strictObject({
-    credential: field(checkCredential),
-    command: field(checkCommand),
-    stdin: field(checkBody).optional(),
-    stdin_base64: field(checkBodyBase64).optional(),
-    timeout_ms: field(checkTimeout(limits.maxTimeout)).optional(),
-    reason: field(checkReason).optional(),
-  });
-}
-
-export function validateSshRequest(json: unknown, limits: RequestLimits): SshRequest {
-  if (!isObject(json))
-    throw badRequest([{ path: '', message: 'the request must be a JSON object with fields credential, command, ...' }]);
-  const parsed = sshSchemaFor(limits).safeParse(json);
-  const problems: Problem[] = parsed.success
-    ? []
-    : parsed.error.issues.flatMap((i) => issueProblems(i, SSH_REQUEST_FIELDS));
-  if (json['stdin'] !== undefined && json['stdin_base64'] !== undefined) {
-    problems.push({
-      path: 'stdin, stdin_base64',
-      message: 'both are given; send one: "stdin" for UTF-8 text or "stdin_base64" for bytes',
-    });
-  }
-  if (problems.length > 0 || !parsed.success) throw badRequest(problems);
-  const v = parsed.data;
-  const stdin = decodeBody(v.stdin ?? null, v.stdin_base64 ?? null, limits.maxRequestBody, ['stdin', 'stdin_base64']);
-  return {
-    credential: v.credential,
-    command: v.command,
-    stdin: stdin && stdin.length > 0 ? stdin : null,
-    timeoutMs: v.timeout_ms ?? null,
-    reason: v.reason ?? null,
   };
 }
 
