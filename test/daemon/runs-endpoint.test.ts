@@ -35,6 +35,8 @@ t.test('POST /v1/runs', async (t) => {
     s.h.file('box.secret', secret),
   );
   t.equal(ssh.code, 0, ssh.stderr);
+  const show = cli(s.h, ['cred', 'show', 'github']);
+  t.match(show.stdout, /GH_TOKEN.*GITHUB_TOKEN/, '`cred show` shows env');
   const replies: string[] = [];
   const runs = async (body?: unknown) => {
     const r = await agentRequest(s.sock, 'POST', '/v1/runs', body);
