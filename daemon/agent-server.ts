@@ -14,6 +14,7 @@ import { serveJson } from './pipeline/entry';
 import type { PipelineServices } from './pipeline/context';
 import type { Slot } from './stores/budgets';
 import { journalRefusal } from './audit/refusal-summary';
+import { createRun } from './agent-runs';
 
 const peers = new WeakMap<net.Socket, Identity | Refusal>();
 
@@ -180,6 +181,7 @@ const ROUTES: Record<string, Route> = {
     counted(s, req, (raw, slot) => serveJson({ services: s.pipeline, identity, signal, slot, onWaiting }, 'http', raw)),
   'POST /v1/ssh': (s, identity, req, signal, onWaiting) =>
     counted(s, req, (raw, slot) => serveJson({ services: s.pipeline, identity, signal, slot, onWaiting }, 'ssh', raw)),
+  'POST /v1/runs': (s, identity, req) => counted(s, req, (raw) => createRun(s.pipeline, identity, raw)),
 };
 
 export function createAgentServer(controller: Controller, log: Logger, pipeline: PipelineServices): http.Server {
@@ -206,7 +208,7 @@ export function createAgentServer(controller: Controller, log: Logger, pipeline:
           if (!route)
             throw new Refusal(
               'bad_request',
-              `no endpoint ${req.method} ${path}; see GET /v1/health, GET /v1/credentials, POST /v1/http, POST /v1/ssh`,
+              `no endpoint ${req.method} ${path}; see GET /v1/health, GET /v1/credentials, POST /v1/http, POST /v1/ssh, POST /v1/runs`,
             );
           controller.touch();
           send(res, 200, await route(services, identity, req, abort.signal, waitingNotice(req, res)));

@@ -13,6 +13,7 @@ import { PinnedPools } from './stores/pinned-pools';
 import { SshConnections } from './stores/ssh-connections';
 import { IdempotencyStore } from './stores/idempotency';
 import { InFlight, RateBudgets } from './stores/budgets';
+import { Runs } from './stores/runs';
 
 export function createPipelineServices(controller: Controller): PipelineServices {
   const stores: RequestStores = {
@@ -21,6 +22,7 @@ export function createPipelineServices(controller: Controller): PipelineServices
     idempotency: new IdempotencyStore<HttpReply>(),
     budgets: new RateBudgets(),
     inFlight: new InFlight(() => controller.config.config.http.max_concurrent),
+    runs: new Runs((run, reason) => controller.recorder.bestEffort({ kind: 'run_end', run: run.id, reason })),
   };
   const journal = {
     record: controller.record.bind(controller),
@@ -37,6 +39,7 @@ export function createPipelineServices(controller: Controller): PipelineServices
     void stores.pools.closeAll();
     stores.ssh.closeAll();
     stores.idempotency.purgeAll();
+    stores.runs.endAll('locked');
   });
   controller.onTrustChange(({ dns }) => {
     stores.pools.retireAll();
@@ -48,6 +51,8 @@ export function createPipelineServices(controller: Controller): PipelineServices
     stores.ssh.closeCredential(name);
     stores.budgets.forget(name);
     stores.idempotency.purgeCredential(name);
+    // Removed (not updated): its placeholders stop resolving.
+    if (!controller.locked && !controller.requireUnlocked().credential(name)) stores.runs.forgetCredential(name);
   });
   return {
     config: () => controller.config.config,

@@ -89,6 +89,15 @@ export type JournalEvent =
       expires_at: string;
     }
   | { kind: 'session_end'; session: string; credential: string; reason: string }
+  | {
+      kind: 'run_start';
+      run: string;
+      root_pid: number;
+      root_exe: string;
+      root_instance: string;
+      credentials: string[];
+    }
+  | { kind: 'run_end'; run: string; reason: string }
   | ({ kind: 'http_intent' } & Requester & HttpRequestFacts & Resolution & Approval)
   | ({ kind: 'http_intent' } & Requester & UncredentialedHttpFacts & Resolution)
   | HttpOutcome
@@ -237,6 +246,8 @@ export const EVENT_FIELDS: { readonly [K in EventKind]: readonly string[] } = {
     'expires_at',
   ]),
   session_end: complete('session_end', ['session', 'credential', 'reason']),
+  run_start: complete('run_start', ['run', 'root_pid', 'root_exe', 'root_instance', 'credentials']),
+  run_end: complete('run_end', ['run', 'reason']),
   http_intent: complete('http_intent', [...REQUESTER, ...HTTP_REQUEST, ...RESOLUTION_APPROVAL]),
   http_outcome: complete('http_outcome', [
     'intent_seq',

@@ -173,6 +173,19 @@ export interface CredentialsReply {
   credentials: { name: string; kind: string; description: string; targets: unknown }[];
 }
 
+// POST /v1/runs (SPEC §11): a run bound to the calling process instance.
+// `placeholders`: credential name → placeholder, in the order named;
+// `env`: each variable of those credentials' `env` → its placeholder; a
+// variable two credentials name goes to the first, and `conflicts` says
+// which credentials it was not given to.
+export interface RunsReply {
+  run: string;
+  placeholders: Record<string, string>;
+  env: Record<string, string>;
+  conflicts: { variable: string; credential: string; ignored: string[] }[];
+  audit_seq: number;
+}
+
 // The waiting notice (agent socket): a request that carries the header
 // `ask` is told, when it starts to wait for a human's decision, by an
 // informational `102 Processing` response with the card's id and expiry

@@ -16,6 +16,7 @@ import type { PinnedPools } from '../stores/pinned-pools';
 import type { SshConnections } from '../stores/ssh-connections';
 import type { IdempotencyStore } from '../stores/idempotency';
 import type { InFlight, RateBudgets, Slot } from '../stores/budgets';
+import type { Runs } from '../stores/runs';
 
 export interface JournalHead {
   seq: number;
@@ -37,6 +38,8 @@ export interface RequestStores {
   idempotency: IdempotencyStore<HttpReply>;
   budgets: RateBudgets;
   inFlight: InFlight;
+  // Placeholders of the proxy front door, bound to process instances.
+  runs: Runs;
 }
 
 export interface PipelineServices {

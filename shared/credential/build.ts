@@ -50,6 +50,7 @@ export function buildHttp(p: HttpParsed): HttpCredentialDef {
     pass_set_cookie: p.pass_set_cookie,
     ...(p.rate !== undefined ? { rate: p.rate } : {}),
     allow_addresses: unique(p.allow_addresses),
+    ...(p.env !== undefined && p.env.length > 0 ? { env: p.env } : {}),
     ...(p.headers !== undefined && Object.keys(p.headers).length > 0
       ? { headers: Object.fromEntries(Object.entries(p.headers).map(([k, v]) => [k.toLowerCase(), v])) }
       : {}),

@@ -37,7 +37,7 @@ export function httpCrossChecks(raw: Record<string, unknown>): Found[] {
       problems.push({ at: ['inject', 'template'], message: 'is only used with header; remove it, or add header' });
     }
   }
-  problems.push(...headerProblems(raw));
+  problems.push(...headerProblems(raw), ...envDuplicates(raw));
   const credentialApprove = own(raw, 'approve') ?? 'session';
   const allow = own(raw, 'allow');
   if (credentialApprove === 'each-use' && Array.isArray(allow)) {
@@ -89,5 +89,18 @@ function headerProblems(raw: Record<string, unknown>): Found[] {
       });
     else seen.set(key, name);
   }
+  return problems;
+}
+
+// `env` names each variable once: two credentials may share one (the run
+// says which wins), one credential naming it twice is a slip.
+function envDuplicates(raw: Record<string, unknown>): Found[] {
+  const env = own(raw, 'env');
+  if (!Array.isArray(env)) return [];
+  const problems: Found[] = [];
+  env.forEach((name, i) => {
+    if (typeof name === 'string' && env.indexOf(name) < i)
+      problems.push({ at: ['env', i], message: `${quote(name)} is listed twice; keep one` });
+  });
   return problems;
 }

@@ -49,10 +49,21 @@ export interface Found {
   message: string;
 }
 
+// Top-level keys of one kind only, with what to do when the other kind has one.
+const OTHER_KIND_KEYS: Readonly<Record<'http' | 'ssh', Readonly<Record<string, string>>>> = {
+  http: {},
+  ssh: {
+    env: 'is only for HTTP credentials, whose placeholder `postern run` puts in these variables for the proxy front door; an SSH credential is used through POST /v1/ssh or the ssh-agent front door: remove env',
+  },
+};
+
 export function issueProblems(issue: z.core.$ZodIssue, kind: 'http' | 'ssh' | null): Found[] {
   if (issue.code === 'unrecognized_keys') {
     const allowed = allowedKeys(kind, issue.path);
     return issue.keys.map((key) => {
+      const others = kind && issue.path.length === 0 ? OTHER_KIND_KEYS[kind] : {};
+      const otherKind = Object.prototype.hasOwnProperty.call(others, key) ? others[key] : undefined;
+      if (otherKind !== undefined) return { at: [...issue.path, key], message: otherKind };
       const guess = closest(key, allowed);
       const hint = guess ? `did you mean ${guess}?` : allowed.length ? `allowed here: ${allowed.join(', ')}` : '';
       return { at: [...issue.path, key], message: `unknown key; remove it${hint ? ` (${hint})` : ''}` };

@@ -20,6 +20,7 @@ import {
   checkSshUser,
   checkDefaultHeaderValue,
 } from './fields';
+import { checkEnvName, ENV_MAX } from './env-names';
 
 // Limits on list sizes: a definition is read by a person before approval,
 // and policy matching walks these lists on every request.
@@ -140,6 +141,8 @@ export const httpSchema = z.strictObject({
   redact_response: z.boolean().default(true),
   pass_set_cookie: z.boolean().default(false),
   rate: checked(checkRate).optional(),
+  // Duplicates are checked in httpCrossChecks.
+  env: z.array(checked(checkEnvName)).max(ENV_MAX).optional(),
   // Names are checked in httpCrossChecks (each problem at its own path).
   headers: z.record(z.string(), checked(checkDefaultHeaderValue)).optional(),
   inject: injectSchema,

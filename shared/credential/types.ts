@@ -30,6 +30,7 @@ export interface HttpCredentialDef {
   pass_set_cookie: boolean;
   rate?: string; // normalised "N/sec|min|hour|day"; absent: no budget
   allow_addresses: string[]; // normalised CIDRs
+  env?: string[]; // variables `postern run` sets to the placeholder (SPEC §11); absent: none
   headers?: Record<string, string>; // lower-cased names, in the order written; absent: none
   inject: HttpInject;
   allow: HttpAllowRule[];
@@ -62,6 +63,7 @@ export const HTTP_KEYS = [
   'pass_set_cookie',
   'rate',
   'allow_addresses',
+  'env',
   'headers',
   'inject',
   'allow',
