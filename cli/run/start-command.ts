@@ -35,23 +35,37 @@ export interface Started {
 // Resolves once CMD runs (its pid known), or rejects with CannotStart.
 export function startCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<Started> {
   const [cmd, ...args] = argv as [string, ...string[]];
+  // The handlers are in place before CMD exists: a signal that arrives
+  // while it starts is passed on once it runs, never taken by run itself.
+  let child: ChildProcess | null = null;
+  const pending: NodeJS.Signals[] = [];
+  const forward = (signal: NodeJS.Signals) => (): void => {
+    if (child?.pid !== undefined) child.kill(signal);
+    else pending.push(signal);
+  };
+  const handlers = FORWARDED.map((s) => [s, forward(s)] as const);
+  for (const [s, h] of handlers) process.on(s, h);
+  const release = (): void => {
+    for (const [s, h] of handlers) process.off(s, h);
+  };
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { env, stdio: 'inherit' });
-    const forward = (signal: NodeJS.Signals) => (): void => void child.kill(signal);
-    const handlers = FORWARDED.map((s) => [s, forward(s)] as const);
+    const started = spawn(cmd, args, { env, stdio: 'inherit' });
+    child = started;
     const status = new Promise<number>((done) => {
-      child.once('exit', (code, signal) => {
-        for (const [s, h] of handlers) process.off(s, h);
+      started.once('exit', (code, signal) => {
+        release();
         const n = signal ? (constants.signals as Record<string, number | undefined>)[signal] : undefined;
         done(code ?? (n !== undefined ? 128 + n : 1));
       });
     });
-    child.once('error', (e: NodeJS.ErrnoException) => {
-      if (child.pid === undefined) reject(startProblem(cmd, e));
+    started.once('error', (e: NodeJS.ErrnoException) => {
+      if (started.pid !== undefined) return;
+      release();
+      reject(startProblem(cmd, e));
     });
-    child.once('spawn', () => {
-      for (const [s, h] of handlers) process.on(s, h);
-      resolve({ child, status });
+    started.once('spawn', () => {
+      for (const s of pending.splice(0)) started.kill(s);
+      resolve({ child: started, status });
     });
   });
 }
