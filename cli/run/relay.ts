@@ -70,7 +70,7 @@ async function serve(client: net.Socket, o: RelayOptions, port: number): Promise
     return;
   }
   const who = connectionClient(o.root(), client.remotePort ?? 0, port);
-  const daemon = net.connect(o.agentSocket);
+  const daemon = net.connect({ path: o.agentSocket, allowHalfOpen: true });
   // Before the connection is made: nothing was relayed, so the client is
   // told; afterwards the relay's own handlers take over.
   daemon.once('error', (e: NodeJS.ErrnoException) => {
@@ -93,7 +93,8 @@ async function serve(client: net.Socket, o: RelayOptions, port: number): Promise
 export function startRelay(o: RelayOptions): Promise<Relay> {
   return new Promise((resolve, reject) => {
     const sockets = new Set<net.Socket>();
-    const server = net.createServer((client) => {
+    // Half-open: a client that has sent all it will still reads the answer.
+    const server = net.createServer({ allowHalfOpen: true }, (client) => {
       sockets.add(client);
       client.on('close', () => sockets.delete(client));
       void serve(client, o, (server.address() as net.AddressInfo).port);
