@@ -53,6 +53,7 @@ async function run(c: Context, credentials: string[], argv: string[]): Promise<n
 export function register(program: Command, ctx: Ctx): void {
   program
     .command('run')
+    .usage('[--credential NAME]... -- CMD [ARGS...]')
     .description(
       "run a program with postern's credentials available through a local proxy (placeholders in its environment)",
     )
