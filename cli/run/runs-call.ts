@@ -3,7 +3,7 @@
 import { agentCall } from '../agent-client';
 import { DaemonRefusal, Unreachable } from '../errors';
 import { inReaderWords } from '../../shared/reader-words';
-import { OWN_VARIABLES } from './child-env';
+import { reservedVariable } from './child-env';
 
 export interface OpenedRun {
   run: string;
@@ -29,9 +29,9 @@ export async function openRun(socket: string, credentials: string[]): Promise<Op
   if (env === null || typeof env !== 'object' || Array.isArray(env)) throw badReply(socket, 'an env object');
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(env as Record<string, unknown>)) {
-    // The daemon checks names when a credential is defined; a name that
-    // would take over one of run's own variables is not set all the same.
-    if (!VARIABLE.test(name) || OWN_VARIABLES.has(name) || typeof value !== 'string')
+    // The daemon checks names when a credential is defined; a reserved
+    // name in a reply is refused all the same.
+    if (!VARIABLE.test(name) || reservedVariable(name) || typeof value !== 'string')
       throw badReply(socket, `a usable env entry (${JSON.stringify(name)})`);
     out[name] = value;
   }

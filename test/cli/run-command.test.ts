@@ -215,3 +215,35 @@ t.test('an unreadable ca.pem is a warning', async (t) => {
   t.equal(r.code, 0);
   t.match(r.stderr, /^postern: warning: .*ca\.pem is missing/);
 });
+
+// A reply whose env would take over one of run's own variables, or is not
+// names to strings, is not postern's: CMD does not start.
+t.test('a /v1/runs reply with an unusable env starts nothing', async (t) => {
+  const h = makeHome();
+  t.teardown(() => h.cleanup());
+  const marker = join(h.dir, 'started');
+  for (const env of [
+    { HTTPS_PROXY: 'http://evil:1' },
+    { 'lower-case': 'x' },
+    { GH_TOKEN: 5 },
+    { LD_PRELOAD: '' },
+    { PATH: '/tmp' },
+    { POSTERN_AGENT_SOCKET: '/x' },
+    { LD_FOO: 'x' },
+  ]) {
+    const peer = await startRunsPeer({ env });
+    const r = await cliBytes(cleanEnv({ POSTERN_HOME: h.home, POSTERN_AGENT_SOCKET: peer.socket }), [
+      'run',
+      '--',
+      'touch',
+      marker,
+    ]);
+    await peer.close();
+    t.equal(r.code, 3, JSON.stringify(env));
+    t.match(
+      r.stderr,
+      /^postern: the agent socket .* answered POST \/v1\/runs without a usable env entry .*postern's daemon\?\n$/,
+    );
+    t.notOk(existsSync(marker));
+  }
+});

@@ -4,7 +4,8 @@
 // relays to it, head and bytes. A CONNECT is answered 200 and then echoed;
 // any other request is answered with the head it arrived with. With
 // `forward`, the other connections go byte for byte to that socket instead
-// (a real daemon's agent socket) and are recorded all the same.
+// (a real daemon's agent socket) and are recorded all the same; `env`
+// replaces the variables the reply names.
 import net from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -29,7 +30,7 @@ function reply(status: number, body: unknown): string {
   return `HTTP/1.1 ${status} X\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(text)}\r\nconnection: close\r\n\r\n${text}`;
 }
 
-function answerRuns(s: net.Socket, body: unknown): void {
+function answerRuns(s: net.Socket, body: unknown, env: Record<string, unknown>): void {
   const names = (body as { credentials?: string[] }).credentials ?? [];
   if (names.includes('nope')) {
     s.end(
@@ -43,12 +44,12 @@ function answerRuns(s: net.Socket, body: unknown): void {
     reply(200, {
       run: 'run-1',
       placeholders: { github: PEER_ENV.GH_TOKEN, other: PEER_ENV.OTHER_KEY },
-      env: PEER_ENV,
+      env,
     }),
   );
 }
 
-export function startRunsPeer(o: { forward?: string } = {}): Promise<RunsPeer> {
+export function startRunsPeer(o: { forward?: string; env?: Record<string, unknown> } = {}): Promise<RunsPeer> {
   const dir = mkdtempSync(join(tmpdir(), 'pt-runs-'));
   const socket = join(dir, 'agent.sock');
   const runsBodies: unknown[] = [];
@@ -77,7 +78,7 @@ export function startRunsPeer(o: { forward?: string } = {}): Promise<RunsPeer> {
         const body = JSON.parse(all.subarray(end + 4, end + 4 + length).toString('utf8')) as unknown;
         runsBodies.push(body);
         state = 'answered';
-        answerRuns(s, body);
+        answerRuns(s, body, o.env ?? PEER_ENV);
         return;
       }
       relayed.push({ head, bytes: () => Buffer.concat(chunks) });
