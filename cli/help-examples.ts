@@ -67,6 +67,11 @@ export const EXAMPLES: Readonly<Record<string, readonly string[]>> = {
     'claude mcp add postern -- postern mcp',
     'postern mcp   # speaks MCP on stdin/stdout; started by the MCP client',
   ],
+  run: [
+    'postern run -- gh pr list',
+    'postern run --credential github -- git push',
+    'postern run --credential openai -- python agent.py',
+  ],
   'systemd-unit': [
     'postern systemd-unit > ~/.config/systemd/user/postern.service && systemctl --user daemon-reload',
     'postern --config /etc/postern/config.toml systemd-unit',

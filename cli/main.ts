@@ -18,6 +18,7 @@ import * as auditRotate from './commands/audit-rotate';
 import * as approver from './commands/approver';
 import * as sessions from './commands/sessions';
 import * as mcp from './commands/mcp';
+import * as run from './commands/run';
 import * as completion from './completion';
 import { addExamples, commandPath } from './help-examples';
 import * as systemdUnit from './commands/systemd-unit';
@@ -60,6 +61,7 @@ function buildProgram(): { program: Command; ctx: () => Context } {
     auditShow,
     auditRotate,
     mcp,
+    run,
     systemdUnit,
   ])
     m.register(program, ctx);

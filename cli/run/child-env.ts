@@ -1,0 +1,55 @@
+// The environment CMD starts with (SPEC §11): the caller's, plus the
+// credentials' placeholders, then the proxy and CA variables over them (a
+// placeholder variable never replaces one of these). SSH_AUTH_SOCK is left
+// as it is.
+import { FORBIDDEN_ENV, NEUTRALISED_ENV } from '../../shared/hardening';
+
+export const PROXY_VARIABLES = ['HTTPS_PROXY', 'HTTP_PROXY', 'https_proxy', 'http_proxy'] as const;
+export const NO_PROXY_VARIABLES = ['NO_PROXY', 'no_proxy'] as const;
+export const CA_VARIABLES = [
+  'SSL_CERT_FILE',
+  'CURL_CA_BUNDLE',
+  'NODE_EXTRA_CA_CERTS',
+  'REQUESTS_CA_BUNDLE',
+  'GIT_SSL_CAINFO',
+  'AWS_CA_BUNDLE',
+  'PIP_CERT',
+  'NPM_CONFIG_CAFILE',
+] as const;
+
+export interface ChildEnvInput {
+  base: NodeJS.ProcessEnv;
+  proxyUrl: string;
+  bundle: string;
+  placeholders: Record<string, string>;
+}
+
+export function childEnvironment(i: ChildEnvInput): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...i.base, ...i.placeholders };
+  for (const name of PROXY_VARIABLES) env[name] = i.proxyUrl;
+  for (const name of NO_PROXY_VARIABLES) env[name] = '';
+  for (const name of CA_VARIABLES) env[name] = i.bundle;
+  env['NODE_USE_ENV_PROXY'] = '1';
+  return env;
+}
+
+// The variables a placeholder may not take over: those `postern run` sets
+// itself, and those that change what CMD runs, loads or trusts. The daemon
+// refuses them in a credential's `env`; run checks again, so that no reply
+// can reach them.
+const RESERVED: ReadonlySet<string> = new Set([
+  ...PROXY_VARIABLES,
+  ...NO_PROXY_VARIABLES,
+  ...CA_VARIABLES,
+  'NODE_USE_ENV_PROXY',
+  ...FORBIDDEN_ENV,
+  ...NEUTRALISED_ENV,
+  'PATH',
+  'HOME',
+  'SHELL',
+  'SSH_AUTH_SOCK',
+]);
+
+export function reservedVariable(name: string): boolean {
+  return RESERVED.has(name) || /^(LD_|POSTERN_)|_PROXY$/i.test(name);
+}

@@ -1,0 +1,113 @@
+// `postern run`'s loopback proxy: each connection that presents the run's
+// token is relayed, head rewritten, to a new connection to the agent socket,
+// where the daemon speaks the proxy protocol (SPEC §11). Others are answered
+// 407 and closed; nothing of theirs reaches the daemon.
+import net from 'node:net';
+import { HeadProblem, headerValues, readRequestHead, relayedHead } from './request-head';
+import { proxyAnswer, REALM } from './proxy-answer';
+import { proxyCredentialsProblem } from './proxy-token';
+import { connectionClient } from './client-pid';
+
+export interface RelayOptions {
+  agentSocket: string;
+  token: string;
+  // CMD's pid once it is started (connections come only after).
+  root: () => number | null;
+}
+
+export interface Relay {
+  port: number;
+  close(): void;
+}
+
+// How long one side may take to finish after the other has closed.
+const LINGER_MS = 5_000;
+
+// Bytes both ways, each direction paced by its reader (pipe pauses the
+// source while the destination's buffer is full); an end is passed on, and
+// when one side is gone the other is finished, then destroyed if it lingers.
+function join(a: net.Socket, b: net.Socket): void {
+  const destroyBoth = (): void => {
+    a.destroy();
+    b.destroy();
+  };
+  a.on('error', destroyBoth);
+  b.on('error', destroyBoth);
+  a.pipe(b);
+  b.pipe(a);
+  const finish = (other: net.Socket) => (): void => {
+    other.end();
+    setTimeout(() => other.destroy(), LINGER_MS).unref();
+  };
+  a.on('close', finish(b));
+  b.on('close', finish(a));
+}
+
+function refuse(client: net.Socket, status: number, code: string, message: string, extra = {}): void {
+  client.end(proxyAnswer(status, code, message, extra));
+  setTimeout(() => client.destroy(), LINGER_MS).unref();
+}
+
+async function serve(client: net.Socket, o: RelayOptions, port: number): Promise<void> {
+  client.on('error', () => client.destroy());
+  let head;
+  try {
+    head = await readRequestHead(client);
+  } catch (e) {
+    const why = e instanceof HeadProblem ? e.message : 'the request head could not be read';
+    refuse(client, 400, 'bad_request', `${why}; send an HTTP/1.1 proxy request (CONNECT host:port or http://…)`);
+    return;
+  }
+  const problem = proxyCredentialsProblem(headerValues(head, 'proxy-authorization'), o.token);
+  if (problem !== null) {
+    refuse(
+      client,
+      407,
+      'denied_peer',
+      `${problem}; this proxy serves only the command \`postern run\` started: use the HTTPS_PROXY it set (its user name and password are the run's token)`,
+      REALM,
+    );
+    return;
+  }
+  const who = connectionClient(o.root(), client.remotePort ?? 0, port);
+  const daemon = net.connect({ path: o.agentSocket, allowHalfOpen: true });
+  // Before the connection is made: nothing was relayed, so the client is
+  // told; afterwards the relay's own handlers take over.
+  daemon.once('error', (e: NodeJS.ErrnoException) => {
+    refuse(
+      client,
+      502,
+      'daemon_unreachable',
+      `the postern daemon is not reachable at ${o.agentSocket} (${e.code ?? e.message}); start it with \`postern daemon\``,
+    );
+  });
+  daemon.once('connect', () => {
+    daemon.removeAllListeners('error');
+    daemon.write(relayedHead(head, who));
+    if (head.rest.length) daemon.write(head.rest);
+    join(client, daemon);
+    client.resume();
+  });
+}
+
+export function startRelay(o: RelayOptions): Promise<Relay> {
+  return new Promise((resolve, reject) => {
+    const sockets = new Set<net.Socket>();
+    // Half-open: a client that has sent all it will still reads the answer.
+    const server = net.createServer({ allowHalfOpen: true }, (client) => {
+      sockets.add(client);
+      client.on('close', () => sockets.delete(client));
+      void serve(client, o, (server.address() as net.AddressInfo).port);
+    });
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      resolve({
+        port: (server.address() as net.AddressInfo).port,
+        close() {
+          server.close();
+          for (const s of sockets) s.destroy();
+        },
+      });
+    });
+  });
+}

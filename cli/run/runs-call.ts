@@ -1,0 +1,39 @@
+// `POST /v1/runs` (SPEC §11): the daemon opens a run for this process and
+// answers a placeholder per credential and the variables to set to them.
+import { agentCall } from '../agent-client';
+import { DaemonRefusal, Unreachable } from '../errors';
+import { inReaderWords } from '../../shared/reader-words';
+import { reservedVariable } from './child-env';
+
+export interface OpenedRun {
+  run: string;
+  env: Record<string, string>;
+}
+
+const VARIABLE = /^[A-Z_][A-Z0-9_]*$/;
+
+function badReply(socket: string, what: string): Unreachable {
+  return new Unreachable(`the agent socket ${socket} answered POST /v1/runs without ${what}; is it postern's daemon?`);
+}
+
+export async function openRun(socket: string, credentials: string[]): Promise<OpenedRun> {
+  const r = await agentCall(socket, 'POST', '/v1/runs', credentials.length ? { credentials } : {});
+  if (r.status !== 200) {
+    const { code, message, ...detail } = (r.json['error'] ?? {}) as Record<string, unknown>;
+    const said = inReaderWords(String(message), 'cli');
+    throw new DaemonRefusal(String(code), `${String(code)}: ${said}`, { ...detail, message: said });
+  }
+  const run = r.json['run'];
+  const env = r.json['env'];
+  if (typeof run !== 'string' || run === '') throw badReply(socket, 'a run id');
+  if (env === null || typeof env !== 'object' || Array.isArray(env)) throw badReply(socket, 'an env object');
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env as Record<string, unknown>)) {
+    // The daemon checks names when a credential is defined; a reserved
+    // name in a reply is refused all the same.
+    if (!VARIABLE.test(name) || reservedVariable(name) || typeof value !== 'string')
+      throw badReply(socket, `a usable env entry (${JSON.stringify(name)})`);
+    out[name] = value;
+  }
+  return { run, env: out };
+}

@@ -1,0 +1,138 @@
+// Two parts of `postern run`'s proxy on real sockets and processes: the
+// lookup of which of CMD's descendants opened a connection (/proc/net/tcp
+// and tcp6 → socket inode → /proc/<pid>/fd), "unknown" whenever it is not a
+// descendant's or is gone; and the request head's bounds (size, time,
+// shape), each a HeadProblem saying what is wrong.
+import t from 'tap';
+import net from 'node:net';
+import { spawn, ChildProcess } from 'node:child_process';
+import { connectionClient } from '../../cli/run/client-pid';
+import { HeadProblem, readRequestHead } from '../../cli/run/request-head';
+
+function listen(): Promise<net.Server> {
+  return new Promise((resolve) => {
+    const s = net.createServer(() => undefined);
+    s.listen(0, '127.0.0.1', () => resolve(s));
+  });
+}
+
+// A Node process (under `sh -c` when `viaShell`) that connects to `port`
+// at `host`, prints "<pid> <local port>" and holds the connection.
+function connector(
+  port: number,
+  host: string,
+  viaShell: boolean,
+): Promise<{ proc: ChildProcess; pid: number; localPort: number }> {
+  const code = `const s = require('node:net').connect({ port: ${port}, host: '${host}' }, () => process.stdout.write(process.pid + ' ' + s.localPort + '\\n')); setTimeout(() => {}, 30000);`;
+  const proc = viaShell
+    ? spawn('sh', ['-c', `"$0" -e "$1"; :`, process.execPath, code], { stdio: ['ignore', 'pipe', 'inherit'] })
+    : spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve) =>
+    proc.stdout!.once('data', (d: Buffer) => {
+      const [pid, localPort] = d.toString().trim().split(' ').map(Number);
+      resolve({ proc, pid: pid!, localPort: localPort! });
+    }),
+  );
+}
+
+t.test('the client of a proxy connection is found among the descendants of CMD', async (t) => {
+  const server = await listen();
+  const sockets = new Set<net.Socket>();
+  server.on('connection', (s) => sockets.add(s));
+  t.teardown(() => {
+    for (const s of sockets) s.destroy();
+    server.close();
+  });
+  const port = (server.address() as net.AddressInfo).port;
+
+  const child = await connector(port, '127.0.0.1', false);
+  t.teardown(() => child.proc.kill('SIGKILL'));
+  t.equal(connectionClient(child.pid, child.localPort, port), String(child.pid), 'CMD itself');
+  t.equal(connectionClient(process.pid, child.localPort, port), String(child.pid), 'a child of the root');
+  t.equal(connectionClient(null, child.localPort, port), 'unknown', 'no CMD yet');
+  t.equal(
+    connectionClient(child.pid, child.localPort, port + 1 === 65536 ? 1 : port + 1),
+    'unknown',
+    'another server port',
+  );
+
+  const nested = await connector(port, '127.0.0.1', true);
+  t.teardown(() => {
+    process.kill(nested.pid, 'SIGKILL');
+    nested.proc.kill('SIGKILL');
+  });
+  t.not(nested.pid, nested.proc.pid, 'the connector is the shell’s child');
+  t.equal(connectionClient(nested.proc.pid!, nested.localPort, port), String(nested.pid), 'a grandchild is named');
+  t.equal(connectionClient(child.pid, nested.localPort, port), 'unknown', "another process's connection");
+
+  const mine = net.connect(port, '127.0.0.1');
+  await new Promise((r) => mine.once('connect', r));
+  t.equal(connectionClient(child.pid, mine.localPort!, port), 'unknown', 'a connection from outside the tree');
+  mine.destroy();
+
+  const v6 = await connector(port, '::ffff:127.0.0.1', false);
+  t.teardown(() => v6.proc.kill('SIGKILL'));
+  t.equal(connectionClient(v6.pid, v6.localPort, port), String(v6.pid), 'a dual-stack socket, in /proc/net/tcp6');
+
+  child.proc.kill('SIGKILL');
+  await new Promise((r) => child.proc.once('exit', r));
+  t.equal(connectionClient(process.pid, child.localPort, port), 'unknown', 'a client that is gone');
+});
+
+// A server-side socket fed by a client the test writes to.
+async function headFrom(
+  send: (client: net.Socket) => void,
+  limit: number,
+  timeoutMs: number,
+): Promise<HeadProblem | Awaited<ReturnType<typeof readRequestHead>>> {
+  const got = new Promise<net.Socket>((resolve) => {
+    const server = net.createServer((s) => {
+      server.close();
+      resolve(s);
+    });
+    server.listen(0, '127.0.0.1', () => {
+      const client = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1');
+      client.on('error', () => undefined);
+      client.on('connect', () => send(client));
+    });
+  });
+  const s = await got;
+  try {
+    return await readRequestHead(s, limit, timeoutMs);
+  } catch (e) {
+    return e as HeadProblem;
+  } finally {
+    s.destroy();
+  }
+}
+
+t.test("the request head's bounds", async (t) => {
+  const ok = await headFrom(
+    (c) => {
+      c.write('CONNECT a.test:443 HTTP/1.1\r\nHo');
+      setTimeout(() => c.write('st: a.test:443\r\n\r\nrest'), 50);
+    },
+    1024,
+    2000,
+  );
+  t.match(ok, { method: 'CONNECT', target: 'a.test:443', headers: [{ name: 'Host', value: 'a.test:443' }] });
+  t.equal((ok as { rest: Buffer }).rest.toString(), 'rest', 'bytes after the head are kept');
+  const slow = await headFrom((c) => c.write('GET http://a/ HTTP/1.1\r\n'), 1024, 300);
+  t.ok(slow instanceof HeadProblem);
+  t.match((slow as Error).message, /did not arrive within 0\.3 s/);
+  const big = await headFrom((c) => c.write(`GET http://a/ HTTP/1.1\r\nX: ${'a'.repeat(2000)}\r\n\r\n`), 1024, 2000);
+  t.match((big as Error).message, /over 1 KiB/);
+  const ended = await headFrom((c) => c.end('GET http://a/ HTTP/1.1\r\n'), 1024, 2000);
+  t.match((ended as Error).message, /ended before a whole request head/);
+  const malformed: [string, string][] = [
+    ['no version', 'GET http://a/\r\n\r\n'],
+    ['lower-case method', 'get http://a/ HTTP/1.1\r\n\r\n'],
+    ['HTTP/2', 'GET http://a/ HTTP/2.0\r\n\r\n'],
+    ['a header without a colon', 'GET http://a/ HTTP/1.1\r\nnocolon\r\n\r\n'],
+    ['a space in a header name', 'GET http://a/ HTTP/1.1\r\nx y: z\r\n\r\n'],
+  ];
+  for (const [what, bytes] of malformed) {
+    const r = await headFrom((c) => c.write(bytes), 1024, 2000);
+    t.ok(r instanceof HeadProblem, what);
+  }
+});
