@@ -21,6 +21,7 @@ import * as mcp from './commands/mcp';
 import * as completion from './completion';
 import { addExamples, commandPath } from './help-examples';
 import * as systemdUnit from './commands/systemd-unit';
+import * as ca from './commands/ca';
 import { packageVersion } from '../shared/version';
 
 // commander's own errors ("error: unknown command 'lst'\n(Did you mean
@@ -61,6 +62,7 @@ function buildProgram(): { program: Command; ctx: () => Context } {
     auditRotate,
     mcp,
     systemdUnit,
+    ca,
   ])
     m.register(program, ctx);
   // Sub-commands take the global options anywhere on the line.
