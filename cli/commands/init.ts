@@ -75,6 +75,11 @@ export function register(program: Command, ctx: Ctx): void {
         sign_secret: 0,
         box_secret: 1,
       };
+      // The proxy front door's CA (SPEC §11): its key goes into the vault,
+      // its certificate into ca.pem for the clients that must trust it.
+      const { createLocalCa, writeCaPem } =
+        require('../../daemon/proxy/local-ca') as typeof import('../../daemon/proxy/local-ca');
+      const ca = await createLocalCa();
       // The journal first: the vault records which journal it belongs to and
       // the journal's head (its genesis entry).
       const { createJournal } = require('../../daemon/audit/journal') as typeof import('../../daemon/audit/journal');
@@ -82,11 +87,6 @@ export function register(program: Command, ctx: Ctx): void {
         signPublic: audit.sign_public,
         boxPublic: audit.box_public,
       });
-      // The proxy front door's CA (SPEC §11): its key goes into the vault,
-      // its certificate into ca.pem for the clients that must trust it.
-      const { createLocalCa, writeCaPem } =
-        require('../../daemon/proxy/local-ca') as typeof import('../../daemon/proxy/local-ca');
-      const ca = await createLocalCa();
       const meta: VaultMeta = {
         format: 1,
         created_at: new Date().toISOString(),
