@@ -8,11 +8,13 @@ import { join } from 'node:path';
 import { encodeVault, openVaultFile } from '../../shared/vault-format';
 import { writeFileDurable } from '../../shared/durable-write';
 import { wipe } from '../../shared/crypto';
+import { canonicalJson, CanonicalValue } from '../../shared/canonical-json';
 import { PASSPHRASE } from './postern';
 
 // Rewrites the vault at `home` without proxy_ca (and its blob) and removes
-// ca.pem. The generation stays the one init wrote, so the journal still
-// vouches for the vault.
+// ca.pem; its approved config loses the [proxy] table, as one approved
+// before the table existed. The generation stays the one init wrote, so the
+// journal still vouches for the vault.
 export async function removeProxyCa(home: string): Promise<void> {
   const path = join(home, 'vault');
   const { key, header, contents } = await openVaultFile(path, Buffer.from(PASSPHRASE));
@@ -23,7 +25,10 @@ export async function removeProxyCa(home: string): Promise<void> {
     if (index !== contents.blobs.length - 1) throw new Error('the CA key is expected to be the last blob');
     delete meta.proxy_ca;
     wipe(contents.blobs.pop() as Buffer);
-    writeFileDurable(path, encodeVault(header, key, contents));
+    const approved = JSON.parse(header.approvedConfig) as Record<string, CanonicalValue>;
+    if (!approved['proxy']) throw new Error('the approved config has no [proxy] table to remove');
+    delete approved['proxy'];
+    writeFileDurable(path, encodeVault({ ...header, approvedConfig: canonicalJson(approved) }, key, contents));
   } finally {
     wipe(key);
     contents.blobs.forEach(wipe);

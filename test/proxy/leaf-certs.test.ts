@@ -231,6 +231,12 @@ t.test('a vault from before the CA gets one at first use: journaled, verified, t
   t.teardown(() => d.stop());
   const u = cli(h, ['unlock', '--passphrase-file', h.passFile]);
   t.equal(u.code, 0, `the daemon unlocks the vault written at first use: ${u.stderr}`);
+  const approval = cli(h, ['config', 'approve', '--json', '--passphrase-file', h.passFile]);
+  t.match(
+    JSON.parse(approval.stdout),
+    { approved: true, changed: false },
+    'a config approved before [proxy] existed is still approved',
+  );
   const shown = cli(h, ['ca']);
   t.match(shown.stdout, `SHA-256 fingerprint: ${ca.fingerprint256}`);
   await d.stop();
