@@ -76,6 +76,7 @@ export const EXAMPLES: Readonly<Record<string, readonly string[]>> = {
     'postern systemd-unit > ~/.config/systemd/user/postern.service && systemctl --user daemon-reload',
     'postern --config /etc/postern/config.toml systemd-unit',
   ],
+  ca: ['postern ca', 'postern ca --json | jq -r .pem > postern-ca.pem'],
   completion: [
     'source <(postern completion bash)',
     'postern completion zsh > "${fpath[1]}/_postern"',

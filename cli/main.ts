@@ -22,6 +22,7 @@ import * as run from './commands/run';
 import * as completion from './completion';
 import { addExamples, commandPath } from './help-examples';
 import * as systemdUnit from './commands/systemd-unit';
+import * as ca from './commands/ca';
 import { packageVersion } from '../shared/version';
 
 // commander's own errors ("error: unknown command 'lst'\n(Did you mean
@@ -63,6 +64,7 @@ function buildProgram(): { program: Command; ctx: () => Context } {
     mcp,
     run,
     systemdUnit,
+    ca,
   ])
     m.register(program, ctx);
   // Sub-commands take the global options anywhere on the line.

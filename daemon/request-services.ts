@@ -14,8 +14,9 @@ import { SshConnections } from './stores/ssh-connections';
 import { IdempotencyStore } from './stores/idempotency';
 import { InFlight, RateBudgets } from './stores/budgets';
 import { Runs } from './stores/runs';
+import { LeafCertificates, storeCaAtFirstUse } from './proxy/leaf-certs';
 
-export function createPipelineServices(controller: Controller): PipelineServices {
+export function createPipelineServices(controller: Controller): PipelineServices & { leaves: LeafCertificates } {
   const stores: RequestStores = {
     pools: new PinnedPools(() => controller.config.caFileContents),
     ssh: new SshConnections(() => controller.config.config.ssh.connection_idle),
@@ -32,9 +33,17 @@ export function createPipelineServices(controller: Controller): PipelineServices
     (e) => journal.record(e),
     () => controller.config.config.audit.refusal_burst,
   );
+  // The proxy front door's leaf certificates, signed by the vault's CA.
+  const leaves = new LeafCertificates({
+    vault: () => controller.requireUnlocked(),
+    lockEpoch: () => controller.lockEpoch,
+    leafValidity: () => controller.config.config.proxy.leaf_validity,
+    storeCa: (vault, ca) => storeCaAtFirstUse(controller.writes, controller.config.paths.caPem, vault, ca),
+  });
   // Nothing a request left behind outlives the authority that allowed it;
   // summaries still counting are journaled at the lock.
   controller.onLock(() => {
+    leaves.purge();
     void refusals.flushAll();
     void stores.pools.closeAll();
     stores.ssh.closeAll();
@@ -63,5 +72,6 @@ export function createPipelineServices(controller: Controller): PipelineServices
     sessions: controller.sessions,
     approvals: controller.approvals,
     stores,
+    leaves,
   };
 }

@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 import { canonicalJson, CanonicalValue } from './canonical-json';
 import { caCertificates } from './ca-list';
-import { Config } from './config-types';
+import { Config, TABLES } from './config-types';
 import { ROWS } from './config-settings';
 
 // Every key with its effective value, plus the CA file's hash, so that a
@@ -10,7 +10,7 @@ import { ROWS } from './config-settings';
 // and its certificates (only when there are some, so that records approved
 // before they were listed still match a config without a CA file).
 export function canonicalConfig(config: Config, caFileContents: Buffer | null): string {
-  const out: Record<string, Record<string, CanonicalValue>> = { daemon: {}, http: {}, ssh: {}, audit: {}, mcp: {} };
+  const out: Record<string, Record<string, CanonicalValue>> = Object.fromEntries(TABLES.map((name) => [name, {}]));
   for (const row of ROWS) {
     (out[row.table] as Record<string, CanonicalValue>)[row.key] = row.kind.canonical(
       (config[row.table] as Record<string, unknown>)[row.key],

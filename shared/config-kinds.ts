@@ -4,9 +4,19 @@
 import * as path from 'node:path';
 import { z } from 'zod';
 import { CanonicalValue } from './canonical-json';
-import { checkDuration, checkSize, quoteValue } from './units';
+import { DURATION_UNITS, checkDuration, checkDurationAtMost, checkSize, quoteValue } from './units';
 import { formatDnsServer, parseDnsServer } from './config-dns';
-import { Check, Kind, LOG_FORMATS, LOG_LEVELS, LogFormat, LogLevel, PathRole } from './config-types';
+import {
+  Check,
+  Kind,
+  LOG_FORMATS,
+  LOG_LEVELS,
+  LogFormat,
+  LogLevel,
+  OTHER_HOSTS,
+  OtherHosts,
+  PathRole,
+} from './config-types';
 
 function fromCheck<T>(check: (v: unknown) => Check<T>): z.ZodType<T> {
   return z.unknown().transform((v, ctx) => {
@@ -51,6 +61,28 @@ export const mcpResultSize: Kind<number> = {
   }),
   canonical: same,
   unit: 'size',
+};
+
+// A leaf certificate lives at least an hour (it is cached until 90 % of its
+// life, so shorter ones would be signed again every few minutes) and at most
+// 30 days: it is checked against the clock, not waited for by a timer, and
+// a longer life only widens the time a copied leaf key is good for.
+export const leafValidity: Kind<number> = {
+  schema: fromCheck((v) => {
+    const r = checkDurationAtMost(v, 30 * DURATION_UNITS.d, '30d');
+    return r.ok && r.value < DURATION_UNITS.h
+      ? { ok: false, message: `${quoteValue(v)}: must be at least "1h"; e.g. "24h"` }
+      : r;
+  }),
+  canonical: same,
+  unit: 'duration',
+};
+
+export const otherHosts: Kind<OtherHosts> = {
+  schema: z.enum(OTHER_HOSTS, {
+    error: 'must be "tunnel" (relay the bytes, address rules applied) or "refuse"',
+  }),
+  canonical: same,
 };
 
 function checkPathText(v: unknown, role: PathRole): Check<string> {

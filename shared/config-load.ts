@@ -4,7 +4,7 @@
 import * as path from 'node:path';
 import { Problem } from './errors';
 import { quoteValue } from './units';
-import { Config, LoadedConfig } from './config-types';
+import { Config, LoadedConfig, TABLES } from './config-types';
 import { AnySetting, HOME_ROW, ROWS } from './config-settings';
 import { badConfig, CONFIG_SCHEMA, fileRefusal, isTable, issueProblems, rowSchema } from './config-validate';
 import { expandTilde, Locations, resolveLocations, samePlace } from './config-locations';
@@ -83,7 +83,7 @@ function evaluate(loc: Locations, raw: Record<string, unknown>, exists: boolean)
 
   if (problems.length > 0) throw badConfig(loc.configPath, problems);
 
-  const tables: Record<string, Record<string, unknown>> = { daemon: {}, http: {}, ssh: {}, audit: {}, mcp: {} };
+  const tables: Record<string, Record<string, unknown>> = Object.fromEntries(TABLES.map((name) => [name, {}]));
   for (const row of ROWS) (tables[row.table] as Record<string, unknown>)[row.key] = values.get(row.path);
   const config = tables as unknown as Config;
   const canonical = canonicalConfig(config, caFileContents);
@@ -96,6 +96,7 @@ function evaluate(loc: Locations, raw: Record<string, unknown>, exists: boolean)
       adminSocket: config.daemon.admin_socket,
       vault: config.daemon.vault,
       auditLog: config.daemon.audit_log,
+      caPem: path.join(config.daemon.home, 'ca.pem'),
     },
     canonical,
     hash: configHash(canonical),

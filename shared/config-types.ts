@@ -7,6 +7,10 @@ export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', '
 export type LogLevel = (typeof LOG_LEVELS)[number];
 export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
+// What the proxy front door does with a CONNECT to a host no credential
+// covers (SPEC §11).
+export const OTHER_HOSTS = ['tunnel', 'refuse'] as const;
+export type OtherHosts = (typeof OTHER_HOSTS)[number];
 
 // Effective values: durations in ms, sizes in bytes, paths absolute
 // (resolved against home), ca_file "" when unset.
@@ -45,6 +49,10 @@ export interface Config {
     max_output: number;
     connection_idle: number;
   };
+  proxy: {
+    other_hosts: OtherHosts;
+    leaf_validity: number;
+  };
   audit: {
     refusal_burst: number;
   };
@@ -57,7 +65,14 @@ export interface LoadedConfig {
   config: Config;
   configPath: string;
   home: string;
-  paths: { agentSocket: string; adminSocket: string; vault: string; auditLog: string };
+  paths: {
+    agentSocket: string;
+    adminSocket: string;
+    vault: string;
+    auditLog: string;
+    // The proxy front door's CA certificate (public), always in home.
+    caPem: string;
+  };
   canonical: string;
   hash: string;
   caFileContents: Buffer | null;
@@ -65,7 +80,7 @@ export interface LoadedConfig {
 }
 
 export type TableName = keyof Config;
-export const TABLES: readonly TableName[] = ['daemon', 'http', 'ssh', 'audit', 'mcp'];
+export const TABLES: readonly TableName[] = ['daemon', 'http', 'ssh', 'proxy', 'audit', 'mcp'];
 export type ConfigPath = { [T in TableName]: `${T}.${keyof Config[T] & string}` }[TableName];
 export type ValueAt<P extends ConfigPath> = P extends `${infer T extends TableName}.${infer K}`
   ? K extends keyof Config[T]

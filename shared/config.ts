@@ -4,8 +4,8 @@
 // executor.example.toml and of `postern init`'s config are all derived from it.
 // The code lives in shared/config-*.ts, one job per file; this is the one
 // import for users.
-export { LOG_LEVELS, LOG_FORMATS, TABLES } from './config-types';
-export type { LogLevel, LogFormat, Config, LoadedConfig, ConfigPath, Setting } from './config-types';
+export { LOG_LEVELS, LOG_FORMATS, OTHER_HOSTS, TABLES } from './config-types';
+export type { LogLevel, LogFormat, OtherHosts, Config, LoadedConfig, ConfigPath, Setting } from './config-types';
 export { MIN_AUDIT_SEGMENT_BYTES, formatMode } from './config-kinds';
 export { parseDnsServer, formatDnsServer } from './config-dns';
 export type { DnsServer } from './config-dns';

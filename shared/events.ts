@@ -78,6 +78,7 @@ export type JournalEvent =
       generation: number;
     }
   | { kind: 'rollback_accepted'; problem: string; generation: number }
+  | { kind: 'proxy_ca_created'; fingerprint: string; generation: number }
   | { kind: 'approver_attach'; approver: string }
   | {
       kind: 'session_start';
@@ -236,6 +237,7 @@ export const EVENT_FIELDS: { readonly [K in EventKind]: readonly string[] } = {
     'generation',
   ]),
   rollback_accepted: complete('rollback_accepted', ['problem', 'generation']),
+  proxy_ca_created: complete('proxy_ca_created', ['fingerprint', 'generation']),
   approver_attach: complete('approver_attach', ['approver']),
   session_start: complete('session_start', [
     'session',
@@ -313,6 +315,13 @@ void _onlyFields;
 // The events that describe a vault write: the writer adds `generation`, the
 // one the write produces, last.
 type VaultWriteKind =
-  'config_approve' | 'passwd' | 'cred_add' | 'cred_update' | 'cred_rm' | 'audit_key_rotation' | 'rollback_accepted';
+  | 'config_approve'
+  | 'passwd'
+  | 'cred_add'
+  | 'cred_update'
+  | 'cred_rm'
+  | 'audit_key_rotation'
+  | 'rollback_accepted'
+  | 'proxy_ca_created';
 export type VaultWriteEvent =
   EventOf<VaultWriteKind> extends infer E ? (E extends { generation: number } ? Omit<E, 'generation'> : never) : never;

@@ -93,6 +93,12 @@ export function checkDuration(text: unknown): UnitResult {
   return parseWithUnits(text, DURATION_UNITS, 'duration', DURATION_EXAMPLE, MAX_DURATION_MS, '24d');
 }
 
+// A duration no timer waits for (a lifetime checked against the clock) may
+// have a bound of its own, above or below MAX_DURATION_MS.
+export function checkDurationAtMost(text: unknown, max: number, maxText: string): UnitResult {
+  return parseWithUnits(text, DURATION_UNITS, 'duration', DURATION_EXAMPLE, max, maxText);
+}
+
 export function checkSize(text: unknown): UnitResult {
   return parseWithUnits(text, SIZE_UNITS, 'size', SIZE_EXAMPLE, MAX_SIZE_BYTES, '1GiB');
 }

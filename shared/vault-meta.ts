@@ -40,6 +40,10 @@ export const vaultMetaSchema = z
     // cut-back or swapped journal (SPEC §8).
     journal_id: z.string().regex(/^[0-9a-f]{32}$/),
     journal_head: z.string(),
+    // The proxy front door's local CA (SPEC §11): its certificate (PEM,
+    // public, also written to ca.pem) and the PKCS#8 DER of its private
+    // key. Absent from vaults made before it existed, until first use.
+    proxy_ca: z.object({ cert_pem: z.string(), key: blobIndex }).strict().optional(),
   })
   .strict();
 
@@ -60,6 +64,7 @@ export function readMeta(contents: VaultContents): VaultMeta {
     meta.audit.box_secret,
     ...(meta.audit.sign_next ? [meta.audit.sign_next.secret] : []),
     ...meta.credentials.map((c) => c.secret),
+    ...(meta.proxy_ca ? [meta.proxy_ca.key] : []),
   ];
   if (indexes.some((i) => i >= contents.blobs.length) || new Set(indexes).size !== indexes.length) {
     throw new Refusal(

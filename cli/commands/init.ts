@@ -38,7 +38,7 @@ function prepareHome(home: string): void {
 export function register(program: Command, ctx: Ctx): void {
   program
     .command('init')
-    .description('create the home, config, vault and audit keys; approve the config')
+    .description('create the home, config, vault, audit keys and proxy CA; approve the config')
     .option(
       '--kdf <level>',
       'Argon2id limits: moderate (default), interactive (weaker; for tests), sensitive',
@@ -75,6 +75,11 @@ export function register(program: Command, ctx: Ctx): void {
         sign_secret: 0,
         box_secret: 1,
       };
+      // The proxy front door's CA (SPEC §11): its key goes into the vault,
+      // its certificate into ca.pem for the clients that must trust it.
+      const { createLocalCa, writeCaPem } =
+        require('../../daemon/proxy/local-ca') as typeof import('../../daemon/proxy/local-ca');
+      const ca = await createLocalCa();
       // The journal first: the vault records which journal it belongs to and
       // the journal's head (its genesis entry).
       const { createJournal } = require('../../daemon/audit/journal') as typeof import('../../daemon/audit/journal');
@@ -89,21 +94,25 @@ export function register(program: Command, ctx: Ctx): void {
         credentials: [],
         journal_id: journal.journalId,
         journal_head: formatHead(journal.head.seq, journal.head.hash),
+        proxy_ca: { cert_pem: ca.certPem, key: 2 },
       };
       try {
+        writeCaPem(config.paths.caPem, ca.certPem);
         const { key } = await createVaultFile(config.paths.vault, pass, preset, config.canonical, {
           meta,
-          blobs: [Buffer.from(sign.privateKey), Buffer.from(box.privateKey)],
+          blobs: [Buffer.from(sign.privateKey), Buffer.from(box.privateKey), Buffer.from(ca.key)],
         });
         wipe(key);
       } catch (e) {
-        // Leave no journal without its vault, so init can simply be re-run.
+        // Leave no journal or ca.pem without its vault, so init can simply be re-run.
         rmSync(config.paths.auditLog, { force: true });
+        rmSync(config.paths.caPem, { force: true });
         throw e;
       } finally {
         pass.fill(0);
         wipe(sign.privateKey);
         wipe(box.privateKey);
+        wipe(ca.key);
       }
       c.out(
         {
@@ -114,11 +123,14 @@ export function register(program: Command, ctx: Ctx): void {
           kdf: o.kdf,
           config_hash: config.hash,
           audit_public_key: meta.audit.sign_public,
+          ca_pem: config.paths.caPem,
+          ca_fingerprint: ca.fingerprint,
         },
         [
           `created ${config.paths.vault} (kdf ${o.kdf})`,
           `config ${config.configPath} approved (${config.hash})`,
           `audit public key: ${meta.audit.sign_public}`,
+          `proxy CA certificate ${config.paths.caPem} (\`postern ca\` prints it)`,
           'keep the audit public key somewhere an agent cannot write; next: `postern daemon`, then `postern unlock`',
         ],
       );

@@ -12,6 +12,7 @@ import { checkRollback } from '../vault/rollback';
 import type { AdminContext } from './context';
 import { openWithPassphrase, prove } from './proof';
 import { adoptable, configMismatch, install } from './config';
+import { syncCaPem } from '../proxy/leaf-certs';
 
 export async function unlock(
   ctx: AdminContext,
@@ -112,6 +113,13 @@ async function unlockOnce(
     // Accepted by a human: record what was accepted, then write the vault
     // again so the vault and the journal vouch for each other from here on.
     await ctx.writes.write(opened, { kind: 'rollback_accepted', problem: verdict.problem }, () => undefined);
+  }
+  try {
+    syncCaPem(ctx.config.paths.caPem, opened.proxyCaCert);
+  } catch {
+    // ca.pem is only a copy of the vault's certificate: a home that cannot
+    // take it does not keep the vault locked, and `postern ca` names the
+    // missing file.
   }
   return ctx.status();
 }

@@ -57,6 +57,7 @@ export class UnlockedVault {
   private auditSign: SealedSecret;
   private auditBox: SealedSecret;
   private auditNext: SealedSecret | null = null;
+  private proxyCaKey: SealedSecret | null = null;
   private meta: Omit<VaultMeta, 'credentials'>;
   header: VaultHeader;
 
@@ -75,6 +76,7 @@ export class UnlockedVault {
       this.auditSign = this.sealer.seal(blob(meta.audit.sign_secret));
       this.auditBox = this.sealer.seal(blob(meta.audit.box_secret));
       if (meta.audit.sign_next) this.auditNext = this.sealer.seal(blob(meta.audit.sign_next.secret));
+      if (meta.proxy_ca) this.proxyCaKey = this.sealer.seal(blob(meta.proxy_ca.key));
       for (const c of meta.credentials) {
         const { secret, ...entry } = c;
         this.creds.set(c.name, { entry, secret: this.sealer.seal(blob(secret)), ...checkStored(entry.definition) });
@@ -119,6 +121,20 @@ export class UnlockedVault {
     const sealed = which === 'next' ? this.auditNext : this.auditSign;
     if (!sealed) return Promise.reject(new Error('no signing key is being rotated in'));
     return this.sealer.withOpenAsync(sealed, fn);
+  }
+
+  // The proxy front door's CA certificate (PEM), or null for a vault that
+  // has none yet.
+  get proxyCaCert(): string | null {
+    return this.meta.proxy_ca?.cert_pem ?? null;
+  }
+
+  // The CA's private key (PKCS#8 DER), opened only for the duration of `fn`
+  // (a signature), wiped after it.
+  withProxyCaKey<T>(fn: (key: Buffer) => Promise<T>): Promise<T> {
+    if (this.sealer.wiped) return Promise.reject(lockedWhileNeeded());
+    if (!this.proxyCaKey) return Promise.reject(new Error('the vault has no proxy CA'));
+    return this.sealer.withOpenAsync(this.proxyCaKey, fn);
   }
 
   credentials(): StoredCredential[] {
@@ -167,11 +183,17 @@ export class UnlockedVault {
   // change, recorded in the vault for rollback detection.
   // `signing` changes the audit signing keys: `prepare` stores a new key
   // beside the current one, `promote` makes it the current one, `abandon`
-  // forgets it.
+  // forgets it. `proxyCa` stores the proxy front door's CA (the caller
+  // still owns and wipes `key`).
   commit(
     journalHead: string,
     change: (next: Map<string, StoredCredential>) => void,
-    opts: { approvedConfig?: string; newKey?: { key: Buffer; header: VaultHeader }; signing?: SigningChange } = {},
+    opts: {
+      approvedConfig?: string;
+      newKey?: { key: Buffer; header: VaultHeader };
+      signing?: SigningChange;
+      proxyCa?: { certPem: string; key: Buffer };
+    } = {},
   ): void {
     const next = new Map(this.creds);
     change(next);
@@ -192,7 +214,19 @@ export class UnlockedVault {
       blobs.push(this.sealer.open(c.secret));
       credentials.push({ ...c.entry, secret: blobs.length - 1 });
     }
-    const meta: VaultMeta = { ...this.meta, journal_head: journalHead, audit, credentials };
+    const proxyCa = this.nextProxyCa(opts.proxyCa);
+    let proxyCaMeta: VaultMeta['proxy_ca'];
+    if (proxyCa) {
+      blobs.push(this.sealer.open(proxyCa.sealed));
+      proxyCaMeta = { cert_pem: proxyCa.certPem, key: blobs.length - 1 };
+    }
+    const meta: VaultMeta = {
+      ...this.meta,
+      journal_head: journalHead,
+      audit,
+      credentials,
+      ...(proxyCaMeta ? { proxy_ca: proxyCaMeta } : {}),
+    };
     const contents: VaultContents = { meta, blobs };
     const baseHeader = opts.newKey ? opts.newKey.header : this.header;
     const header: VaultHeader = {
@@ -209,7 +243,8 @@ export class UnlockedVault {
       wipeContents(contents);
     }
     this.creds = next;
-    this.meta = { ...this.meta, journal_head: journalHead, audit };
+    this.meta = { ...this.meta, journal_head: journalHead, audit, ...(proxyCaMeta ? { proxy_ca: proxyCaMeta } : {}) };
+    this.proxyCaKey = proxyCa?.sealed ?? null;
     this.auditSign = signing.sign;
     this.auditNext = signing.next?.sealed ?? null;
     if (opts.newKey) {
@@ -229,6 +264,16 @@ export class UnlockedVault {
       return e;
     }
     return vaultWriteFailed(this.path, e);
+  }
+
+  // The CA a write stores: a new one, else the one the vault has (kept by
+  // every write), else none.
+  private nextProxyCa(
+    fresh: { certPem: string; key: Buffer } | undefined,
+  ): { sealed: SealedSecret; certPem: string } | null {
+    if (fresh) return { sealed: this.sealer.seal(fresh.key), certPem: fresh.certPem };
+    if (this.proxyCaKey && this.meta.proxy_ca) return { sealed: this.proxyCaKey, certPem: this.meta.proxy_ca.cert_pem };
+    return null;
   }
 
   private nextSigning(change: SigningChange | undefined): {

@@ -6,7 +6,7 @@
 // list of fields, and the secret is nowhere in the journal.
 import t from 'tap';
 import { readFileSync } from 'node:fs';
-import { createHash } from 'node:crypto';
+import { X509Certificate, createHash, createPrivateKey } from 'node:crypto';
 import { join } from 'node:path';
 import libsodium = require('libsodium-wrappers-sumo');
 import { vaultMetaSchema } from '../../shared/vault-meta';
@@ -169,7 +169,19 @@ t.test('a real vault and its journal, read from the documents alone', async (t) 
     'definition_hash: SHA-256 of the canonical JSON',
   );
   t.equal(blob(c.secret).toString('utf8'), CANARY, 'the secret blob, its trailing newline removed');
-  t.same([audit.sign_secret, audit.box_secret, c.secret], [0, 1, 2], 'blobs in the order the daemon writes them');
+  // The proxy front door's CA: its certificate is ca.pem, its blob the
+  // PKCS#8 private key of the certificate's public key.
+  const ca = meta['proxy_ca'];
+  t.equal(ca.cert_pem, readFileSync(join(h.home, 'ca.pem'), 'utf8'), 'proxy_ca.cert_pem: the text of ca.pem');
+  const caCert = new X509Certificate(ca.cert_pem);
+  const caKey = createPrivateKey({ key: blob(ca.key), format: 'der', type: 'pkcs8' });
+  t.equal(caKey.asymmetricKeyDetails?.namedCurve, 'prime256v1', 'proxy_ca.key: an ECDSA P-256 key');
+  t.ok(caCert.checkPrivateKey(caKey), "proxy_ca.key: the certificate's private key");
+  t.same(
+    [audit.sign_secret, audit.box_secret, c.secret, ca.key],
+    [0, 1, 2, 3],
+    'blobs in the order the daemon writes them',
+  );
 
   // The journal (docs/audit-format.md), and its payloads with the vault's box key.
   const journal = readFileSync(join(h.home, 'audit.log'));

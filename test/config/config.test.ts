@@ -130,6 +130,7 @@ max_output = "512B"
     adminSocket: join(home, 'admin.sock'),
     vault: join(home, 'data/vault'),
     auditLog: join(home, 'audit.log'),
+    caPem: join(home, 'ca.pem'),
   });
   t.equal(c.caFileContents?.toString(), PEM_A + PEM_B);
   t.match(c.hash, /^sha256:[0-9a-f]{64}$/);
@@ -370,6 +371,7 @@ t.test('relative paths are relative to home, absolute ones stay', async (t) => {
     adminSocket: '/srv/postern/admin.sock',
     vault: '/srv/postern/v/vault',
     auditLog: '/srv/postern/audit.log',
+    caPem: '/srv/postern/ca.pem',
   });
 });
 
@@ -490,6 +492,8 @@ const ALTERNATIVES: Record<ConfigPath, string> = {
   'ssh.timeout': '"29s"',
   'ssh.max_output': '"9MiB"',
   'ssh.connection_idle': '"20s"',
+  'proxy.other_hosts': '"refuse"',
+  'proxy.leaf_validity': '"12h"',
   'audit.refusal_burst': '50',
   'mcp.max_result': '"2MiB"',
 };

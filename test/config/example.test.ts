@@ -47,6 +47,7 @@ const SPEC_DEFAULTS = {
     ca_file: '',
   },
   ssh: { timeout: 30_000, max_output: 8 * 1024 * 1024 },
+  proxy: { other_hosts: 'tunnel', leaf_validity: 24 * 3600_000 },
   audit: { refusal_burst: 20 },
   mcp: { max_result: 1024 * 1024 },
 };
@@ -64,7 +65,7 @@ t.test('the defaults are those of SPEC §3', async (t) => {
   const home = '/srv/h';
   const d = defaultConfig(home);
   t.equal(d.daemon.home, home);
-  for (const table of ['daemon', 'http', 'ssh', 'audit', 'mcp'] as const) {
+  for (const table of ['daemon', 'http', 'ssh', 'proxy', 'audit', 'mcp'] as const) {
     for (const [key, value] of Object.entries(SPEC_DEFAULTS[table])) {
       const got = (d[table] as Record<string, unknown>)[key];
       t.same(got, PATH_KEYS.has(key) ? join(home, value as string) : value, `${table}.${key}`);
@@ -103,7 +104,7 @@ t.test('the example names every setting, in the order of the table, each with a 
     at = pos;
   }
   const parsed = parseToml(text) as Record<string, Record<string, unknown>>;
-  t.same(Object.keys(parsed), ['daemon', 'http', 'ssh', 'audit', 'mcp']);
+  t.same(Object.keys(parsed), ['daemon', 'http', 'ssh', 'proxy', 'audit', 'mcp']);
   t.same(
     Object.entries(parsed).flatMap(([table, keys]) => Object.keys(keys).map((k) => `${table}.${k}`)),
     SETTINGS.map((s) => s.path).filter((p) => p !== 'daemon.home'),
@@ -157,7 +158,7 @@ t.test('with home uncommented, a copy loads via --config and sets the home', asy
 t.test('the config `postern init` writes sets nothing and loads to the defaults', async (t) => {
   const text = initialConfigText();
   const parsed = parseToml(text) as Record<string, Record<string, unknown>>;
-  t.same(parsed, { daemon: {}, http: {}, ssh: {}, audit: {}, mcp: {} }, 'every setting commented out');
+  t.same(parsed, { daemon: {}, http: {}, ssh: {}, proxy: {}, audit: {}, mcp: {} }, 'every setting commented out');
   t.notMatch(text, /^home\s*=/m, 'no home key set');
   for (const s of SETTINGS)
     t.match(text, new RegExp(`^# ${s.key} = .*# \\S`, 'm'), `${s.path} shown with its default and reason`);
