@@ -11,6 +11,7 @@
 // A refusal before the response head is thrown (with its audit_seq) for the
 // front door to answer as an HTTP response; once the head is out, a failure
 // aborts the message and is the outcome's error.
+import type { HttpCredentialDef } from '../../shared/credential';
 import { Refusal } from '../../shared/errors';
 import type { HttpRequestFacts, JournalEvent, UncredentialedHttpFacts } from '../../shared/events';
 import { credentialOfKind } from './credential';
@@ -36,6 +37,9 @@ export async function runProxied(
   ctx: RequestContext,
   req: ProxiedRequest,
   sink: ResponseSink,
+  // Without a credential: the addresses it may reach beyond public ones
+  // (the front door passes those the credentials covering its host allow).
+  uncredentialedAllow: HttpCredentialDef['allow_addresses'] = [],
 ): Promise<{ auditSeq: number }> {
   const s = ctx.services;
   s.vault(); // a locked vault refuses the request before any step
@@ -48,7 +52,7 @@ export async function runProxied(
     const def = req.credential !== null ? credentialOfKind(s, req.credential, 'http') : null;
     const credentialed = def ? { def, ...checkCredentialRules(s, def, { ...req, credential: def.name }) } : null;
     // 4. one resolution; every address classified
-    const { addresses, pinned } = await resolveChecked(s, req.target, def?.allow_addresses ?? []);
+    const { addresses, pinned } = await resolveChecked(s, req.target, def ? def.allow_addresses : uncredentialedAllow);
     const resolution = (ev.resolution = resolutionFacts(addresses));
     // 5. approval, for a credential only; 6. no idempotency key
     let intentEvent: JournalEvent;
