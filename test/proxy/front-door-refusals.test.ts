@@ -183,6 +183,7 @@ t.test('refusals through the proxy', async (t) => {
     t.equal(a.status, 200, a.stdout + a.stderr);
     t.equal(plain.requests.at(-1)!.headers['authorization'], `Bearer ${secret}`);
     t.equal(plain.requests.at(-1)!.url, '/p?q=1');
+    t.notOk('postern-run-client' in plain.requests.at(-1)!.headers, "postern run's header does not go upstream");
   });
 
   await t.test('a CONNECT to a host no credential covers, tunnelled: the address checks refuse loopback', async (t) => {
