@@ -13,7 +13,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startStack, type Stack } from '../helpers/stack';
 import { cliBytes } from '../helpers/cli-bytes';
-import { eventually } from '../helpers/postern';
+import { cli, eventually } from '../helpers/postern';
 import { makeCanary, journalText } from '../helpers/canary';
 import { exposures } from '../helpers/exposure';
 import { startHttpUpstream, echo } from '../helpers/https-upstream';
@@ -236,6 +236,13 @@ t.test('proxy.other_hosts = "refuse"', async (t) => {
   const raw = rawAnswer(await connectStraight(s.sock, 'elsewhere.example.test:443'));
   t.equal(raw.json.error.code, 'denied_policy');
   t.match(raw.json.error.message, /other_hosts is "refuse"/);
+
+  // Locked: the lock's refusal is the answer to the CONNECT.
+  t.equal(cli(s.h, ['lock']).code, 0);
+  const locked = rawAnswer(await connectStraight(s.sock, 'api.example.test:443'));
+  t.equal(locked.status, 423);
+  t.equal(locked.json.error.code, 'vault_locked');
+  t.match(locked.headers, /\r\nx-postern-error: vault_locked\r\n/i);
 });
 
 function connectStraight(socket: string, authority: string): Promise<string> {
