@@ -15,7 +15,7 @@ import { Refusal } from '../../shared/errors';
 import type { LeafCertificates } from './leaf-certs';
 import { parseConnectTarget, type ConnectTarget } from './connect-target';
 import { coveringCredentials } from './coverage';
-import { serveProxiedExchange, type FrontDoorDeps } from './proxied-exchange';
+import { runClientPid, serveProxiedExchange, type FrontDoorDeps } from './proxied-exchange';
 import { refuseOnSocket } from './refusal-response';
 import { openTunnel } from './tunnel';
 
@@ -26,14 +26,20 @@ export function isAbsoluteForm(req: http.IncomingMessage): boolean {
 }
 
 export function serveAbsoluteForm(deps: FrontDoorDeps, req: http.IncomingMessage, res: http.ServerResponse): void {
-  void serveProxiedExchange(deps, req.socket, null, req, res);
+  void serveProxiedExchange(deps, req.socket, null, req, res, runClientPid(req));
 }
 
 // The inner requests of one terminated CONNECT: keep-alive HTTP/1.1 on the
 // TLS socket, each request's peer re-checked on the outer connection.
-function serveInner(deps: FrontDoorDeps, outer: net.Socket, t: ConnectTarget, secure: tls.TLSSocket): void {
+function serveInner(
+  deps: FrontDoorDeps,
+  outer: net.Socket,
+  t: ConnectTarget,
+  secure: tls.TLSSocket,
+  clientPid: number | null,
+): void {
   const inner = http.createServer({ keepAlive: true }, (req, res) => {
-    void serveProxiedExchange(deps, outer, t, req, res);
+    void serveProxiedExchange(deps, outer, t, req, res, clientPid);
   });
   inner.on('clientError', (_e, sock) => sock.destroy());
   inner.emit('connection', secure);
@@ -44,13 +50,14 @@ async function terminate(
   outer: net.Socket,
   t: ConnectTarget,
   head: Buffer,
+  clientPid: number | null,
 ): Promise<void> {
   const context = await deps.leaves.secureContextFor(t.host);
   outer.write('HTTP/1.1 200 Connection Established\r\n\r\n');
   if (head.length > 0) outer.unshift(head);
   const secure = new tls.TLSSocket(outer, { isServer: true, secureContext: context, ALPNProtocols: ['http/1.1'] });
   secure.on('error', () => secure.destroy());
-  serveInner(deps, outer, t, secure);
+  serveInner(deps, outer, t, secure, clientPid);
 }
 
 export async function serveConnect(
@@ -67,7 +74,8 @@ export async function serveConnect(
     deps.requireUnlocked();
     deps.touch();
     const t = parseConnectTarget(authority);
-    if (coveringCredentials(deps.pipeline, t.target).length > 0) return await terminate(deps, outer, t, head);
+    if (coveringCredentials(deps.pipeline, t.target).length > 0)
+      return await terminate(deps, outer, t, head, runClientPid(req));
     if (deps.otherHosts() === 'refuse')
       throw new Refusal(
         'denied_policy',

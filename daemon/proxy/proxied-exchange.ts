@@ -53,9 +53,22 @@ function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer | nu
   });
 }
 
+// `postern run` names the connecting descendant on the first request head
+// (the CONNECT, or each absolute-form request); it is the front door's, not
+// the upstream's, so it never goes on.
+export const RUN_CLIENT_HEADER = 'postern-run-client';
+
+export function runClientPid(req: http.IncomingMessage): number | null {
+  const v = req.headers[RUN_CLIENT_HEADER];
+  return typeof v === 'string' && /^[1-9][0-9]{0,9}$/.test(v) ? Number(v) : null;
+}
+
 function headerLines(req: http.IncomingMessage): [string, string][] {
   const lines: [string, string][] = [];
-  for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) lines.push([req.rawHeaders[i]!, req.rawHeaders[i + 1]!]);
+  for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
+    const name = req.rawHeaders[i]!;
+    if (name.toLowerCase() !== RUN_CLIENT_HEADER) lines.push([name, req.rawHeaders[i + 1]!]);
+  }
   return lines;
 }
 
@@ -97,6 +110,7 @@ export async function serveProxiedExchange(
   connect: ConnectTarget | null,
   req: http.IncomingMessage,
   res: http.ServerResponse,
+  clientPid: number | null,
 ): Promise<void> {
   const s = deps.pipeline;
   const endpoint = connect ? `${req.method} https://${connect.target.host}:${connect.port}` : `${req.method} http`;
@@ -124,8 +138,11 @@ export async function serveProxiedExchange(
         lookupFor(s, identity),
         definitionOf(s),
       );
-      const allow = request.credential === null ? coveredAddresses(s, request.target) : undefined;
-      await runProxied({ services: s, identity, signal: abort.signal, slot }, request, sinkFor(res), allow);
+      const covered = request.credential === null ? coveredAddresses(s, request.target) : [];
+      await runProxied({ services: s, identity, signal: abort.signal, slot }, request, sinkFor(res), {
+        coveredAddresses: covered,
+        clientPid,
+      });
     });
   } catch (e) {
     let r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
