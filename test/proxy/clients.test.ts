@@ -114,3 +114,23 @@ t.test("Node's undici EnvHttpProxyAgent", async (t) => {
   checkAnswer(t, s, answers[1]!, '/v1/node/2');
   t.same(await s.exposed(), []);
 });
+
+t.test('curl with the placeholder in the body is refused, nothing sent', async (t) => {
+  const s = await startProxyStack();
+  t.teardown(() => s.close());
+  const url = s.url('api.example.test', '/v1/curl-body');
+  const r = await s.run(
+    sh(`curl -sS --max-time 20 -D - -H "Authorization: Bearer $GH_TOKEN" --data-raw "token=$GH_TOKEN" ${url}`),
+  );
+  t.equal(r.code, 0, 'curl got an answer', { stderr: r.stderr });
+  // curl prints the proxy's answer to CONNECT first, then the response.
+  const all = r.stdout.toString();
+  const out = all.slice(all.lastIndexOf('HTTP/1.1 '));
+  t.match(all, /^HTTP\/1\.1 200 Connection Established\r\n/, 'the tunnel was opened');
+  t.match(out, /^HTTP\/1\.1 400 /, "postern's status");
+  t.match(out, /^x-postern-error: bad_request\r$/im, 'the code in x-postern-error');
+  const body = JSON.parse(out.slice(out.indexOf('\r\n\r\n') + 4)) as { error: { code: string } };
+  t.equal(body.error.code, 'bad_request', 'the JSON error of §6.3');
+  t.equal(s.up.requests.length, 0, 'nothing reached the upstream');
+  t.same(await s.exposed(), []);
+});
