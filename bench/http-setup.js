@@ -151,7 +151,7 @@ async function startHttpBench({ concurrency, name }) {
     }, 'approval of the benchmark session');
     const closeClients = () => Promise.all([direct.close(), agent.close()]).catch(() => undefined);
     children.unshift({ kill: () => void closeClients() });
-    return { dir, home, passFile, penv, daemon, cli, sendDirect, sendPostern, sendDirectPost: sendDirectPost(false), sendDirectPostFresh: sendDirectPost(true), sendPosternPost, closeClients, cleanup };
+    return { dir, home, passFile, penv, daemon, cli, host: HOST, httpsPort, sendDirect, sendPostern, sendDirectPost: sendDirectPost(false), sendDirectPostFresh: sendDirectPost(true), sendPosternPost, closeClients, cleanup };
   } catch (e) {
     await cleanup();
     throw e;

@@ -15,6 +15,8 @@ import type { PipelineServices } from './pipeline/context';
 import type { Slot } from './stores/budgets';
 import { journalRefusal } from './audit/refusal-summary';
 import { createRun } from './agent-runs';
+import type { LeafCertificates } from './proxy/leaf-certs';
+import { isAbsoluteForm, serveAbsoluteForm, serveConnect, type FrontDoorDeps } from './proxy/front-door';
 
 const peers = new WeakMap<net.Socket, Identity | Refusal>();
 
@@ -22,7 +24,7 @@ const peers = new WeakMap<net.Socket, Identity | Refusal>();
 // later request on the connection checks that this process instance still
 // runs (SPEC §7): a connection inherited across fork or passed over
 // SCM_RIGHTS dies with the process that made it.
-function identify(controller: Controller, sock: net.Socket): Identity {
+export function identify(controller: Controller, sock: net.Socket): Identity {
   const known = peers.get(sock);
   if (known instanceof Refusal) throw known;
   if (known) {
@@ -58,6 +60,31 @@ function identify(controller: Controller, sock: net.Socket): Identity {
   peers.set(sock, verdict);
   if (verdict instanceof Refusal) throw verdict;
   return verdict;
+}
+
+// A refusal the pipeline did not journal itself (peer, lock, endpoint,
+// oversized body, a malformed proxy request) is recorded here as
+// agent_refused; beyond audit.refusal_burst a second for one process
+// instance it is counted in a summary (SPEC §9).
+export async function journalAgentRefusal(
+  pipeline: PipelineServices,
+  sock: net.Socket,
+  r: Refusal,
+  endpoint: string,
+): Promise<Refusal> {
+  if (r.auditSeq !== undefined || r.detail?.['summarised'] === true) return r;
+  const peer = peers.get(sock);
+  const p = peer && !(peer instanceof Refusal) ? peer.process : null;
+  const refuser = p
+    ? { key: p.key, pid: p.pid, uid: p.uid, exe: p.exe }
+    : { key: 'unidentified', pid: null, uid: null, exe: null };
+  const detail = await journalRefusal(
+    pipeline,
+    refuser,
+    { kind: 'agent_refused', code: r.code, endpoint, pid: p ? p.pid : null },
+    null,
+  );
+  return detail ? new Refusal(r.code, r.message, { ...(r.detail ?? {}), ...detail }) : r;
 }
 
 function send(res: http.ServerResponse, status: number, body: unknown): void {
@@ -184,8 +211,22 @@ const ROUTES: Record<string, Route> = {
   'POST /v1/runs': (s, identity, req) => counted(s, req, (raw) => createRun(s.pipeline, identity, raw)),
 };
 
-export function createAgentServer(controller: Controller, log: Logger, pipeline: PipelineServices): http.Server {
+export function createAgentServer(
+  controller: Controller,
+  log: Logger,
+  pipeline: PipelineServices & { leaves: LeafCertificates },
+): http.Server {
   const services: Services = { controller, pipeline };
+  // The proxy front door (SPEC §11): CONNECT and absolute-form requests.
+  const door: FrontDoorDeps & { leaves: LeafCertificates; otherHosts(): 'tunnel' | 'refuse' } = {
+    pipeline,
+    leaves: pipeline.leaves,
+    identify: (sock) => identify(controller, sock),
+    journalRefusal: (sock, r, endpoint) => journalAgentRefusal(pipeline, sock, r, endpoint),
+    requireUnlocked: () => void controller.requireUnlocked(),
+    touch: () => controller.touch(),
+    otherHosts: () => controller.config.config.proxy.other_hosts,
+  };
   // Headers, and the whole request, must arrive within
   // agent_request_timeout (Node's own timers are the backstop for requests
   // that never reach the handler); idle connections are checked every second.
@@ -194,6 +235,7 @@ export function createAgentServer(controller: Controller, log: Logger, pipeline:
     { headersTimeout: limit, requestTimeout: limit + 1000, connectionsCheckingInterval: 1000 },
     (req, res) => {
       started.set(req, Date.now());
+      if (isAbsoluteForm(req)) return serveAbsoluteForm(door, req, res);
       const path = (req.url ?? '').split('?')[0];
       // A requester that goes away withdraws its approval card.
       const abort = new AbortController();
@@ -221,20 +263,7 @@ export function createAgentServer(controller: Controller, log: Logger, pipeline:
           // itself (peer, lock, endpoint, oversized body) are recorded here.
           // Beyond audit.refusal_burst a second for one process instance they
           // are counted in a summary (SPEC §9).
-          if (r.auditSeq === undefined && r.detail?.['summarised'] !== true) {
-            const peer = peers.get(req.socket);
-            const p = peer && !(peer instanceof Refusal) ? peer.process : null;
-            const refuser = p
-              ? { key: p.key, pid: p.pid, uid: p.uid, exe: p.exe }
-              : { key: 'unidentified', pid: null, uid: null, exe: null };
-            const detail = await journalRefusal(
-              pipeline,
-              refuser,
-              { kind: 'agent_refused', code: r.code, endpoint: `${req.method} ${path}`, pid: p ? p.pid : null },
-              null,
-            );
-            if (detail) r = new Refusal(r.code, r.message, { ...(r.detail ?? {}), ...detail });
-          }
+          r = await journalAgentRefusal(pipeline, req.socket, r, `${req.method} ${path}`);
           if (tooSlow.has(req)) res.setHeader('connection', 'close');
           sendRefusal(res, r);
           if (!tooSlow.has(req)) req.resume();
@@ -244,6 +273,9 @@ export function createAgentServer(controller: Controller, log: Logger, pipeline:
       })();
     },
   );
+  server.on('connect', (req: http.IncomingMessage, sock: net.Socket, head: Buffer) => {
+    void serveConnect(door, req, sock, head);
+  });
   server.on('clientError', (e: NodeJS.ErrnoException, sock) => {
     const message =
       e.code === 'ERR_HTTP_REQUEST_TIMEOUT'

@@ -53,6 +53,15 @@ export interface CardAction {
   [field: string]: unknown;
 }
 
+// An HTTP card's action for a request through the proxy front door (SPEC
+// §11) also says so, and names the descendant of `postern run` that opened
+// the connection as `postern run` reported it (null: it could not tell);
+// the kernel vouches only for the card's process (`postern run` itself).
+export interface ProxyCardFields {
+  via: 'proxy';
+  proxy_client_pid: number | null;
+}
+
 export interface Card {
   id: string;
   credential: string;

@@ -99,6 +99,13 @@ export type JournalEvent =
       credentials: string[];
     }
   | { kind: 'run_end'; run: string; reason: string }
+  | ({ kind: 'proxy_tunnel' } & Requester & {
+        host: string;
+        port: number;
+        address: string;
+        bytes_up: number;
+        bytes_down: number;
+      })
   | ({ kind: 'http_intent' } & Requester & HttpRequestFacts & Resolution & Approval)
   | ({ kind: 'http_intent' } & Requester & UncredentialedHttpFacts & Resolution)
   | HttpOutcome
@@ -250,6 +257,7 @@ export const EVENT_FIELDS: { readonly [K in EventKind]: readonly string[] } = {
   session_end: complete('session_end', ['session', 'credential', 'reason']),
   run_start: complete('run_start', ['run', 'root_pid', 'root_exe', 'root_instance', 'credentials']),
   run_end: complete('run_end', ['run', 'reason']),
+  proxy_tunnel: complete('proxy_tunnel', [...REQUESTER, 'host', 'port', 'address', 'bytes_up', 'bytes_down']),
   http_intent: complete('http_intent', [...REQUESTER, ...HTTP_REQUEST, ...RESOLUTION_APPROVAL]),
   http_outcome: complete('http_outcome', [
     'intent_seq',

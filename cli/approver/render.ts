@@ -21,6 +21,7 @@ interface Field {
   names: string[];
   show?: Show;
   missing?: string; // shown when the card has none of `names`
+  optional?: boolean; // not shown when the card has none of `names`
 }
 
 function plain(v: unknown): string {
@@ -41,6 +42,11 @@ const agentWords: Show = (v) =>
   typeof v === 'string'
     ? `${quoteArg(v)}  <- the agent's words, not checked by postern${hasHidden(v) ? '; holds escaped characters' : ''}`
     : plain(v);
+// A request through the proxy front door: the connecting descendant of
+// `postern run` is its word only (the card's process is `postern run`).
+const via: Show = (v) => (v === 'proxy' ? 'the proxy front door (postern run)' : plain(v));
+const reportedPid: Show = (v) =>
+  `${typeof v === 'number' ? `pid ${v}` : 'unknown'}  <- reported by postern run, not checked by the kernel`;
 const REASON: Field = { label: 'reason', names: ['reason'], show: agentWords, missing: '(none given by the agent)' };
 
 const ACTION_FIELDS: Readonly<Record<string, { title: string; fields: Field[] }>> = {
@@ -57,6 +63,8 @@ const ACTION_FIELDS: Readonly<Record<string, { title: string; fields: Field[] }>
       { label: 'body size', names: ['body_size', 'body_bytes', 'body_length'], show: bytes },
       { label: 'body sha256', names: ['body_sha256', 'body_hash'] },
       REASON,
+      { label: 'via', names: ['via'], show: via, optional: true },
+      { label: 'connection', names: ['proxy_client_pid'], show: reportedPid, optional: true },
     ],
   },
   ssh: {
@@ -88,6 +96,7 @@ function actionLines(action: Record<string, unknown>): string[] {
   for (const f of known?.fields ?? []) {
     const name = f.names.find((n) => action[n] !== undefined);
     for (const n of f.names) used.add(n);
+    if (name === undefined && f.optional) continue;
     lines.push(
       row(
         '    ',

@@ -94,7 +94,7 @@ export function startRelay(o: RelayOptions): Promise<Relay> {
   return new Promise((resolve, reject) => {
     const sockets = new Set<net.Socket>();
     // Half-open: a client that has sent all it will still reads the answer.
-    const server = net.createServer({ allowHalfOpen: true }, (client) => {
+    const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (client) => {
       sockets.add(client);
       client.on('close', () => sockets.delete(client));
       void serve(client, o, (server.address() as net.AddressInfo).port);

@@ -1,6 +1,7 @@
 // The steps of SPEC §6.1 an HTTP request takes, whichever front door it
 // came through (POST /v1/http, run-http.ts; the proxy, run-proxied.ts):
 // each runs one step, and the runners say in which order.
+import type { ProxyCardFields } from '../../shared/admin-protocol';
 import type { HttpCredentialDef } from '../../shared/credential';
 import type { Approval } from '../../shared/events';
 import type { Pool } from 'undici';
@@ -57,6 +58,8 @@ export function approveHttp(
   req: Pick<HttpRequest, 'method' | 'target' | 'body' | 'reason'>,
   pinned: ResolvedAddress,
   bodyHash: string | null,
+  // What the card adds for a request through the proxy (shared/admin-protocol.ts).
+  door: ProxyCardFields | null = null,
 ): Promise<Approval> {
   const t = req.target;
   return approve(ctx, def.name, match.approve, {
@@ -71,6 +74,7 @@ export function approveHttp(
     body_bytes: req.body?.length ?? 0,
     body_sha256: bodyHash,
     ...(req.reason !== null ? { reason: req.reason } : {}),
+    ...(door ?? {}),
   });
 }
 

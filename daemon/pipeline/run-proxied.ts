@@ -11,6 +11,7 @@
 // A refusal before the response head is thrown (with its audit_seq) for the
 // front door to answer as an HTTP response; once the head is out, a failure
 // aborts the message and is the outcome's error.
+import type { HttpCredentialDef } from '../../shared/credential';
 import { Refusal } from '../../shared/errors';
 import type { HttpRequestFacts, JournalEvent, UncredentialedHttpFacts } from '../../shared/events';
 import { credentialOfKind } from './credential';
@@ -25,6 +26,15 @@ import { approveHttp, checkCredentialRules, pinnedPool, resolveChecked, sendWith
 
 type Facts = HttpRequestFacts | UncredentialedHttpFacts;
 
+// What the front door knows of the connection.
+export interface ProxyDoor {
+  // Without a credential: the addresses the request may reach beyond public
+  // ones (those the credentials covering its host allow).
+  coveredAddresses?: HttpCredentialDef['allow_addresses'];
+  // The connecting descendant of `postern run`, as it reported it.
+  clientPid?: number | null;
+}
+
 function proxiedFacts(req: ProxiedRequest, bodyHash: string | null): Facts {
   if (req.credential !== null)
     return { ...httpRequestFacts({ ...req, credential: req.credential }, bodyHash), via: 'proxy' };
@@ -36,6 +46,7 @@ export async function runProxied(
   ctx: RequestContext,
   req: ProxiedRequest,
   sink: ResponseSink,
+  door: ProxyDoor = {},
 ): Promise<{ auditSeq: number }> {
   const s = ctx.services;
   s.vault(); // a locked vault refuses the request before any step
@@ -48,13 +59,20 @@ export async function runProxied(
     const def = req.credential !== null ? credentialOfKind(s, req.credential, 'http') : null;
     const credentialed = def ? { def, ...checkCredentialRules(s, def, { ...req, credential: def.name }) } : null;
     // 4. one resolution; every address classified
-    const { addresses, pinned } = await resolveChecked(s, req.target, def?.allow_addresses ?? []);
+    const { addresses, pinned } = await resolveChecked(
+      s,
+      req.target,
+      def ? def.allow_addresses : (door.coveredAddresses ?? []),
+    );
     const resolution = (ev.resolution = resolutionFacts(addresses));
     // 5. approval, for a credential only; 6. no idempotency key
     let intentEvent: JournalEvent;
     if (credentialed) {
       const { def: d, match } = credentialed;
-      const approval = (ev.approval = await approveHttp(ctx, d, match, req, pinned, bodyHash));
+      const approval = (ev.approval = await approveHttp(ctx, d, match, req, pinned, bodyHash, {
+        via: 'proxy',
+        proxy_client_pid: door.clientPid ?? null,
+      }));
       s.stores.budgets.take(d.name, d.rate);
       intentEvent = {
         kind: 'http_intent',

@@ -70,7 +70,7 @@ t.test("a real daemon's answer comes back through postern run's proxy", async (t
   t.equal(d.logs().indexOf(token), -1, "the token is not in the daemon's log");
   const journal = cli(h, ['audit', 'show', '--json', '--passphrase-file', h.passFile]);
   t.equal(journal.code, 0, journal.stderr);
-  t.match(journal.stdout, /agent_refused/, 'the refusal is journaled');
+  t.match(journal.stdout, /"kind":"http_refused"[^\n]*"via":"proxy"/, 'the refusal is journaled');
   t.equal(journal.stdout.indexOf(token), -1, 'the token is not in the journal');
   t.equal(journal.stdout.indexOf(Buffer.from(`${token}:${token}`).toString('base64')), -1);
 });

@@ -1,0 +1,38 @@
+// Which HTTP credentials' rules cover a host and port over https (some
+// `[[allow]]` rule names the host, the scheme and the port): a CONNECT to
+// such a target is terminated and its requests read; any other goes by
+// proxy.other_hosts. Method and path are judged per request, later.
+import type { HttpCredentialDef } from '../../shared/credential';
+import { hostPatternMatches } from '../../shared/host-pattern';
+import type { PipelineServices } from '../pipeline/context';
+import type { Target } from '../pipeline/target';
+import { usableDefinition } from '../vault/unlocked-vault';
+
+export function httpDefinitions(s: PipelineServices): HttpCredentialDef[] {
+  const defs: HttpCredentialDef[] = [];
+  for (const stored of s.vault().credentials()) {
+    if (stored.entry.kind !== 'http') continue;
+    try {
+      const def = usableDefinition(stored);
+      if (def.kind === 'http') defs.push(def);
+    } catch {
+      // a definition that no longer validates covers nothing
+    }
+  }
+  return defs;
+}
+
+export function coveringCredentials(s: PipelineServices, t: Target): HttpCredentialDef[] {
+  return httpDefinitions(s).filter((def) =>
+    def.allow.some(
+      (rule) => hostPatternMatches(rule.host, t.host) && rule.schemes.includes(t.scheme) && rule.ports.includes(t.port),
+    ),
+  );
+}
+
+// A request with no placeholder to a host some credentials cover may reach
+// the addresses those credentials' allow_addresses allow: a human already
+// named them for that host (docs/proxy.md).
+export function coveredAddresses(s: PipelineServices, t: Target): HttpCredentialDef['allow_addresses'] {
+  return coveringCredentials(s, t).flatMap((def) => def.allow_addresses);
+}

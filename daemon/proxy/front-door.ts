@@ -1,0 +1,90 @@
+// The proxy front door on the agent socket (SPEC §11). `postern run`
+// relays each of its child's proxy connections here; the peer is that
+// `postern run`, identified as every agent-socket peer is.
+// - CONNECT host:port to a target some HTTP credential covers: answered
+//   200, TLS terminated with a leaf certificate of the local CA, and each
+//   inner HTTP/1.1 request run through the pipeline (proxied-exchange.ts).
+// - CONNECT to any other target: relayed as bytes after the address checks
+//   (proxy.other_hosts = "tunnel", tunnel.ts) or refused ("refuse").
+// - An absolute-form http:// request: one proxied exchange, scheme http.
+import http from 'node:http';
+import type net from 'node:net';
+import tls from 'node:tls';
+import type { Duplex } from 'node:stream';
+import { Refusal } from '../../shared/errors';
+import type { LeafCertificates } from './leaf-certs';
+import { parseConnectTarget, type ConnectTarget } from './connect-target';
+import { coveringCredentials } from './coverage';
+import { runClientPid, serveProxiedExchange, type FrontDoorDeps } from './proxied-exchange';
+import { refuseOnSocket } from './refusal-response';
+import { openTunnel } from './tunnel';
+
+export type { FrontDoorDeps } from './proxied-exchange';
+
+export function isAbsoluteForm(req: http.IncomingMessage): boolean {
+  return /^http:\/\//i.test(req.url ?? '');
+}
+
+export function serveAbsoluteForm(deps: FrontDoorDeps, req: http.IncomingMessage, res: http.ServerResponse): void {
+  void serveProxiedExchange(deps, req.socket, null, req, res, runClientPid(req));
+}
+
+// The inner requests of one terminated CONNECT: keep-alive HTTP/1.1 on the
+// TLS socket, each request's peer re-checked on the outer connection.
+function serveInner(
+  deps: FrontDoorDeps,
+  outer: net.Socket,
+  t: ConnectTarget,
+  secure: tls.TLSSocket,
+  clientPid: number | null,
+): void {
+  const inner = http.createServer({ keepAlive: true }, (req, res) => {
+    void serveProxiedExchange(deps, outer, t, req, res, clientPid);
+  });
+  inner.on('clientError', (_e, sock) => sock.destroy());
+  inner.emit('connection', secure);
+}
+
+async function terminate(
+  deps: FrontDoorDeps & { leaves: LeafCertificates },
+  outer: net.Socket,
+  t: ConnectTarget,
+  head: Buffer,
+  clientPid: number | null,
+): Promise<void> {
+  const context = await deps.leaves.secureContextFor(t.host);
+  outer.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+  if (head.length > 0) outer.unshift(head);
+  const secure = new tls.TLSSocket(outer, { isServer: true, secureContext: context, ALPNProtocols: ['http/1.1'] });
+  secure.on('error', () => secure.destroy());
+  serveInner(deps, outer, t, secure, clientPid);
+}
+
+export async function serveConnect(
+  deps: FrontDoorDeps & { leaves: LeafCertificates; otherHosts(): 'tunnel' | 'refuse' },
+  req: http.IncomingMessage,
+  sock: Duplex,
+  head: Buffer,
+): Promise<void> {
+  const outer = req.socket;
+  const authority = req.url ?? '';
+  sock.on('error', () => sock.destroy());
+  try {
+    const identity = deps.identify(outer);
+    deps.requireUnlocked();
+    deps.touch();
+    const t = parseConnectTarget(authority);
+    if (coveringCredentials(deps.pipeline, t.target).length > 0)
+      return await terminate(deps, outer, t, head, runClientPid(req));
+    if (deps.otherHosts() === 'refuse')
+      throw new Refusal(
+        'denied_policy',
+        `no credential covers ${t.target.host} port ${t.port} over https, and proxy.other_hosts is "refuse"; use a host a credential allows (GET /v1/credentials lists them), or ask a human to set proxy.other_hosts = "tunnel"`,
+      );
+    await openTunnel(deps.pipeline, identity, t, outer, head);
+  } catch (e) {
+    let r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
+    r = await deps.journalRefusal(outer, r, `CONNECT ${authority.slice(0, 200)}`);
+    refuseOnSocket(sock, r);
+  }
+}

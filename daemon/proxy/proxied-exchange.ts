@@ -1,0 +1,157 @@
+// One HTTP request read by the proxy front door (inside a terminated CONNECT
+// or in absolute form on the agent socket) through the pipeline: its body
+// read up to http.max_request_body, its placeholders looked up for the
+// connection's process, run by runProxied with the response streamed to
+// the client. A refusal before the response head is the HTTP response of
+// refusal-response.ts; after it, the connection is aborted.
+import { once } from 'node:events';
+import type http from 'node:http';
+import type net from 'node:net';
+import { Refusal } from '../../shared/errors';
+import type { HttpCredentialDef } from '../../shared/credential';
+import type { Identity } from '../identity/identify';
+import type { PipelineServices } from '../pipeline/context';
+import { credentialOfKind } from '../pipeline/credential';
+import { proxiedRequest, type PlaceholderLookup, type ProxiedParts } from '../pipeline/proxied';
+import { runProxied } from '../pipeline/run-proxied';
+import type { ResponseSink } from '../pipeline/stream-response';
+import { looksLikePlaceholder } from '../stores/runs';
+import type { ConnectTarget } from './connect-target';
+import { coveredAddresses } from './coverage';
+import { refuseResponse } from './refusal-response';
+
+export interface FrontDoorDeps {
+  pipeline: PipelineServices;
+  // The peer of the agent-socket connection, re-checked at every request.
+  identify(sock: net.Socket): Identity;
+  // Journals a refusal the pipeline did not (as agent_refused).
+  journalRefusal(sock: net.Socket, r: Refusal, endpoint: string): Promise<Refusal>;
+  requireUnlocked(): void;
+  touch(): void;
+}
+
+function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > limit) {
+        reject(
+          new Refusal(
+            'body_too_large',
+            `the request body is larger than http.max_request_body (${limit} bytes); send a smaller body`,
+          ),
+        );
+        req.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('end', () => resolve(size === 0 ? null : Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+// `postern run` names the connecting descendant on the first request head
+// (the CONNECT, or each absolute-form request); it is the front door's, not
+// the upstream's, so it never goes on.
+export const RUN_CLIENT_HEADER = 'postern-run-client';
+
+export function runClientPid(req: http.IncomingMessage): number | null {
+  const v = req.headers[RUN_CLIENT_HEADER];
+  return typeof v === 'string' && /^[1-9][0-9]{0,9}$/.test(v) ? Number(v) : null;
+}
+
+function headerLines(req: http.IncomingMessage): [string, string][] {
+  const lines: [string, string][] = [];
+  for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
+    const name = req.rawHeaders[i]!;
+    if (name.toLowerCase() !== RUN_CLIENT_HEADER) lines.push([name, req.rawHeaders[i + 1]!]);
+  }
+  return lines;
+}
+
+function sinkFor(res: http.ServerResponse): ResponseSink {
+  return {
+    respond: (status, headers) => {
+      res.writeHead(status, headers);
+    },
+    write: async (chunk) => {
+      if (!res.write(chunk)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
+    },
+    end: () => res.end(),
+    abort: () => res.destroy(),
+  };
+}
+
+function lookupFor(s: PipelineServices, identity: Identity): PlaceholderLookup {
+  return (value) => {
+    const found = s.stores.runs.resolvePlaceholder(value, identity);
+    if (found) return { credential: found.credential };
+    return looksLikePlaceholder(value) ? 'not-honoured' : null;
+  };
+}
+
+function definitionOf(s: PipelineServices): (name: string) => HttpCredentialDef | undefined {
+  return (name) => {
+    try {
+      return credentialOfKind(s, name, 'http');
+    } catch {
+      return undefined;
+    }
+  };
+}
+
+// `outer` is the agent-socket connection (its peer speaks for the request).
+export async function serveProxiedExchange(
+  deps: FrontDoorDeps,
+  outer: net.Socket,
+  connect: ConnectTarget | null,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  clientPid: number | null,
+): Promise<void> {
+  const s = deps.pipeline;
+  const endpoint = connect ? `${req.method} https://${connect.target.host}:${connect.port}` : `${req.method} http`;
+  const abort = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) abort.abort();
+  });
+  try {
+    const identity = deps.identify(outer);
+    deps.requireUnlocked();
+    deps.touch();
+    const cfg = s.config();
+    const body = await readBody(req, cfg.http.max_request_body);
+    const parts: ProxiedParts = {
+      method: req.method ?? '',
+      target: req.url ?? '',
+      headers: headerLines(req),
+      body,
+      connect: connect ? { host: connect.host, port: connect.port } : null,
+    };
+    await s.stores.inFlight.run(async (slot) => {
+      const request = proxiedRequest(
+        parts,
+        { maxRequestBody: cfg.http.max_request_body, maxTimeout: cfg.http.max_timeout },
+        lookupFor(s, identity),
+        definitionOf(s),
+      );
+      const covered = request.credential === null ? coveredAddresses(s, request.target) : [];
+      await runProxied({ services: s, identity, signal: abort.signal, slot }, request, sinkFor(res), {
+        coveredAddresses: covered,
+        clientPid,
+      });
+    });
+  } catch (e) {
+    let r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    r = await deps.journalRefusal(outer, r, endpoint);
+    refuseResponse(res, r);
+    if (r.code !== 'body_too_large') req.resume();
+  }
+}
