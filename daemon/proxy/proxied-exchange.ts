@@ -30,25 +30,28 @@ export interface FrontDoorDeps {
   touch(): void;
 }
 
+// Beyond the limit the rest is read and dropped: the refusal is answered
+// and the connection then closed (the client may still be sending).
 function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer | null> {
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
+    let chunks: Buffer[] | null = [];
     let size = 0;
     req.on('data', (c: Buffer) => {
+      if (chunks === null) return;
       size += c.length;
       if (size > limit) {
+        chunks = null;
         reject(
           new Refusal(
             'body_too_large',
             `the request body is larger than http.max_request_body (${limit} bytes); send a smaller body`,
           ),
         );
-        req.destroy();
         return;
       }
       chunks.push(c);
     });
-    req.on('end', () => resolve(size === 0 ? null : Buffer.concat(chunks)));
+    req.on('end', () => chunks && resolve(size === 0 ? null : Buffer.concat(chunks)));
     req.on('error', reject);
   });
 }
@@ -151,7 +154,8 @@ export async function serveProxiedExchange(
       return;
     }
     r = await deps.journalRefusal(outer, r, endpoint);
+    if (r.code === 'body_too_large') res.setHeader('connection', 'close');
     refuseResponse(res, r);
-    if (r.code !== 'body_too_large') req.resume();
+    req.resume();
   }
 }

@@ -9,7 +9,8 @@
 // The secret is in no byte curl received, nor the journal, nor the log.
 import t, { type Test } from 'tap';
 import net from 'node:net';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { startStack, type Stack } from '../helpers/stack';
 import { cliBytes } from '../helpers/cli-bytes';
@@ -184,6 +185,40 @@ t.test('refusals through the proxy', async (t) => {
     t.equal(plain.requests.at(-1)!.headers['authorization'], `Bearer ${secret}`);
     t.equal(plain.requests.at(-1)!.url, '/p?q=1');
     t.notOk('postern-run-client' in plain.requests.at(-1)!.headers, "postern run's header does not go upstream");
+  });
+
+  await t.test('a connection outlives its process: the next request is refused', async (t) => {
+    // The process that connected sends one request, then execs; the new
+    // program holds the connection but cannot speak for the old instance.
+    // The request is one the pipeline refuses after the peer check (a
+    // forbidden header), so no upstream is involved.
+    const request = `GET http://plain.example.test:${plain.port}/again HTTP/1.1\\r\\nHost: plain.example.test:${plain.port}\\r\\nX-Forwarded-For: 10.0.0.1\\r\\n\\r\\n`;
+    const script = [
+      'import os, socket, sys',
+      'def answer(s):',
+      '    got = b""',
+      '    while b"\\r\\n\\r\\n" not in got: got += s.recv(65536)',
+      '    head, _, rest = got.partition(b"\\r\\n\\r\\n")',
+      '    n = int([l.split(b":")[1] for l in head.split(b"\\r\\n") if l.lower().startswith(b"content-length")][0])',
+      '    while len(rest) < n: rest += s.recv(65536)',
+      '    sys.stdout.write(head.decode().split(" ")[1] + " " + rest.decode() + "\\n"); sys.stdout.flush()',
+      'if len(sys.argv) == 2:',
+      `    s = socket.socket(socket.AF_UNIX); s.connect(${JSON.stringify(s.sock)})`,
+      `    s.sendall(b"${request}"); answer(s)`,
+      '    os.set_inheritable(s.fileno(), True)',
+      '    os.execv(sys.executable, [sys.executable, sys.argv[1], str(s.fileno()), "x"])',
+      's = socket.socket(fileno=int(sys.argv[1]))',
+      `s.sendall(b"${request}"); answer(s)`,
+    ].join('\n');
+    const file = join(s.h.dir, 'exec-peer.py');
+    writeFileSync(file, script);
+    const r = spawnSync('python3', [file, file], { encoding: 'utf8', timeout: 20_000 });
+    const lines = r.stdout.trim().split('\n');
+    t.equal(lines.length, 2, r.stdout + r.stderr);
+    t.match(lines[0], /^400 /, 'the first request, from the process that connected, is judged');
+    t.equal(JSON.parse(lines[0]!.slice(4)).error.code, 'bad_request');
+    t.match(lines[1], /^403 /, 'the second, after exec, is refused');
+    t.equal(JSON.parse(lines[1]!.slice(4)).error.code, 'unidentified_peer');
   });
 
   await t.test('a CONNECT to a host no credential covers, tunnelled: the address checks refuse loopback', async (t) => {

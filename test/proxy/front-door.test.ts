@@ -6,7 +6,7 @@
 // holds only the placeholder; the secret is in no byte curl received, nor
 // the journal, nor the daemon's log.
 import t from 'tap';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startStack, type Card } from '../helpers/stack';
 import { renderCard } from '../../cli/approver/render';
@@ -61,6 +61,39 @@ t.test('CONNECT, TLS, the pipeline: the secret reaches the upstream only', async
   t.match(env, /^API_TOKEN=postern-api-[0-9a-f]{16}$/m, "the client's env holds the placeholder");
   t.same(exposures(env, secret), [], 'the secret is not in the env');
   t.same(exposures(r.stdout, secret), [], 'the secret is in no byte curl received');
+  // Keep-alive: two requests in one CONNECT, each served.
+  const before = s.up.requests.length;
+  const two = await cliBytes(s.h.env, [
+    'run',
+    '--',
+    'sh',
+    '-c',
+    `curl -sSv --max-time 20 -o /dev/null -o /dev/null -w '%{http_code}\\n' ${s.url('api.example.test', '/a')} ${s.url('api.example.test', '/b')}`,
+  ]);
+  t.equal(two.code, 0, two.stderr.toString());
+  t.equal(two.stdout.toString(), '200\n200\n', 'both requests answered');
+  t.equal(two.stderr.toString().match(/> CONNECT /g)?.length, 1, 'over one CONNECT');
+  t.same(
+    s.up.requests.slice(before).map((q) => q.url),
+    ['/a', '/b'],
+  );
+
+  // A body over http.max_request_body: 413, before anything is sent.
+  const big = join(s.h.dir, 'big');
+  writeFileSync(big, Buffer.alloc(1024 * 1024 + 1, 'a'));
+  const large = await cliBytes(s.h.env, [
+    'run',
+    '--',
+    'sh',
+    '-c',
+    `curl -sS --max-time 20 -D - -H "Authorization: Bearer $API_TOKEN" --data-binary @${big} ${s.url('api.example.test', '/up')}`,
+  ]);
+  const answer = large.stdout.toString();
+  t.match(answer, /\r\nHTTP\/1\.1 413 /, answer.slice(0, 300));
+  t.match(answer, /\r\nx-postern-error: body_too_large\r\n/i);
+  t.match(answer, /"code":"body_too_large"/);
+  t.equal(s.up.requests.length, before + 2, 'the large request was not sent');
+
   await s.d.stop();
   t.same(exposures(s.d.logs(), secret), [], "the secret is not in the daemon's log");
   const journal = await journalText(s.h);
