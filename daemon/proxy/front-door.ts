@@ -16,7 +16,9 @@ import type { LeafCertificates } from './leaf-certs';
 import { parseConnectTarget, type ConnectTarget } from './connect-target';
 import { coveringCredentials } from './coverage';
 import { runClientPid, serveProxiedExchange, type FrontDoorDeps } from './proxied-exchange';
-import { refuseOnSocket } from './refusal-response';
+import { refuseOnSocket, refuseResponse } from './refusal-response';
+import { parseFailure, unmetExpectation } from './malformed';
+import { unparsed } from './proxied-exchange';
 import { openTunnel } from './tunnel';
 
 export type { FrontDoorDeps } from './proxied-exchange';
@@ -41,7 +43,28 @@ function serveInner(
   const inner = http.createServer({ keepAlive: true }, (req, res) => {
     void serveProxiedExchange(deps, outer, t, req, res, clientPid);
   });
-  inner.on('clientError', (_e, sock) => sock.destroy());
+  const endpoint = `HTTPS ${t.target.host}:${t.port}`;
+  inner.on('clientError', (e: NodeJS.ErrnoException, sock: Duplex) => {
+    // The exchange already running on this socket (if any) stays quiet: this is its answer.
+    unparsed.add(sock);
+    if (e.code === 'ECONNRESET' || !sock.writable) {
+      sock.destroy();
+      return;
+    }
+    deps.journalRefusal(outer, parseFailure(e), endpoint).then(
+      (r) => refuseOnSocket(sock, r),
+      () => sock.destroy(),
+    );
+  });
+  inner.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const value = String(req.headers['expect'] ?? '');
+    res.setHeader('connection', 'close');
+    deps.journalRefusal(outer, unmetExpectation(value), `${req.method} https://${t.target.host}:${t.port}`).then(
+      (r) => refuseResponse(res, r),
+      () => res.destroy(),
+    );
+    req.resume();
+  });
   inner.emit('connection', secure);
 }
 

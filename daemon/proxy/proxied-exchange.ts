@@ -20,6 +20,10 @@ import type { ConnectTarget } from './connect-target';
 import { coveredAddresses } from './coverage';
 import { refuseResponse } from './refusal-response';
 
+// Sockets whose request the HTTP parser rejected: the front door's parse
+// failure answer (front-door.ts) is theirs, not the exchange's.
+export const unparsed = new WeakSet<object>();
+
 export interface FrontDoorDeps {
   pipeline: PipelineServices;
   // The peer of the agent-socket connection, re-checked at every request.
@@ -148,6 +152,7 @@ export async function serveProxiedExchange(
       });
     });
   } catch (e) {
+    if (!(e instanceof Refusal) && unparsed.has(req.socket)) return;
     let r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
     if (res.headersSent) {
       res.destroy();
