@@ -30,10 +30,10 @@ const dnsPacket = require(spec.dnsPacket);
 const out = (m) => process.stdout.write(JSON.stringify(m) + '\n');
 const stats = {};
 
-function listen(server) {
+function listen(server, host) {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve(server.address().port));
+    server.listen(0, host || '127.0.0.1', () => resolve(server.address().port));
   });
 }
 
@@ -42,7 +42,7 @@ async function peer(p) {
   if (p.behaviour === 'closed') {
     // A port nothing listens on: bound, then released.
     const s = net.createServer();
-    const port = await listen(s);
+    const port = await listen(s, p.host);
     await new Promise((r) => s.close(r));
     return port;
   }
@@ -60,7 +60,7 @@ async function peer(p) {
     server.on(p.tls ? 'secureConnection' : 'connection', () => st.connections++);
     server.on('tlsClientError', () => undefined);
     server.on('clientError', (_e, s) => s.destroy());
-    return listen(server);
+    return listen(server, p.host);
   }
   // Raw peers: each accepted connection is handled below, over TLS when the
   // peer has a certificate. The TCP socket is kept to reset it.
@@ -111,7 +111,7 @@ async function peer(p) {
   } else {
     server = net.createServer((tcp) => onSocket(tcp, tcp));
   }
-  return listen(server);
+  return listen(server, p.host);
 }
 
 function probe(host, port) {
@@ -174,6 +174,7 @@ export interface PeerSpec {
   name: string;
   behaviour: PeerBehaviour;
   tls?: PeerTls; // TLS on the port (a raw peer's bytes go inside it)
+  host?: string; // the address it listens on (one of OfflineOptions.addresses); 127.0.0.1 by default
 }
 
 export interface PeerStats {
@@ -185,7 +186,7 @@ export interface OfflineNetwork {
   pid: number; // the process holding the namespace (and serving the peers)
   netns: string; // /proc/<pid>/ns/net
   dnsPort: number; // UDP on 127.0.0.1 inside the namespace
-  ports: Record<string, number>; // by peer name, on 127.0.0.1 inside the namespace
+  ports: Record<string, number>; // by peer name, on the peer's host inside the namespace
   // argv run inside the namespace
   inNs(argv: string[]): string[];
   // What a connect from inside the namespace gets: 'connected' or the errno code.
@@ -200,6 +201,9 @@ export interface OfflineOptions {
   records: Record<string, { A?: string[]; AAAA?: string[] }>;
   // `ip route add` arguments applied inside, e.g. ['unreachable', '1.1.1.0/24'].
   routes?: string[][];
+  // Addresses put on `lo` before the peers listen, e.g. '11.0.0.1/32': a
+  // public-looking address that stays inside the namespace.
+  addresses?: string[];
 }
 
 function ip(pid: number, args: string[]): void {
@@ -229,12 +233,12 @@ export async function startOfflineNetwork(o: OfflineOptions): Promise<OfflineNet
       '--',
       'sh',
       '-c',
-      'ip link set lo up && exec "$0" "$@"',
+      'ip link set lo up && for a in $NS_ADDRESSES; do ip addr add "$a" dev lo || exit 1; done && exec "$0" "$@"',
       process.execPath,
       script,
       specFile,
     ],
-    { stdio: ['pipe', 'pipe', 'pipe'] },
+    { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, NS_ADDRESSES: (o.addresses ?? []).join(' ') } },
   );
   let stderr = '';
   proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
