@@ -26,6 +26,11 @@ export class Recorder {
     private readonly isLocked: () => boolean,
   ) {}
 
+  // A problem that refuses nothing but that a human should see: the log only.
+  warn(fields: Record<string, string | number | null>, message: string): void {
+    this.log.warn(fields, message);
+  }
+
   // Durable before this resolves. If the journal cannot take it, the action
   // it describes is refused.
   async record(payload: JournalEvent): Promise<Head> {

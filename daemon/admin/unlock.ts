@@ -116,10 +116,14 @@ async function unlockOnce(
   }
   try {
     syncCaPem(ctx.config.paths.caPem, opened.proxyCaCert);
-  } catch {
+  } catch (e) {
     // ca.pem is only a copy of the vault's certificate: a home that cannot
-    // take it does not keep the vault locked, and `postern ca` names the
-    // missing file.
+    // take it does not keep the vault locked; the log says why, and
+    // `postern ca` names the missing file.
+    ctx.recorder.warn(
+      { event: 'ca_pem_write_failed', path: ctx.config.paths.caPem, errno: (e as NodeJS.ErrnoException)?.code ?? null },
+      'ca.pem could not be written; programs under `postern run` cannot trust the proxy until it is',
+    );
   }
   return ctx.status();
 }

@@ -6,10 +6,10 @@
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { X509Certificate, createHash } from 'node:crypto';
-import { readFileSync, rmSync, statSync, writeFileSync, chmodSync } from 'node:fs';
+import { readFileSync, rmSync, statSync, writeFileSync, chmodSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { rootCertificates } from 'node:tls';
-import { cli, init, makeHome, startDaemon } from '../helpers/postern';
+import { cli, eventually, init, makeHome, startDaemon } from '../helpers/postern';
 import { journalBytes, journalText } from '../helpers/canary';
 import { findKey, keyForms, proxyCaKey } from '../helpers/proxy-ca';
 
@@ -78,6 +78,15 @@ t.test('init makes the CA; `postern ca` prints it; unlock puts ca.pem back; the 
   const before = statSync(caFile).mtimeMs;
   unlockThenLock();
   t.equal(statSync(caFile).mtimeMs, before, 'an intact ca.pem is left alone');
+  // A home that cannot take ca.pem (a directory stands at its path) keeps
+  // the unlock, and the log says why.
+  rmSync(caFile);
+  mkdirSync(caFile);
+  unlockThenLock();
+  t.ok(await eventually(() => d.logs().includes('"event":"ca_pem_write_failed"')), 'the failed write is logged');
+  rmSync(caFile, { recursive: true });
+  unlockThenLock();
+  t.equal(readFileSync(caFile, 'utf8'), pem, 'and written at the next unlock that can');
   await d.stop();
 
   // The CA key: in the vault, nowhere else.
