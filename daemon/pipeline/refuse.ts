@@ -73,3 +73,21 @@ export async function refuseAfterIntent(
   const out = await services.journal.record(outcome).catch(() => null);
   return new Refusal(r.code, r.message, { ...(r.detail ?? {}), audit_seq: out?.seq ?? intent.seq });
 }
+
+// An HTTP request that failed on its way or before its response head: the
+// outcome journaled with whether it may have executed.
+export function sendFailed(
+  services: PipelineServices,
+  intent: JournalHead,
+  e: unknown,
+  started: number,
+): Promise<Refusal> {
+  const r = e instanceof Refusal ? e : new Refusal('upstream_error', 'the request failed; see the daemon log');
+  return refuseAfterIntent(services, intent, r, {
+    kind: 'http_outcome',
+    intent_seq: intent.seq,
+    error: r.code,
+    maybe_executed: r.maybeExecuted,
+    duration_ms: Date.now() - started,
+  });
+}

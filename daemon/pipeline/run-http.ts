@@ -17,7 +17,7 @@ import { shapeResponse } from './response';
 import type { Outcome, Ticket } from '../stores/idempotency';
 import type { PipelineServices, RequestContext } from './context';
 import { Complete, Evidence, httpIntent, httpRequestFacts, resolutionFacts, sha256, who } from './evidence';
-import { refuseAfterIntent, refuseHttp } from './refuse';
+import { refuseAfterIntent, refuseHttp, sendFailed } from './refuse';
 
 // Two requests are "the same" for idempotency when they would send the same
 // bytes: credential, method, URL, headers (sorted) and body. The timeout is
@@ -92,17 +92,7 @@ export async function runHttp(ctx: RequestContext, req: HttpRequest): Promise<Ht
       });
     } catch (e) {
       scan.redactor?.wipe();
-      const r = e instanceof Refusal ? e : new Refusal('upstream_error', 'the request failed; see the daemon log');
-      throw settle(
-        ticket,
-        await refuseAfterIntent(s, intent, r, {
-          kind: 'http_outcome',
-          intent_seq: intent.seq,
-          error: r.code,
-          maybe_executed: r.maybeExecuted,
-          duration_ms: Date.now() - started,
-        }),
-      );
+      throw settle(ticket, await sendFailed(s, intent, e, started));
     }
     let reply;
     try {

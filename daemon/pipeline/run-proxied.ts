@@ -21,7 +21,7 @@ import { streamResponse, type ResponseSink } from './stream-response';
 import type { ProxiedRequest } from './proxied';
 import type { RequestContext } from './context';
 import { Evidence, httpRequestFacts, resolutionFacts, sha256, who } from './evidence';
-import { refuseAfterIntent, refuseHttp } from './refuse';
+import { refuseAfterIntent, refuseHttp, sendFailed } from './refuse';
 import { approveHttp, checkCredentialRules, pinnedPool, resolveChecked, sendWithSecret } from './http-steps';
 
 type Facts = HttpRequestFacts | UncredentialedHttpFacts;
@@ -110,14 +110,7 @@ export async function runProxied(
           );
     } catch (e) {
       scan.redactor?.wipe();
-      const r = e instanceof Refusal ? e : new Refusal('upstream_error', 'the request failed; see the daemon log');
-      throw await refuseAfterIntent(s, intent, r, {
-        kind: 'http_outcome',
-        intent_seq: intent.seq,
-        error: r.code,
-        maybe_executed: r.maybeExecuted,
-        duration_ms: Date.now() - started,
-      });
+      throw await sendFailed(s, intent, e, started);
     }
     // 9. streamed: decoded, redacted, cut; 10. the outcome when it ends
     let streamed;
