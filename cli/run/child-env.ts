@@ -2,7 +2,7 @@
 // credentials' placeholders, then the proxy and CA variables over them (a
 // placeholder variable never replaces one of these). SSH_AUTH_SOCK is left
 // as it is.
-import { FORBIDDEN_ENV, NEUTRALISED_ENV } from '../../shared/hardening';
+import { ENV_NAME, refusedEnvName } from '../../shared/credential/env-names';
 
 export const PROXY_VARIABLES = ['HTTPS_PROXY', 'HTTP_PROXY', 'https_proxy', 'http_proxy'] as const;
 export const NO_PROXY_VARIABLES = ['NO_PROXY', 'no_proxy'] as const;
@@ -33,23 +33,10 @@ export function childEnvironment(i: ChildEnvInput): NodeJS.ProcessEnv {
   return env;
 }
 
-// The variables a placeholder may not take over: those `postern run` sets
-// itself, and those that change what CMD runs, loads or trusts. The daemon
-// refuses them in a credential's `env`; run checks again, so that no reply
-// can reach them.
-const RESERVED: ReadonlySet<string> = new Set([
-  ...PROXY_VARIABLES,
-  ...NO_PROXY_VARIABLES,
-  ...CA_VARIABLES,
-  'NODE_USE_ENV_PROXY',
-  ...FORBIDDEN_ENV,
-  ...NEUTRALISED_ENV,
-  'PATH',
-  'HOME',
-  'SHELL',
-  'SSH_AUTH_SOCK',
-]);
-
+// The variables a placeholder may not take over: the daemon's own rule
+// for a credential's `env` (those `postern run` sets itself, and those that
+// change what CMD runs, loads or trusts), checked again here so that no
+// reply can reach them.
 export function reservedVariable(name: string): boolean {
-  return RESERVED.has(name) || /^(LD_|POSTERN_)|_PROXY$/i.test(name);
+  return !ENV_NAME.test(name) || refusedEnvName(name) !== null;
 }
