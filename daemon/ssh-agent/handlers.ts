@@ -51,7 +51,8 @@ const SESSION_BIND = 'session-bind@openssh.com';
 // in the journal.
 const SHOWN_USER = 256;
 
-function facts(request: string, more: Partial<SshAgentFacts> = {}): SshAgentFacts {
+// The journal fields of a request, as far as they are known.
+export function facts(request: string, more: Partial<SshAgentFacts> = {}): SshAgentFacts {
   return {
     request,
     credential: null,

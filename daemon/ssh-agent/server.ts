@@ -13,7 +13,7 @@ import type { PipelineServices } from '../pipeline/context';
 import { who } from '../pipeline/evidence';
 import { journalRefusal } from '../audit/refusal-summary';
 import { ConnectionBindings } from './bindings';
-import { AgentRefusal, FAILURE, HANDLERS, unknownMessage, type AgentConnection } from './handlers';
+import { AgentRefusal, FAILURE, HANDLERS, facts, unknownMessage, type AgentConnection } from './handlers';
 import { FrameSplitter, WireError } from './wire';
 
 export interface SshAgentDeps {
@@ -70,19 +70,30 @@ async function answer(deps: SshAgentDeps, conn: AgentConnection, sock: net.Socke
     if (e instanceof AgentRefusal) refusal = e;
     else {
       deps.log.error({ event: 'ssh_agent_error', err: (e as Error)?.name }, 'ssh-agent request failed');
-      refusal = new AgentRefusal(new Refusal('internal_error', 'unexpected error; see the daemon log'), {
-        request: `message ${type}`,
-        credential: null,
-        host: null,
-        host_key: null,
-        user: null,
-        session: null,
-        forwarded: conn.bindings.forwarded,
-      });
+      refusal = new AgentRefusal(
+        new Refusal('internal_error', 'unexpected error; see the daemon log'),
+        facts(`message ${type}`, { forwarded: conn.bindings.forwarded }),
+      );
     }
     await journalAgentRefusal(deps, identity, refusal);
     return FAILURE;
   }
+}
+
+async function refuseFrame(deps: SshAgentDeps, conn: AgentConnection, sock: net.Socket, why: string): Promise<void> {
+  const r = new Refusal('bad_request', `malformed ssh-agent frame: ${why}; the connection is closed`);
+  let identity: Identity;
+  try {
+    identity = deps.identify(sock);
+  } catch (e) {
+    await deps.journalUnidentified(sock, e instanceof Refusal ? e : r, 'ssh-agent frame');
+    return;
+  }
+  await journalAgentRefusal(
+    deps,
+    identity,
+    new AgentRefusal(r, facts('frame', { forwarded: conn.bindings.forwarded })),
+  );
 }
 
 function serveConnection(deps: SshAgentDeps, sock: net.Socket): void {
@@ -116,10 +127,11 @@ function serveConnection(deps: SshAgentDeps, sock: net.Socket): void {
     try {
       queue.push(...frames.push(chunk));
     } catch (e) {
-      // A frame that cannot be a message: nothing after it can be read.
+      // A frame that cannot be a message: nothing after it can be read,
+      // so the connection is closed once the refusal is journaled.
       const why = e instanceof WireError ? e.message : 'unreadable frame';
-      deps.log.info({ event: 'ssh_agent_malformed' }, `ssh-agent connection closed: ${why}`);
-      sock.destroy();
+      sock.pause();
+      void refuseFrame(deps, conn, sock, why).finally(() => sock.destroy());
       return;
     }
     if (queue.length > MAX_QUEUED) {
