@@ -74,9 +74,10 @@ function readPublicBlob(blob: Buffer): PublicKey {
     const e = r.mpint('rsa exponent');
     const n = r.mpint('rsa modulus');
     r.end('rsa key blob');
-    if (n.length * 8 < MIN_RSA_HOST_BITS) throw new WireError(`rsa modulus is shorter than ${MIN_RSA_HOST_BITS} bits`);
     if (e.length === 0) throw new WireError('rsa exponent is 0');
     const key = createPublicKey({ key: { kty: 'RSA', n: b64u(n), e: b64u(e) }, format: 'jwk' });
+    const bits = key.asymmetricKeyDetails?.modulusLength ?? 0;
+    if (bits < MIN_RSA_HOST_BITS) throw new WireError(`rsa modulus has ${bits} bits, fewer than ${MIN_RSA_HOST_BITS}`);
     return { type, key, modulusBytes: n.length };
   }
   throw new WireError(`key type ${type} is not supported`);

@@ -11,7 +11,7 @@
 // mislabelled algorithm and every malformed or truncated blob.
 import t from 'tap';
 import { execFile } from 'node:child_process';
-import { createHash, createPrivateKey, randomBytes, sign, verify, KeyObject } from 'node:crypto';
+import { createHash, createPrivateKey, generateKeyPairSync, randomBytes, sign, verify, KeyObject } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -264,6 +264,28 @@ function innerOf(sig: Buffer): Buffer {
   r.text();
   return r.string();
 }
+
+// An RSA host key of the given size made by node, its blob and its
+// rsa-sha2-256 signature of data: OpenSSH's minimum is 1024 bits.
+function rsaOfBits(bits: number, data: Buffer): { blob: Buffer; sig: Buffer } {
+  const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: bits });
+  const jwk = publicKey.export({ format: 'jwk' });
+  const mpint = (b64: string | undefined): Buffer => {
+    const b = Buffer.from(b64 ?? '', 'base64url');
+    return str(b[0]! & 0x80 ? Buffer.concat([Buffer.from([0]), b]) : b);
+  };
+  const blob = Buffer.concat([str('ssh-rsa'), mpint(jwk.e), mpint(jwk.n)]);
+  return { blob, sig: Buffer.concat([str('rsa-sha2-256'), str(sign('sha256', data, privateKey))]) };
+}
+
+t.test('verifyHostSignature: an RSA host key needs 1024 bits', async (t) => {
+  const data = randomBytes(32);
+  const k1024 = rsaOfBits(1024, data);
+  t.equal(verifyHostSignature(k1024.blob, data, k1024.sig), true, '1024 bits');
+  const k1023 = rsaOfBits(1023, data);
+  t.equal(verifyHostSignature(k1023.blob, data, k1023.sig), false, '1023 bits');
+  t.equal(keyTypeOf(k1023.blob), null, 'keyTypeOf: no usable key');
+});
 
 t.test('verifyHostSignature: SHA-1, mislabelled algorithms, malformed keys and signatures are false', async (t) => {
   const keys = await keysP;
