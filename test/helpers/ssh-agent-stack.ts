@@ -171,6 +171,7 @@ export interface AgentStack {
   knownHosts: string; // pins the sshd's host key
   decision: Decision; // what the approver answers next
   cards: Card[]; // every card the approver saw
+  added: Map<string, Result>; // what `postern cred add` printed, per credential
   ssh(c: Partial<SshCall>): Promise<Run>;
   entries(kind?: string): Entry[];
   // Where any form of a private key's secret was found: every output kept by
@@ -222,6 +223,7 @@ export async function startAgentStack(o: AgentStackOptions = {}): Promise<AgentS
     knownHosts: knownHostsFile(scratch, sshd.port, sshd.hostKey),
     decision: 'session',
     cards: [],
+    added: new Map(),
     async ssh(c) {
       const r = await runSsh({
         agent: self.agentSock,
@@ -250,8 +252,7 @@ export async function startAgentStack(o: AgentStackOptions = {}): Promise<AgentS
       look('journal files', journalBytes(s.h.home));
       look('journal', await journalText(s.h));
       look('sshd log', sshd.logs());
-      for (const f of filesUnder(s.h.home, (p) => p.endsWith('.sock') || /vault/.test(p)))
-        look(f, readFileSync(f));
+      for (const f of filesUnder(s.h.home, (p) => p.endsWith('.sock') || /vault/.test(p))) look(f, readFileSync(f));
       return where;
     },
     async close() {
@@ -273,6 +274,7 @@ export async function startAgentStack(o: AgentStackOptions = {}): Promise<AgentS
         s.h.passFile,
       ]);
       self.keep(`cred add ${c.name}`, r.stdout + r.stderr);
+      self.added.set(c.name, r);
       if (r.code !== 0) throw new Error(`cred add ${c.name}: ${r.stderr}`);
     }
     await s.approver((card) => {

@@ -8,7 +8,15 @@
 // the daemon log, the journal, sshd's log or a file of the home.
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
-import { startAgentStack, AgentStack, gitRepos, headOf, keySecrets, runChild, sshOptions } from '../helpers/ssh-agent-stack';
+import {
+  startAgentStack,
+  AgentStack,
+  gitRepos,
+  headOf,
+  keySecrets,
+  runChild,
+  sshOptions,
+} from '../helpers/ssh-agent-stack';
 import { cliBytes } from '../helpers/cli-bytes';
 import type { CardProcess } from '../../shared/admin-protocol';
 
@@ -56,7 +64,16 @@ t.test('git push under postern run reaches the bare repository', async (t) => {
   a.decision = 'session';
   const cards = a.cards.length;
   const before = a.entries('ssh_agent_sign').length;
-  const r = await cliBytes({ ...a.s.h.env, ...gitEnv() }, ['run', '--', 'git', '-C', repos.work, 'push', remoteUrl(), 'main']);
+  const r = await cliBytes({ ...a.s.h.env, ...gitEnv() }, [
+    'run',
+    '--',
+    'git',
+    '-C',
+    repos.work,
+    'push',
+    remoteUrl(),
+    'main',
+  ]);
   a.keep('git push under run', Buffer.concat([r.stdout, Buffer.from(r.stderr)]));
   t.equal(r.code, 0, `git push exits 0 (${r.stderr.trim()})`);
   t.match(r.stderr, /\* \[new branch\]\s+main -> main/);

@@ -7,11 +7,13 @@
 // ssh_agent_sign; a session rooted at a shell covers the logins of the ssh
 // processes under it; and no form of either private key appears in any
 // output, the daemon log, the journal, sshd's log or a file of the home.
+// approve = "each-use" asks for every login; an ECDSA key signs too.
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startAgentStack, AgentStack, keySecrets, runChild, sshOptions, Entry } from '../helpers/ssh-agent-stack';
+import { startAgentStack, AgentStack, keySecrets, runChild, sshOptions, Entry, Run } from '../helpers/ssh-agent-stack';
+import type { Card } from '../helpers/stack';
 import { RawAgentClient, blobOfLine } from '../helpers/raw-agent-client';
 import type { CardProcess } from '../../shared/admin-protocol';
 
@@ -22,14 +24,15 @@ t.before(async () => {
     creds: [
       { name: 'deploy', key: 'ed25519', sshAgent: true },
       { name: 'build', key: 'rsa', sshAgent: true },
-      { name: 'exec-only', key: 'ecdsa', sshAgent: false },
+      { name: 'careful', key: 'ecdsa', sshAgent: true, approve: 'each-use' },
+      { name: 'exec-only', key: 'rsaPem', sshAgent: false },
     ],
   });
 });
 t.teardown(() => a?.close());
 
 const sign = (): Entry[] => a.entries('ssh_agent_sign');
-const pubFile = (name: 'ed25519' | 'rsa'): string => {
+const pubFile = (name: 'ed25519' | 'rsa' | 'ecdsa'): string => {
   const p = join(a.scratch, `${name}.pub`);
   writeFileSync(p, a.sshd.keys[name].publicKey + '\n');
   return p;
@@ -44,19 +47,33 @@ t.test('the socket lists the keys of ssh_agent credentials only, each with its n
     shown.sort((x, y) => x.comment.localeCompare(y.comment)),
     [
       { blob: blobOfLine(a.sshd.keys.rsa.publicKey).toString('base64'), comment: 'build' },
+      { blob: blobOfLine(a.sshd.keys.ecdsa.publicKey).toString('base64'), comment: 'careful' },
       { blob: blobOfLine(a.sshd.keys.ed25519.publicKey).toString('base64'), comment: 'deploy' },
     ],
-    'deploy and build, not exec-only (ssh_agent = false)',
+    'deploy, build and careful, not exec-only (ssh_agent = false)',
   );
-  const listed = execFileSync('/usr/bin/ssh-add', ['-L'], { env: { PATH: '/usr/bin:/bin', SSH_AUTH_SOCK: a.agentSock } })
+  const listed = execFileSync('/usr/bin/ssh-add', ['-L'], {
+    env: { PATH: '/usr/bin:/bin', SSH_AUTH_SOCK: a.agentSock },
+  })
     .toString()
     .trim()
     .split('\n')
     .sort();
-  const line = (k: 'ed25519' | 'rsa', name: string): string =>
+  const line = (k: 'ed25519' | 'rsa' | 'ecdsa', name: string): string =>
     `${a.sshd.keys[k].publicKey.split(' ').slice(0, 2).join(' ')} ${name}`;
-  t.same(listed, [line('rsa', 'build'), line('ed25519', 'deploy')].sort(), 'ssh-add -L shows the same');
-  t.notOk(listed.join('\n').includes(a.sshd.keys.ecdsa.publicKey.split(' ')[1]!), 'no trace of the ecdsa key');
+  t.same(
+    listed,
+    [line('rsa', 'build'), line('ecdsa', 'careful'), line('ed25519', 'deploy')].sort(),
+    'ssh-add -L shows the same',
+  );
+  t.notOk(listed.join('\n').includes(a.sshd.keys.rsaPem.publicKey.split(' ')[1]!), "no trace of exec-only's key");
+});
+
+t.test('cred add says that ssh_agent = true is a widening, for that credential only', async (t) => {
+  const deploy = a.added.get('deploy')!;
+  t.match(deploy.stdout + deploy.stderr, /ssh_agent = true: .*`commands`/s);
+  const plain = a.added.get('exec-only')!;
+  t.notMatch(plain.stdout + plain.stderr, /ssh_agent/);
 });
 
 t.test('ssh logs in through the front door after an approval, journaled as ssh_agent_sign', async (t) => {
@@ -68,7 +85,9 @@ t.test('ssh logs in through the front door after an approval, journaled as ssh_a
   t.equal(r.stdout.trim(), a.sshd.user, 'the command ran as the credential user');
   t.match(
     a.sshd.logs(),
-    new RegExp(`Accepted publickey for ${a.sshd.user} from 127\\.0\\.0\\.1 port \\d+ ssh2: ED25519 ${a.sshd.keys.ed25519.fingerprint.replace(/[+/]/g, '\\$&')}`),
+    new RegExp(
+      `Accepted publickey for ${a.sshd.user} from 127\\.0\\.0\\.1 port \\d+ ssh2: ED25519 ${a.sshd.keys.ed25519.fingerprint.replace(/[+/]/g, '\\$&')}`,
+    ),
     'sshd accepted the ed25519 key',
   );
 
@@ -104,31 +123,64 @@ t.test('an RSA key signs with SHA-2 for the same login', async (t) => {
   t.match(added[0], { credential: 'build', algorithm: /^rsa-sha2-(256|512)$/ });
 });
 
-t.test('a session rooted at a shell covers both ssh logins under it: one card', async (t) => {
+// Two ssh logins, one after the other, from one shell; the approver roots a
+// session at that shell when it may, else allows once.
+async function twoLogins(key: 'ed25519' | 'ecdsa'): Promise<{ run: Run; cards: Card[]; signed: Entry[] }> {
   const before = sign().length;
   const cardsBefore = a.cards.length;
   let shell = -1;
   a.decision = (card) => {
     const root = [card.process, ...card.ancestors].find((p) => p.pid === shell);
-    return root ? { decision: 'session', root_key: root.key } : { decision: 'deny' };
+    if (!root) return { decision: 'deny' };
+    return card.approve === 'session' ? { decision: 'session', root_key: root.key } : { decision: 'once' };
   };
-  t.teardown(() => void (a.decision = 'session'));
-  const ssh = ['/usr/bin/ssh', ...sshOptions(a.agentSock, a.knownHosts, pubFile('ed25519')), '-p', String(a.sshd.port)];
+  const ssh = ['/usr/bin/ssh', ...sshOptions(a.agentSock, a.knownHosts, pubFile(key)), '-p', String(a.sshd.port)];
   const one = [...ssh, `${a.sshd.user}@127.0.0.1`, 'true'].map((x) => `'${x}'`).join(' ');
-  const r = await runChild('/bin/sh', ['-c', `${one} && ${one} && echo both`], { PATH: '/usr/bin:/bin' }, {
-    onSpawn: (pid) => (shell = pid),
-  });
-  a.keep('two logins', r.stdout + r.stderr);
-  t.equal(r.code, 0, r.stderr.trim());
-  t.equal(r.stdout.trim(), 'both');
-  t.equal(a.cards.length - cardsBefore, 1, 'the second login needed no card');
-  const added = sign().slice(before);
-  t.equal(added.length, 2, 'two ssh_agent_sign entries');
-  t.not(added[0]!['pid'], added[1]!['pid'], 'from two ssh processes');
-  t.not(added[0]!['session'], added[1]!['session'], 'for two SSH sessions');
+  try {
+    const run = await runChild(
+      '/bin/sh',
+      ['-c', `${one} && ${one} && echo both`],
+      { PATH: '/usr/bin:/bin' },
+      {
+        onSpawn: (pid) => (shell = pid),
+      },
+    );
+    a.keep('two logins', run.stdout + run.stderr);
+    return { run, cards: a.cards.slice(cardsBefore), signed: sign().slice(before) };
+  } finally {
+    a.decision = 'session';
+  }
+}
+
+t.test('a session rooted at a shell covers both ssh logins under it: one card', async (t) => {
+  const { run, cards, signed } = await twoLogins('ed25519');
+  t.equal(run.code, 0, run.stderr.trim());
+  t.equal(run.stdout.trim(), 'both');
+  t.equal(cards.length, 1, 'the second login needed no card');
+  t.equal(signed.length, 2, 'two ssh_agent_sign entries');
+  t.not(signed[0]!['pid'], signed[1]!['pid'], 'from two ssh processes');
+  t.not(signed[0]!['session'], signed[1]!['session'], 'for two SSH sessions');
+});
+
+t.test('approve = "each-use": every login has its card (and an ECDSA key signs)', async (t) => {
+  const { run, cards, signed } = await twoLogins('ecdsa');
+  t.equal(run.code, 0, run.stderr.trim());
+  t.equal(cards.length, 2, 'two cards');
+  t.same(
+    cards.map((c) => [c.credential, c.approve]),
+    [
+      ['careful', 'each-use'],
+      ['careful', 'each-use'],
+    ],
+  );
+  t.equal(signed.length, 2);
+  t.match(signed, [
+    { credential: 'careful', algorithm: 'ecdsa-sha2-nistp256' },
+    { credential: 'careful', algorithm: 'ecdsa-sha2-nistp256' },
+  ]);
 });
 
 t.test('no form of either private key appears outside the vault', async (t) => {
-  const secrets = [...keySecrets(a.sshd.keys.ed25519.privateKey), ...keySecrets(a.sshd.keys.rsa.privateKey)];
+  const secrets = (['ed25519', 'rsa', 'ecdsa'] as const).flatMap((k) => keySecrets(a.sshd.keys[k].privateKey));
   t.same(await a.exposed(secrets), []);
 });

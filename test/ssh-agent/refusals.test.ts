@@ -65,22 +65,27 @@ const otherHostPrivate = (): string => readFileSync(a.sshd.secondServer!.hostKey
 const accepted = (): number => (a.sshd.logs().match(/^Accepted publickey for /gm) ?? []).length;
 const acceptedOther = (): number => (a.sshd.secondServer!.logs().match(/^Accepted publickey for /gm) ?? []).length;
 
-// The journal's counts now; `since` gives what a step added.
-function mark(): { sign: number; refused: number; accepted: number } {
-  return { sign: a.entries('ssh_agent_sign').length, refused: a.entries('ssh_agent_refused').length, accepted: accepted() };
+// Where the journal and sshd's log are now; `since` gives what a step added
+// (one read of the journal each).
+type Mark = { seq: number; accepted: number };
+
+function mark(): Mark {
+  const all = a.entries();
+  return { seq: all.length > 0 ? all[all.length - 1]!.seq : 0, accepted: accepted() };
 }
 
-function since(m: ReturnType<typeof mark>): { sign: Entry[]; refused: Entry[]; accepted: number } {
+function since(m: Mark): { sign: Entry[]; refused: Entry[]; accepted: number } {
+  const added = a.entries().filter((e) => e.seq > m.seq);
   return {
-    sign: a.entries('ssh_agent_sign').slice(m.sign),
-    refused: a.entries('ssh_agent_refused').slice(m.refused),
+    sign: added.filter((e) => e.kind === 'ssh_agent_sign'),
+    refused: added.filter((e) => e.kind === 'ssh_agent_refused'),
     accepted: accepted() - m.accepted,
   };
 }
 
 // A refused login: ssh failed, sshd accepted nothing, no ssh_agent_sign, and
 // one ssh_agent_refused entry of `code` from this ssh process.
-function refusedLogin(t: Test, r: Run, m: ReturnType<typeof mark>, code: string, more: Record<string, unknown>): void {
+function refusedLogin(t: Test, r: Run, m: Mark, code: string, more: Record<string, unknown>): void {
   t.equal(r.code, 255, 'ssh fails');
   t.match(r.stderr, /Permission denied \(publickey\)/);
   const s = since(m);
@@ -168,7 +173,11 @@ t.test('a deny at the approver: denied_by_user', async (t) => {
   t.teardown(() => void (a.decision = 'session'));
   const m = mark();
   const r = await a.ssh({});
-  refusedLogin(t, r, m, 'denied_by_user', { credential: 'deploy', host_key: a.sshd.hostKeyFingerprint, user: a.sshd.user });
+  refusedLogin(t, r, m, 'denied_by_user', {
+    credential: 'deploy',
+    host_key: a.sshd.hostKeyFingerprint,
+    user: a.sshd.user,
+  });
 });
 
 // --- a raw client -------------------------------------------------------------
@@ -188,7 +197,13 @@ t.test('a sign request on a connection that never bound itself: denied_policy (O
   const c = await connect(t);
   await refusedSign(t, c, keyBlob(), data, 'denied_policy', { credential: 'deploy' });
   // The plain publickey method, which names no host key: the same.
-  const plain = userauthData({ sessionId: randomBytes(32), user: a.sshd.user, method: 'publickey', algorithm: 'ssh-ed25519', keyBlob: keyBlob() });
+  const plain = userauthData({
+    sessionId: randomBytes(32),
+    user: a.sshd.user,
+    method: 'publickey',
+    algorithm: 'ssh-ed25519',
+    keyBlob: keyBlob(),
+  });
   await refusedSign(t, c, keyBlob(), plain, 'denied_policy', { credential: 'deploy' });
 });
 
@@ -196,9 +211,18 @@ t.test('a session-bind whose signature does not verify: bad_request, and the con
   const c = await connect(t);
   const good = boundSession(hostPrivate(), randomBytes(32));
   const forged = [
-    { what: 'a signature over another session id', bind: { ...good, signature: boundSession(hostPrivate(), randomBytes(32)).signature } },
-    { what: 'a signature by another key', bind: { ...good, signature: boundSession(otherHostPrivate(), good.sessionId).signature } },
-    { what: 'a signature of random bytes', bind: { ...good, signature: Buffer.concat([str('ssh-ed25519'), str(randomBytes(64))]) } },
+    {
+      what: 'a signature over another session id',
+      bind: { ...good, signature: boundSession(hostPrivate(), randomBytes(32)).signature },
+    },
+    {
+      what: 'a signature by another key',
+      bind: { ...good, signature: boundSession(otherHostPrivate(), good.sessionId).signature },
+    },
+    {
+      what: 'a signature of random bytes',
+      bind: { ...good, signature: Buffer.concat([str('ssh-ed25519'), str(randomBytes(64))]) },
+    },
   ];
   for (const f of forged) {
     const m = mark();
@@ -222,7 +246,12 @@ t.test('a bound connection: the login for its session and user is signed, nothin
   t.ok(sig !== null && verifies(key().publicKey, data, sig), 'a valid ed25519 signature of the login');
   const s = since(m);
   t.equal(s.sign.length, 1);
-  t.match(s.sign[0], { pid: process.pid, credential: 'deploy', host_key: a.sshd.hostKeyFingerprint, user: a.sshd.user });
+  t.match(s.sign[0], {
+    pid: process.pid,
+    credential: 'deploy',
+    host_key: a.sshd.hostKeyFingerprint,
+    user: a.sshd.user,
+  });
 
   const cases: { what: string; data: Buffer; blob?: Buffer; code: string }[] = [
     { what: 'another session', data: login(randomBytes(32)), code: 'denied_policy' },
@@ -231,10 +260,27 @@ t.test('a bound connection: the login for its session and user is signed, nothin
     { what: 'a login with trailing bytes', data: Buffer.concat([login(sid), Buffer.from([0])]), code: 'denied_policy' },
     {
       what: 'a login naming another host key',
-      data: userauthData({ sessionId: sid, user: a.sshd.user, algorithm: 'ssh-ed25519', keyBlob: keyBlob(), hostKey: blobOfLine(a.sshd.secondServer!.hostKey) }),
+      data: userauthData({
+        sessionId: sid,
+        user: a.sshd.user,
+        algorithm: 'ssh-ed25519',
+        keyBlob: keyBlob(),
+        hostKey: blobOfLine(a.sshd.secondServer!.hostKey),
+      }),
       code: 'denied_policy',
     },
-    { what: 'a login for another service', data: userauthData({ sessionId: sid, user: a.sshd.user, service: 'ssh-userauth', algorithm: 'ssh-ed25519', keyBlob: keyBlob(), hostKey: hostBlob() }), code: 'denied_policy' },
+    {
+      what: 'a login for another service',
+      data: userauthData({
+        sessionId: sid,
+        user: a.sshd.user,
+        service: 'ssh-userauth',
+        algorithm: 'ssh-ed25519',
+        keyBlob: keyBlob(),
+        hostKey: hostBlob(),
+      }),
+      code: 'denied_policy',
+    },
     {
       what: 'a key no ssh_agent credential has',
       blob: blobOfLine(a.sshd.keys.stranger.publicKey),
@@ -253,7 +299,13 @@ t.test('a valid binding to a server with another host key: host_key_mismatch', a
   const c = await connect(t);
   const sid = randomBytes(32);
   t.equal((await c.sessionBind(boundSession(otherHostPrivate(), sid))).type, MSG.SUCCESS, 'the binding verifies');
-  const data = userauthData({ sessionId: sid, user: a.sshd.user, algorithm: 'ssh-ed25519', keyBlob: keyBlob(), hostKey: blobOfLine(a.sshd.secondServer!.hostKey) });
+  const data = userauthData({
+    sessionId: sid,
+    user: a.sshd.user,
+    algorithm: 'ssh-ed25519',
+    keyBlob: keyBlob(),
+    hostKey: blobOfLine(a.sshd.secondServer!.hostKey),
+  });
   await refusedSign(t, c, keyBlob(), data, 'host_key_mismatch', { credential: 'deploy' });
 });
 
