@@ -85,10 +85,24 @@ export interface Sshd {
   uid: number;
   keys: Record<ClientKeyName, ClientKey>;
   password?: { user: string; password: string }; // only with { passwordUser: true }; user === this.user
+  secondUser?: { user: string; uid: number }; // only with { secondUser: true }: the same authorized_keys, its own home
+  secondServer?: SecondServer; // only with { secondServer: true }
   logs(): string; // sshd's log so far (LF line ends)
   processesOf(user: string): string[]; // command lines of that user's live (non-zombie) processes
   connections(): number; // TCP connections sshd has accepted so far
   close(): Promise<void>; // stops sshd and every process it started, deletes the user and dir
+}
+
+// Another sshd for the same users (and authorized keys), on its own port with
+// its own ed25519 host key: a server a credential's pin does not name.
+export interface SecondServer {
+  host: '127.0.0.1';
+  port: number;
+  pid: number;
+  hostKey: string; // its public key line
+  hostKeyFingerprint: string;
+  hostKeys: HostKey[];
+  logs(): string;
 }
 
 export interface HostKey {
@@ -96,6 +110,7 @@ export interface HostKey {
   keyType: string; // the type in the key blob, as ssh-keyscan prints it: "ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256"
   publicKey: string; // the public key line
   fingerprint: string; // "SHA256:..." as `ssh-keyscan HOST | ssh-keygen -lf -` prints it
+  privateKeyPath: string; // the host's private key file (root-owned, 0600), for tests that sign as the server
 }
 
 export interface SshdOptions {
@@ -106,6 +121,10 @@ export interface SshdOptions {
   // sshd_config lines: one whose keyword is already set replaces that line
   // (sshd keeps the first value it reads), any other is added.
   extraConfig?: string[];
+  // A second login user whose authorized_keys is the same as `user`'s.
+  secondUser?: boolean;
+  // A second sshd (see SecondServer), with the same configuration otherwise.
+  secondServer?: boolean;
 }
 
 // ---------------------------------------------------------------------------
@@ -292,6 +311,7 @@ interface Live {
   user: string;
   uid: number; // -1 until the user exists
   dir: string;
+  others: { child?: ChildProcess; user?: string; uid: number }[]; // a second server or user
 }
 
 const live = new Set<Live>();
@@ -300,8 +320,10 @@ const SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 function killEverything(l: Live): number[] {
   const procs = allProcs();
   const pids = new Set<number>();
-  if (l.child?.pid !== undefined) for (const d of descendants(l.child.pid, procs)) pids.add(d);
-  for (const p of procs) if (p.euid === l.uid && l.uid > 0) pids.add(p.pid);
+  const children = [l.child, ...l.others.map((o) => o.child)];
+  for (const c of children) if (c?.pid !== undefined) for (const d of descendants(c.pid, procs)) pids.add(d);
+  const uids = new Set([l.uid, ...l.others.map((o) => o.uid)].filter((u) => u > 0));
+  for (const p of procs) if (uids.has(p.euid)) pids.add(p.pid);
   const alive = [...pids].filter((pid) => {
     const p = readProc(pid);
     return p !== null && p.state !== 'Z';
@@ -311,12 +333,14 @@ function killEverything(l: Live): number[] {
 }
 
 function cleanupSync(l: Live): void {
-  const c = l.child;
-  if (c?.pid !== undefined && c.exitCode === null && c.signalCode === null) killPid(c.pid, 'SIGKILL');
+  for (const c of [l.child, ...l.others.map((o) => o.child)])
+    if (c?.pid !== undefined && c.exitCode === null && c.signalCode === null) killPid(c.pid, 'SIGKILL');
   killEverything(l);
-  if (l.uid > 0) {
+  const users = [{ user: l.user, uid: l.uid }, ...l.others];
+  for (const u of users) {
+    if (u.user === undefined || u.uid <= 0) continue;
     try {
-      execFileSync('userdel', ['-f', l.user], { env: SPAWN_ENV, stdio: 'ignore' });
+      execFileSync('userdel', ['-f', u.user], { env: SPAWN_ENV, stdio: 'ignore' });
     } catch {
       // best effort
     }
@@ -490,6 +514,86 @@ async function launch(
   }
 }
 
+// Stops a listening sshd and the session processes it started.
+async function stopListener(c: ChildProcess): Promise<void> {
+  const exited =
+    c.exitCode !== null || c.signalCode !== null
+      ? Promise.resolve()
+      : new Promise<void>((r) => c.once('exit', () => r()));
+  // Session processes outlive the listener: note them first.
+  const sessions = descendants(c.pid!, allProcs());
+  killPid(c.pid!, 'SIGTERM');
+  const timer = setTimeout(() => killPid(c.pid!, 'SIGKILL'), 5000);
+  await exited;
+  clearTimeout(timer);
+  for (const pid of sessions) killPid(pid, 'SIGKILL');
+}
+
+async function hostKeyOf(type: KeyType, path: string): Promise<HostKey> {
+  const publicKey = readFileSync(`${path}.pub`, 'utf8').trim().split(' ').slice(0, 2).join(' ');
+  return {
+    type,
+    keyType: publicKey.split(' ')[0]!,
+    publicKey,
+    fingerprint: await fingerprint(`${path}.pub`),
+    privateKeyPath: path,
+  };
+}
+
+function writeAuthorizedKeys(home: string, lines: string[], uid: number, gid: number): void {
+  const sshDir = join(home, '.ssh');
+  mkdirSync(sshDir, { recursive: true, mode: 0o700 });
+  writeFileSync(join(sshDir, 'authorized_keys'), lines.join('\n') + '\n', { mode: 0o600 });
+  for (const p of [home, sshDir, join(sshDir, 'authorized_keys')]) chownSync(p, uid, gid);
+}
+
+// The second login user, named like the first (so removeStaleUsers finds
+// it), with its home in dir.
+async function addSecondUser(l: Live, dir: string): Promise<{ user: string; uid: number; gid: number; home: string }> {
+  const user = `${USER_PREFIX}${process.pid}-${randomBytes(3).toString('hex')}`;
+  const home = join(dir, 'home2');
+  const entry: Live['others'][number] = { user, uid: -1 };
+  l.others.push(entry);
+  await shadowTool('useradd', ['-M', '-N', '-d', home, '-s', '/bin/sh', '-p', '*', user]);
+  entry.uid = uidOf(user) ?? -1;
+  if (entry.uid <= 0) throw new Error(`useradd ${user}: no uid`);
+  const gid = Number(execFileSync('id', ['-g', user], { env: SPAWN_ENV }).toString().trim());
+  return { user, uid: entry.uid, gid, home };
+}
+
+async function startSecondServer(
+  l: Live,
+  dir: string,
+  allowed: string,
+  password: boolean,
+  extra?: string[],
+): Promise<{ server: SecondServer; stop(): Promise<void> }> {
+  mkdirSync(dir, { mode: 0o700 });
+  const keyPath = join(dir, 'host_ed25519');
+  await mustRun('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'postern-test-second-host', '-f', keyPath]);
+  const hostKey = await hostKeyOf('ed25519', keyPath);
+  const started = await launch(dir, allowed, password, [keyPath], extra);
+  const child = started.child;
+  l.others.push({ child, uid: -1 });
+  const logPath = join(dir, 'sshd.log');
+  let finalLog: string | undefined;
+  return {
+    server: {
+      host: '127.0.0.1',
+      port: started.port,
+      pid: child.pid!,
+      hostKey: hostKey.publicKey,
+      hostKeyFingerprint: hostKey.fingerprint,
+      hostKeys: [hostKey],
+      logs: () => finalLog ?? readText(logPath),
+    },
+    async stop() {
+      await stopListener(child);
+      finalLog = readText(logPath);
+    },
+  };
+}
+
 export async function startSshd(o: SshdOptions = {}): Promise<Sshd> {
   if (process.getuid?.() !== 0) throw new Error('startSshd needs root (sshd, useradd)');
   mkdirSync(PRIVSEP_DIR, { recursive: true, mode: 0o755 });
@@ -502,7 +606,7 @@ export async function startSshd(o: SshdOptions = {}): Promise<Sshd> {
   const home = join(dir, 'home');
   const password = o.passwordUser ? `Pw-${randomBytes(12).toString('hex')}` : undefined;
 
-  const l: Live = { user, uid: -1, dir };
+  const l: Live = { user, uid: -1, dir, others: [] };
   register(l);
   try {
     // "*" rather than useradd's default "!": with UsePAM no, sshd refuses
@@ -514,6 +618,7 @@ export async function startSshd(o: SshdOptions = {}): Promise<Sshd> {
     const uid = l.uid;
     const gid = Number(execFileSync('id', ['-g', user], { env: SPAWN_ENV }).toString().trim());
     if (password !== undefined) await shadowTool('chpasswd', [], `${user}:${password}\n`);
+    const second = o.secondUser ? await addSecondUser(l, dir) : undefined;
 
     const types = o.hostKeyTypes ?? ['ed25519'];
     if (types.length === 0 || new Set(types).size !== types.length)
@@ -526,17 +631,7 @@ export async function startSshd(o: SshdOptions = {}): Promise<Sshd> {
       ),
       mustRun('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'postern-test-other-host', '-f', otherKeyPath]),
     ]);
-    const hostKeys: HostKey[] = await Promise.all(
-      types.map(async (type, i) => {
-        const publicKey = readFileSync(`${hostKeyPaths[i]!}.pub`, 'utf8').trim().split(' ').slice(0, 2).join(' ');
-        return {
-          type,
-          keyType: publicKey.split(' ')[0]!,
-          publicKey,
-          fingerprint: await fingerprint(`${hostKeyPaths[i]!}.pub`),
-        };
-      }),
-    );
+    const hostKeys: HostKey[] = await Promise.all(types.map((type, i) => hostKeyOf(type, hostKeyPaths[i]!)));
     const otherHostKeyFingerprint = await fingerprint(`${otherKeyPath}.pub`);
 
     const material = await keysPromise;
@@ -549,17 +644,19 @@ export async function startSshd(o: SshdOptions = {}): Promise<Sshd> {
       keys[k.name] = { ...k, path };
     }
 
-    const sshDir = join(home, '.ssh');
-    mkdirSync(sshDir, { recursive: true, mode: 0o700 });
     const authorized = Object.values(keys)
       .filter((k) => k.name !== 'stranger')
       .map((k) => k.publicKey);
-    writeFileSync(join(sshDir, 'authorized_keys'), authorized.join('\n') + '\n', { mode: 0o600 });
-    for (const p of [home, sshDir, join(sshDir, 'authorized_keys')]) chownSync(p, uid, gid);
+    writeAuthorizedKeys(home, authorized, uid, gid);
+    if (second) writeAuthorizedKeys(second.home, authorized, second.uid, second.gid);
 
-    const started = await launch(dir, user, password !== undefined, hostKeyPaths, o.extraConfig);
+    const allowed = second ? `${user} ${second.user}` : user;
+    const started = await launch(dir, allowed, password !== undefined, hostKeyPaths, o.extraConfig);
     const child = started.child;
     l.child = child;
+    const secondServer = o.secondServer
+      ? await startSecondServer(l, join(dir, 'second'), allowed, password !== undefined, o.extraConfig)
+      : undefined;
 
     const logPath = join(dir, 'sshd.log');
     let finalLog: string | undefined;
@@ -577,6 +674,8 @@ export async function startSshd(o: SshdOptions = {}): Promise<Sshd> {
       uid,
       keys,
       ...(password !== undefined ? { password: { user, password } } : {}),
+      ...(second ? { secondUser: { user: second.user, uid: second.uid } } : {}),
+      ...(secondServer ? { secondServer: secondServer.server } : {}),
       logs: () => finalLog ?? readText(logPath),
       processesOf(name: string): string[] {
         const id = name === user ? (finalLog === undefined ? uid : null) : uidOf(name);
@@ -589,21 +688,12 @@ export async function startSshd(o: SshdOptions = {}): Promise<Sshd> {
       connections: () => (self.logs().match(/^Connection from \S+ port \d+ on /gm) ?? []).length,
       close(): Promise<void> {
         closing ??= (async () => {
-          const c = child;
-          const exited =
-            c.exitCode !== null || c.signalCode !== null
-              ? Promise.resolve()
-              : new Promise<void>((r) => c.once('exit', () => r()));
-          // Session processes outlive the listener: note them first.
-          const sessions = descendants(c.pid!, allProcs());
-          killPid(c.pid!, 'SIGTERM');
-          const timer = setTimeout(() => killPid(c.pid!, 'SIGKILL'), 5000);
-          await exited;
-          clearTimeout(timer);
-          for (const pid of sessions) killPid(pid, 'SIGKILL');
+          await stopListener(child);
+          if (secondServer) await secondServer.stop();
           for (let i = 0; i < 50 && killEverything(l).length > 0; i++) await delay(20);
           finalLog = readText(logPath);
           await shadowTool('userdel', ['-f', user]);
+          if (second) await shadowTool('userdel', ['-f', second.user]);
           unregister(l);
           rmSync(dir, { recursive: true, force: true });
         })();
