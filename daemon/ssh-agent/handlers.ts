@@ -12,7 +12,7 @@ import { approve } from '../pipeline/approve';
 import { sha256, who } from '../pipeline/evidence';
 import { agentCredentials, type AgentCredential } from './agent-credentials';
 import { ConnectionBindings } from './bindings';
-import { checkSignRequest } from './sign-check';
+import { checkSignRequest, signRequestFacts } from './sign-check';
 import { AgentKeyError, signAsAgent, verifyHostSignature } from './agent-keys';
 import {
   FAILURE,
@@ -142,7 +142,10 @@ async function sign(c: AgentConnection, body: Buffer, identity: Identity): Promi
     throw new AgentRefusal(malformed(e, 'sign request'), facts('sign'));
   }
   const bound = c.bindings.current;
+  const read = signRequestFacts(c.bindings, req.data);
   const known = facts('sign', {
+    host_key: read.hostKey,
+    user: read.user === null ? null : read.user.slice(0, SHOWN_USER),
     session: bound ? sha256(bound.sessionId) : null,
     forwarded: c.bindings.forwarded,
   });
@@ -160,7 +163,6 @@ async function sign(c: AgentConnection, body: Buffer, identity: Identity): Promi
     const def = cred.def;
     Object.assign(known, { credential: def.name, host: def.host });
     const allowed = checkSignRequest(def, c.bindings, req.data, cred.blob);
-    Object.assign(known, { host_key: allowed.hostKey, user: allowed.login.user.slice(0, SHOWN_USER) });
     const approval = await approve({ services: c.services, identity, signal: c.signal }, def.name, def.approve, {
       kind: 'ssh-agent',
       host: def.host,

@@ -17,6 +17,19 @@ export interface SignAllowed {
 
 const deny = (message: string): Refusal => new Refusal('denied_policy', message);
 
+// What a sign request says, read whether or not it passes: the host key the
+// connection is bound to and the user the login is for, for the journal.
+export function signRequestFacts(
+  bindings: ConnectionBindings,
+  data: Buffer,
+): { hostKey: string | null; user: string | null } {
+  const binding = bindings.current;
+  return {
+    hostKey: binding ? fingerprintOf(binding.hostKey) : null,
+    user: parseUserauthRequest(data)?.user ?? null,
+  };
+}
+
 export function checkSignRequest(
   def: SshCredentialDef,
   bindings: ConnectionBindings,
