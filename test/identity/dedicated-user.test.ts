@@ -103,6 +103,7 @@ t.test(
     const runDir = join(u.base, 'run-postern'); // /run/postern in the doc
     const home = join(daemonHome, '.postern');
     const agentSock = join(runDir, 'agent.sock');
+    const sshAgentSock = join(runDir, 'ssh-agent.sock');
 
     // Step 1: the daemon's user, the agents' group, the agent in it (the
     // agent user stands for "you"), and the daemon's user in it too.
@@ -157,6 +158,8 @@ t.test(
       `agent_socket_group = "${group}"`,
       `agent_uids = [${agentUid}]`,
       `daemon_uid = ${daemonUid}`,
+      '[ssh]',
+      `ssh_agent_socket = "${sshAgentSock}"`,
       '[http]',
       `dns_servers = ["127.0.0.1:${dns.port}"]`,
       `ca_file = "${caFile}"`,
@@ -202,6 +205,11 @@ t.test(
     t.ok(await canConnect(agentSock), 'the agent socket answers');
     const st = asRoot('stat', ['-c', '%U %G %a', agentSock]).trim();
     t.equal(st, `${daemonUser} ${group} 660`, "the agent socket is the daemon user's, shared with the group");
+    t.equal(
+      asRoot('stat', ['-c', '%U %G %a', sshAgentSock]).trim(),
+      `${daemonUser} ${group} 660`,
+      'so is the ssh-agent socket',
+    );
     // setpriv and env exec: the child is the daemon itself.
     t.equal(
       Number(asRoot('ps', ['-o', 'uid=', '-p', String(daemon.pid)]).trim()),
@@ -239,7 +247,7 @@ t.test(
         user: sshd.user,
         hostKey: sshd.hostKeyFingerprint,
         commands: ['echo *'],
-      }),
+      }) + 'ssh_agent = true\n',
     );
     r = runAs(
       daemonUser,
@@ -330,6 +338,39 @@ t.test(
       t.equal((res.json as { exit_code?: number })?.exit_code, 0, res.text);
       t.equal((res.json as { stdout?: string })?.stdout, 'dedicated\n', 'the command ran on the real sshd');
       t.equal(cards().at(-1)?.credential, 'box', 'a card for the SSH credential');
+    });
+
+    await t.test('ssh from the agent user through the ssh-agent socket, the key staying in the vault', async (t) => {
+      const before = cards().length;
+      const res = await setprivAs(
+        agentUser,
+        [
+          'ssh',
+          '-o',
+          `IdentityAgent=${sshAgentSock}`,
+          '-o',
+          'UserKnownHostsFile=/dev/null',
+          '-o',
+          'StrictHostKeyChecking=no',
+          '-o',
+          'BatchMode=yes',
+          '-p',
+          String(sshd.port),
+          `${sshd.user}@127.0.0.1`,
+          'echo through-the-agent',
+        ],
+        { cwd: agentHome, env: { HOME: agentHome } },
+      );
+      t.equal(res.code, 0, res.stderr);
+      t.equal(res.stdout, 'through-the-agent\n', 'logged in with the vault key');
+      const card = cards()[before];
+      t.equal(card?.credential, 'box', 'a card for the key');
+      t.equal(card?.process.uid, agentUid, "the card is the agent user's ssh");
+      t.equal(card?.process.cmdline[0], 'ssh');
+      // Another uid (not in agent_uids, not in the group) cannot connect.
+      const other = await setprivAs(sshd.user, ['ssh-add', '-L'], { env: { SSH_AUTH_SOCK: sshAgentSock } });
+      t.not(other.code, 0, 'a user outside the group is not served');
+      t.match(other.stderr, /Permission denied|Error connecting to agent/, other.stderr);
     });
 
     await t.test('MCP (`postern mcp`) as the agent user, with a config naming the agent socket', async (t) => {
