@@ -368,7 +368,11 @@ t.test(
       t.equal(card?.process.uid, agentUid, "the card is the agent user's ssh");
       t.equal(card?.process.cmdline[0], 'ssh');
       // Another uid (not in agent_uids, not in the group) cannot connect.
-      const other = await setprivAs(sshd.user, ['ssh-add', '-L'], { env: { SSH_AUTH_SOCK: sshAgentSock } });
+      const outsider = u.name('o');
+      u.madeUser(outsider);
+      asRoot('useradd', ['--no-create-home', '--shell', '/bin/sh', outsider]);
+      u.madeGroup(outsider);
+      const other = await setprivAs(outsider, ['ssh-add', '-L'], { env: { SSH_AUTH_SOCK: sshAgentSock } });
       t.not(other.code, 0, 'a user outside the group is not served');
       t.match(other.stderr, /Permission denied|Error connecting to agent/, other.stderr);
     });
