@@ -123,7 +123,11 @@ t.test('the app JWT: RS256 over header.payload, verified by openssl, with GitHub
   // The same instant signs the same claims: RS256 (PKCS#1 v1.5) is deterministic.
   t.equal(appJwt(k.pkcs1, 123456, now), appJwt(k.pkcs1, 123456, now));
   for (const bad of [0, -1, 1.5, Number.NaN, 2 ** 53]) {
-    t.throws(() => appJwt(k.pkcs1, bad, now), { message: 'github_app.app_id must be a positive integer' }, `app_id ${bad}`);
+    t.throws(
+      () => appJwt(k.pkcs1, bad, now),
+      { message: 'github_app.app_id must be a positive integer' },
+      `app_id ${bad}`,
+    );
   }
 });
 
@@ -152,26 +156,56 @@ t.test('the stored secret must be an RSA private key in PEM of at least 2048 bit
     ['PKCS#8 RSA 3072', k.pkcs8, null],
     ['PKCS#8 with CRLF line ends', crlf, null],
     ['PKCS#8 with surrounding blank lines', Buffer.from(`\n\n${pkcs8Text}\n\n`), null],
-    ['RSA 2047', file('rsa2047.pem'), "the GitHub App key is RSA of 2047 bits; GitHub's app keys are at least 2048 bits"],
-    ['RSA 1024 PKCS#1', file('rsa1024.pem'), "the GitHub App key is RSA of 1024 bits; GitHub's app keys are at least 2048 bits"],
+    [
+      'RSA 2047',
+      file('rsa2047.pem'),
+      "the GitHub App key is RSA of 2047 bits; GitHub's app keys are at least 2048 bits",
+    ],
+    [
+      'RSA 1024 PKCS#1',
+      file('rsa1024.pem'),
+      "the GitHub App key is RSA of 1024 bits; GitHub's app keys are at least 2048 bits",
+    ],
     ['EC PKCS#8', file('ec8.pem'), 'the GitHub App key is an EC key, not RSA; GitHub signs app JWTs with RS256 only'],
     ['EC SEC1', file('ec-sec1.pem'), 'the GitHub App key is an EC key, not RSA; GitHub signs app JWTs with RS256 only'],
-    ['Ed25519', file('ed25519.pem'), 'the GitHub App key is an ED25519 key, not RSA; GitHub signs app JWTs with RS256 only'],
-    ['RSA-PSS', file('pss.pem'), 'the GitHub App key is an RSA-PSS key, not RSA; GitHub signs app JWTs with RS256 only'],
-    ...(['enc8.pem', 'enc1.pem'] as const).map(
-      (n): [string, Buffer, string] => [
-        `encrypted ${n}`,
-        file(n),
-        'the GitHub App key is encrypted with a passphrase; store it decrypted (openssl pkey -in key.pem)',
-      ],
-    ),
-    ['public key', readFileSync(k.pub8), `the GitHub App key is a public key or certificate, not the private key; ${store}`],
-    ['certificate', file('cert.pem'), `the GitHub App key is a public key or certificate, not the private key; ${store}`],
+    [
+      'Ed25519',
+      file('ed25519.pem'),
+      'the GitHub App key is an ED25519 key, not RSA; GitHub signs app JWTs with RS256 only',
+    ],
+    [
+      'RSA-PSS',
+      file('pss.pem'),
+      'the GitHub App key is an RSA-PSS key, not RSA; GitHub signs app JWTs with RS256 only',
+    ],
+    ...(['enc8.pem', 'enc1.pem'] as const).map((n): [string, Buffer, string] => [
+      `encrypted ${n}`,
+      file(n),
+      'the GitHub App key is encrypted with a passphrase; store it decrypted (openssl pkey -in key.pem)',
+    ]),
+    [
+      'public key',
+      readFileSync(k.pub8),
+      `the GitHub App key is a public key or certificate, not the private key; ${store}`,
+    ],
+    [
+      'certificate',
+      file('cert.pem'),
+      `the GitHub App key is a public key or certificate, not the private key; ${store}`,
+    ],
     ['DER', file('key.der'), `the GitHub App key is not in PEM form; ${store}`],
-    ['base64 body without PEM lines', Buffer.from(keyLines(pkcs8Text).join('\n')), `the GitHub App key is not in PEM form; ${store}`],
+    [
+      'base64 body without PEM lines',
+      Buffer.from(keyLines(pkcs8Text).join('\n')),
+      `the GitHub App key is not in PEM form; ${store}`,
+    ],
     ['empty', Buffer.alloc(0), `the GitHub App key is not in PEM form; ${store}`],
     ['truncated PEM', truncated, `the GitHub App key could not be read as a PEM private key; ${store}`],
-    ['PEM armour around garbage', Buffer.from('-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n'), `the GitHub App key could not be read as a PEM private key; ${store}`],
+    [
+      'PEM armour around garbage',
+      Buffer.from('-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n'),
+      `the GitHub App key could not be read as a PEM private key; ${store}`,
+    ],
   ];
   const now = new Date();
   for (const [name, secret, want] of cases) {
@@ -222,7 +256,10 @@ t.test('the token request: GitHub’s endpoint, headers and narrowing body', asy
     permissions: { contents: 'read', issues: 'write' },
   });
   t.equal(
-    installationTokenRequest({ app_id: 1, installation_id: 7, api: 'https://x', repositories: [] }, jwt).body.toString(),
+    installationTokenRequest(
+      { app_id: 1, installation_id: 7, api: 'https://x', repositories: [] },
+      jwt,
+    ).body.toString(),
     '{"repositories":[]}',
     'an empty list is sent as asked, not dropped',
   );
@@ -264,7 +301,10 @@ async function exchange(
 }
 
 const INSTALLATIONS = {
-  42: { repositories: ['postern', 'docs', 'infra'], permissions: { contents: 'write', issues: 'read', metadata: 'read' } },
+  42: {
+    repositories: ['postern', 'docs', 'infra'],
+    permissions: { contents: 'write', issues: 'read', metadata: 'read' },
+  },
 };
 
 t.test('tokens from the stand-in endpoint, over HTTPS with undici', async (t) => {
@@ -275,7 +315,11 @@ t.test('tokens from the stand-in endpoint, over HTTPS with undici', async (t) =>
   const all = await exchange(server, { app_id: 123456, installation_id: 42 }, k.pkcs8);
   t.equal(all.status, 201);
   const issued = server.issued[0]!;
-  t.strictSame(all.answer, { ok: true, token: issued.token, expiresAt: new Date(issued.expiresAt) }, 'the token and expiry');
+  t.strictSame(
+    all.answer,
+    { ok: true, token: issued.token, expiresAt: new Date(issued.expiresAt) },
+    'the token and expiry',
+  );
   t.equal(issued.repositories, 'all');
   const seen = server.requests[0]!;
   t.equal(seen.method, 'POST');
@@ -320,18 +364,40 @@ t.test('GitHub’s refusals, each with its exact message', async (t) => {
   const k = await keysP;
   const server = await startGithubAppServer({ appId: 123456, publicKey: k.pkcs8, installations: INSTALLATIONS });
   t.teardown(() => server.close());
-  const m401 = 'the GitHub App token endpoint answered 401: the app key or github_app.app_id is wrong (or the system clock is far off)';
-  const m404 = 'the GitHub App token endpoint answered 404: no installation has this github_app.installation_id for this app';
+  const m401 =
+    'the GitHub App token endpoint answered 401: the app key or github_app.app_id is wrong (or the system clock is far off)';
+  const m404 =
+    'the GitHub App token endpoint answered 404: no installation has this github_app.installation_id for this app';
   const m422 =
     'the GitHub App token endpoint answered 422: github_app.repositories or github_app.permissions ask for more than the installation has';
   const base = { app_id: 123456, installation_id: 42 };
   const minutes = (n: number) => new Date(Date.now() + n * 60_000);
   const cases: [string, Promise<Exchange>, number, string][] = [
     ['another key', exchange(server, base, k.other), 401, `${m401} (GitHub: "A JSON web token could not be decoded")`],
-    ['another app id', exchange(server, { ...base, app_id: 654321 }, k.pkcs8), 401, `${m401} (GitHub: "Integration not found for this JWT issuer")`],
-    ['a JWT signed 10 minutes ago', exchange(server, base, k.pkcs8, minutes(-10)), 401, `${m401} (GitHub: "The expiration time is in the past")`],
-    ['a clock 5 minutes ahead', exchange(server, base, k.pkcs8, minutes(5)), 401, `${m401} (GitHub: "The issued at time is in the future")`],
-    ['an unknown installation', exchange(server, { ...base, installation_id: 43 }, k.pkcs8), 404, `${m404} (GitHub: "Not Found")`],
+    [
+      'another app id',
+      exchange(server, { ...base, app_id: 654321 }, k.pkcs8),
+      401,
+      `${m401} (GitHub: "Integration not found for this JWT issuer")`,
+    ],
+    [
+      'a JWT signed 10 minutes ago',
+      exchange(server, base, k.pkcs8, minutes(-10)),
+      401,
+      `${m401} (GitHub: "The expiration time is in the past")`,
+    ],
+    [
+      'a clock 5 minutes ahead',
+      exchange(server, base, k.pkcs8, minutes(5)),
+      401,
+      `${m401} (GitHub: "The issued at time is in the future")`,
+    ],
+    [
+      'an unknown installation',
+      exchange(server, { ...base, installation_id: 43 }, k.pkcs8),
+      404,
+      `${m404} (GitHub: "Not Found")`,
+    ],
     [
       'a repository the installation lacks',
       exchange(server, { ...base, repositories: ['docs', 'secret-repo'] }, k.pkcs8),
@@ -393,14 +459,56 @@ t.test('hostile or broken answers over the wire', async (t) => {
   const leakyToken = 'ghs_LeakedTokenValue0123456789abcdef';
   secrets.push(leakyToken);
   const cases: [string, number, string | Buffer, string, string][] = [
-    ['a 500 page', 500, '<html><body>Server Error</body></html>', 'text/html', 'the GitHub App token endpoint answered 500: GitHub could not answer; try again later'],
-    ['a 502 with JSON', 502, '{"message":"Bad gateway"}', 'application/json', 'the GitHub App token endpoint answered 502: GitHub could not answer; try again later (GitHub: "Bad gateway")'],
-    ['a 200 with a token', 200, `{"token":"${leakyToken}","expires_at":"2099-01-01T00:00:00Z"}`, 'application/json', 'the GitHub App token endpoint answered 200: a token comes only with 201'],
+    [
+      'a 500 page',
+      500,
+      '<html><body>Server Error</body></html>',
+      'text/html',
+      'the GitHub App token endpoint answered 500: GitHub could not answer; try again later',
+    ],
+    [
+      'a 502 with JSON',
+      502,
+      '{"message":"Bad gateway"}',
+      'application/json',
+      'the GitHub App token endpoint answered 502: GitHub could not answer; try again later (GitHub: "Bad gateway")',
+    ],
+    [
+      'a 200 with a token',
+      200,
+      `{"token":"${leakyToken}","expires_at":"2099-01-01T00:00:00Z"}`,
+      'application/json',
+      'the GitHub App token endpoint answered 200: a token comes only with 201',
+    ],
     ['a 201 that is not JSON', 201, 'token=abc', 'text/plain', 'the GitHub App token answer (201) is not JSON'],
-    ['a 201 without a token', 201, '{"expires_at":"2099-01-01T00:00:00Z"}', 'application/json', 'the GitHub App token answer (201) has no "token"'],
-    ['a huge 201', 201, Buffer.alloc(MAX_TOKEN_ANSWER_BYTES + 1, 0x20), 'application/json', `the GitHub App token answer is over ${MAX_TOKEN_ANSWER_BYTES} bytes; it is not GitHub's answer`],
-    ['a 401 echoing the JWT', 401, JSON.stringify({ message: `Bad JWT ${echoedJwt}` }), 'application/json', 'the GitHub App token endpoint answered 401: the app key or github_app.app_id is wrong (or the system clock is far off)'],
-    ['a 403 echoing a token', 403, JSON.stringify({ message: `token ${leakyToken} suspended` }), 'application/json', 'the GitHub App token endpoint answered 403: the app may not create tokens for this installation (suspended, or rate limited)'],
+    [
+      'a 201 without a token',
+      201,
+      '{"expires_at":"2099-01-01T00:00:00Z"}',
+      'application/json',
+      'the GitHub App token answer (201) has no "token"',
+    ],
+    [
+      'a huge 201',
+      201,
+      Buffer.alloc(MAX_TOKEN_ANSWER_BYTES + 1, 0x20),
+      'application/json',
+      `the GitHub App token answer is over ${MAX_TOKEN_ANSWER_BYTES} bytes; it is not GitHub's answer`,
+    ],
+    [
+      'a 401 echoing the JWT',
+      401,
+      JSON.stringify({ message: `Bad JWT ${echoedJwt}` }),
+      'application/json',
+      'the GitHub App token endpoint answered 401: the app key or github_app.app_id is wrong (or the system clock is far off)',
+    ],
+    [
+      'a 403 echoing a token',
+      403,
+      JSON.stringify({ message: `token ${leakyToken} suspended` }),
+      'application/json',
+      'the GitHub App token endpoint answered 403: the app may not create tokens for this installation (suspended, or rate limited)',
+    ],
   ];
   for (const [name, status, body, type, message] of cases) {
     server.answerNext(status, body, type);
@@ -423,19 +531,35 @@ t.test('parseInstallationToken: every field of the 201 answer checked', async (t
   const past = no('the GitHub App token answer (201) has an "expires_at" in the past; check the system clock');
   const long = `ghs_${'a'.repeat(8188)}`;
   const cases: [string, Buffer, unknown][] = [
-    ['GitHub’s documented answer', body({ token, expires_at: exp, permissions: { issues: 'write' }, repository_selection: 'selected' }), ok(exp)],
+    [
+      'GitHub’s documented answer',
+      body({ token, expires_at: exp, permissions: { issues: 'write' }, repository_selection: 'selected' }),
+      ok(exp),
+    ],
     ['fractional seconds', body({ token, expires_at: '2026-12-02T07:00:00.250Z' }), ok('2026-12-02T07:00:00.250Z')],
     ['an offset', body({ token, expires_at: '2026-12-02T08:00:00+01:00' }), ok(exp)],
     ['one second left', body({ token, expires_at: '2026-12-02T06:00:01Z' }), ok('2026-12-02T06:00:01Z')],
-    ['a token of 8192 characters', body({ token: long, expires_at: exp }), { ok: true, token: long, expiresAt: new Date(exp) }],
+    [
+      'a token of 8192 characters',
+      body({ token: long, expires_at: exp }),
+      { ok: true, token: long, expiresAt: new Date(exp) },
+    ],
     ['not UTF-8', Buffer.from([0xff, 0xfe, 0x7b]), no('the GitHub App token answer (201) is not JSON')],
     ['empty', Buffer.alloc(0), no('the GitHub App token answer (201) is not JSON')],
-    ['truncated JSON', body(`{"token":"${token}","expires_at":"20`), no('the GitHub App token answer (201) is not JSON')],
+    [
+      'truncated JSON',
+      body(`{"token":"${token}","expires_at":"20`),
+      no('the GitHub App token answer (201) is not JSON'),
+    ],
     ['an array', body([{ token, expires_at: exp }]), no('the GitHub App token answer (201) is not a JSON object')],
     ['null', body('null'), no('the GitHub App token answer (201) is not a JSON object')],
     ['a string', body(JSON.stringify(token)), no('the GitHub App token answer (201) is not a JSON object')],
     ['no token', body({ expires_at: exp }), no('the GitHub App token answer (201) has no "token"')],
-    ['a token under __proto__', body(`{"__proto__":{"token":"${token}"},"expires_at":"${exp}"}`), no('the GitHub App token answer (201) has no "token"')],
+    [
+      'a token under __proto__',
+      body(`{"__proto__":{"token":"${token}"},"expires_at":"${exp}"}`),
+      no('the GitHub App token answer (201) has no "token"'),
+    ],
     ['a numeric token', body({ token: 12345, expires_at: exp }), notUsable],
     ['a null token', body({ token: null, expires_at: exp }), notUsable],
     ['an array token', body({ token: [token], expires_at: exp }), notUsable],
@@ -479,17 +603,79 @@ t.test('parseInstallationToken: statuses, and which of GitHub’s words are show
   const say = (message: unknown) => Buffer.from(JSON.stringify({ message }));
   const prefix = 'the GitHub App token endpoint answered';
   const cases: [string, number, Buffer, string][] = [
-    ['401 without a body', 401, Buffer.alloc(0), `${prefix} 401: the app key or github_app.app_id is wrong (or the system clock is far off)`],
-    ['404 HTML', 404, Buffer.from('<h1>Not Found</h1>'), `${prefix} 404: no installation has this github_app.installation_id for this app`],
-    ['422 prose', 422, say('Validation Failed'), `${prefix} 422: github_app.repositories or github_app.permissions ask for more than the installation has (GitHub: "Validation Failed")`],
-    ['400', 400, say('Problems parsing JSON'), `${prefix} 400: a token comes only with 201 (GitHub: "Problems parsing JSON")`],
+    [
+      '401 without a body',
+      401,
+      Buffer.alloc(0),
+      `${prefix} 401: the app key or github_app.app_id is wrong (or the system clock is far off)`,
+    ],
+    [
+      '404 HTML',
+      404,
+      Buffer.from('<h1>Not Found</h1>'),
+      `${prefix} 404: no installation has this github_app.installation_id for this app`,
+    ],
+    [
+      '422 prose',
+      422,
+      say('Validation Failed'),
+      `${prefix} 422: github_app.repositories or github_app.permissions ask for more than the installation has (GitHub: "Validation Failed")`,
+    ],
+    [
+      '400',
+      400,
+      say('Problems parsing JSON'),
+      `${prefix} 400: a token comes only with 201 (GitHub: "Problems parsing JSON")`,
+    ],
     ['302', 302, Buffer.alloc(0), `${prefix} 302: a token comes only with 201`],
-    ['503', 503, say('Service unavailable'), `${prefix} 503: GitHub could not answer; try again later (GitHub: "Service unavailable")`],
-    ['a message with a newline', 422, say('line one\nline two'), `${prefix} 422: github_app.repositories or github_app.permissions ask for more than the installation has`],
-    ['a message with a long run', 401, say('key abcdefghijklmnopqrstuvwxyz'), `${prefix} 401: the app key or github_app.app_id is wrong (or the system clock is far off)`],
-    ['a message over 200 characters', 401, say('word '.repeat(41)), `${prefix} 401: the app key or github_app.app_id is wrong (or the system clock is far off)`],
-    ['a message that is not a string', 401, say({ nested: 'x' }), `${prefix} 401: the app key or github_app.app_id is wrong (or the system clock is far off)`],
-    ['a message with control characters', 401, say('bad \u001b[31m red'), `${prefix} 401: the app key or github_app.app_id is wrong (or the system clock is far off)`],
+    [
+      '503',
+      503,
+      say('Service unavailable'),
+      `${prefix} 503: GitHub could not answer; try again later (GitHub: "Service unavailable")`,
+    ],
+    [
+      'a message with a newline',
+      422,
+      say('line one\nline two'),
+      `${prefix} 422: github_app.repositories or github_app.permissions ask for more than the installation has`,
+    ],
+    [
+      'a message with a long run',
+      401,
+      say('key abcdefghijklmnopqrstuvwxyz'),
+      `${prefix} 401: the app key or github_app.app_id is wrong (or the system clock is far off)`,
+    ],
+    [
+      'a message over 200 characters',
+      401,
+      say('word '.repeat(41)),
+      `${prefix} 401: the app key or github_app.app_id is wrong (or the system clock is far off)`,
+    ],
+    [
+      'a message that is not a string',
+      401,
+      say({ nested: 'x' }),
+      `${prefix} 401: the app key or github_app.app_id is wrong (or the system clock is far off)`,
+    ],
+    [
+      'an error body over 64 KiB',
+      422,
+      Buffer.from(`{"message":"Validation Failed"${' '.repeat(64 * 1024)}}`),
+      `${prefix} 422: github_app.repositories or github_app.permissions ask for more than the installation has`,
+    ],
+    [
+      'a message with a double quote',
+      401,
+      say('bad "key"'),
+      `${prefix} 401: the app key or github_app.app_id is wrong (or the system clock is far off)`,
+    ],
+    [
+      'a message with control characters',
+      401,
+      say('bad \u001b[31m red'),
+      `${prefix} 401: the app key or github_app.app_id is wrong (or the system clock is far off)`,
+    ],
   ];
   for (const [name, status, b, message] of cases) {
     const got = parseInstallationToken(status, b, now);

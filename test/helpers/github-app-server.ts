@@ -92,7 +92,10 @@ function issue(cfg: AppServerConfig, url: string, body: Buffer, issued: IssuedTo
   if (ask.repositories !== undefined) {
     const r = ask.repositories;
     if (!Array.isArray(r) || !r.every((n) => typeof n === 'string' && inst.repositories.includes(n))) {
-      return fail(422, 'There is at least one repository that does not exist or is not accessible to the parent installation.');
+      return fail(
+        422,
+        'There is at least one repository that does not exist or is not accessible to the parent installation.',
+      );
     }
     repositories = r as string[];
   }

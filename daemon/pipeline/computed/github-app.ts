@@ -119,9 +119,7 @@ export function installationTokenRequest(def: GithubAppDef, jwt: string): TokenR
   };
 }
 
-export type TokenAnswer =
-  | { ok: true; token: string; expiresAt: Date }
-  | { ok: false; code: string; message: string };
+export type TokenAnswer = { ok: true; token: string; expiresAt: Date } | { ok: false; code: string; message: string };
 
 function refused(message: string): TokenAnswer {
   return { ok: false, code: 'upstream_error', message };
@@ -138,8 +136,12 @@ const STATUS_MEANING: Record<number, string> = {
 // GitHub's own explanation is worth showing ("The permissions requested are
 // not granted to this installation."), but only when it is plainly prose:
 // short, ordinary punctuation, and no run of 20 characters without a space,
-// so an echoed JWT or token can never pass through.
+// so an echoed JWT or token can never pass through. GitHub's error bodies are
+// a few hundred bytes; a large one is not parsed at all.
+const MAX_ERROR_BODY_BYTES = 64 * 1024;
+
 function upstreamExplanation(body: Buffer): string {
+  if (body.length > MAX_ERROR_BODY_BYTES) return '';
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
@@ -148,19 +150,20 @@ function upstreamExplanation(body: Buffer): string {
   }
   const m = (parsed as { message?: unknown } | null)?.message;
   if (typeof m !== 'string' || m.length === 0 || m.length > 200) return '';
-  if (!/^[A-Za-z0-9 .,:;'"()\-_/?!]+$/.test(m) || /\S{20}/.test(m)) return '';
+  if (!/^[A-Za-z0-9 .,:;'()\-_/?!]+$/.test(m) || /\S{20}/.test(m)) return '';
   return ` (GitHub: "${m}")`;
 }
 
 // expires_at as GitHub writes it ("2016-07-11T22:14:10Z"): an ISO 8601
-// UTC-or-offset time whose fields are a real date, or null.
+// UTC-or-offset time whose fields are a real date and time, or null. Date.parse
+// alone would take 30 February as 2 March and 24:00 as the next day: the
+// fields, read back, must be the ones written.
 function isoTime(s: string): Date | null {
   const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/.exec(s);
   if (m === null) return null;
   const [y, mo, d, h, mi, se] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
-  const local = new Date(Date.UTC(y, mo - 1, d, h, mi, se));
-  if (local.getUTCFullYear() !== y || local.getUTCMonth() !== mo - 1 || local.getUTCDate() !== d) return null;
-  if (h > 23 || mi > 59 || se > 59) return null;
+  const written = new Date(Date.UTC(y, mo - 1, d, h, mi, se));
+  if (written.getUTCFullYear() !== y || written.getUTCMonth() !== mo - 1 || written.getUTCDate() !== d) return null;
   const t = Date.parse(s);
   return Number.isNaN(t) ? null : new Date(t);
 }
@@ -171,7 +174,8 @@ function isoTime(s: string): Date | null {
 export function parseInstallationToken(status: number, body: Buffer, now: Date): TokenAnswer {
   if (status !== 201) {
     const meaning =
-      STATUS_MEANING[status] ?? (status >= 500 ? 'GitHub could not answer; try again later' : 'a token comes only with 201');
+      STATUS_MEANING[status] ??
+      (status >= 500 ? 'GitHub could not answer; try again later' : 'a token comes only with 201');
     return refused(`the GitHub App token endpoint answered ${status}: ${meaning}${upstreamExplanation(body)}`);
   }
   if (body.length > MAX_TOKEN_ANSWER_BYTES) {
