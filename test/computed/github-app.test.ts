@@ -602,13 +602,9 @@ t.test('parseInstallationToken: statuses, and which of GitHub’s words are show
   const now = new Date();
   const say = (message: unknown) => Buffer.from(JSON.stringify({ message }));
   const prefix = 'the GitHub App token endpoint answered';
+  const wrong401 = `${prefix} 401: the app key or github_app.app_id is wrong (or the system clock is far off)`;
   const cases: [string, number, Buffer, string][] = [
-    [
-      '401 without a body',
-      401,
-      Buffer.alloc(0),
-      `${prefix} 401: the app key or github_app.app_id is wrong (or the system clock is far off)`,
-    ],
+    ['401 without a body', 401, Buffer.alloc(0), wrong401],
     [
       '404 HTML',
       404,
@@ -640,42 +636,17 @@ t.test('parseInstallationToken: statuses, and which of GitHub’s words are show
       say('line one\nline two'),
       `${prefix} 422: github_app.repositories or github_app.permissions ask for more than the installation has`,
     ],
-    [
-      'a message with a long run',
-      401,
-      say('key abcdefghijklmnopqrstuvwxyz'),
-      `${prefix} 401: the app key or github_app.app_id is wrong (or the system clock is far off)`,
-    ],
-    [
-      'a message over 200 characters',
-      401,
-      say('word '.repeat(41)),
-      `${prefix} 401: the app key or github_app.app_id is wrong (or the system clock is far off)`,
-    ],
-    [
-      'a message that is not a string',
-      401,
-      say({ nested: 'x' }),
-      `${prefix} 401: the app key or github_app.app_id is wrong (or the system clock is far off)`,
-    ],
+    ['a message with a long run', 401, say('key abcdefghijklmnopqrstuvwxyz'), wrong401],
+    ['a message over 200 characters', 401, say('word '.repeat(41)), wrong401],
+    ['a message that is not a string', 401, say({ nested: 'x' }), wrong401],
     [
       'an error body over 64 KiB',
       422,
       Buffer.from(`{"message":"Validation Failed"${' '.repeat(64 * 1024)}}`),
       `${prefix} 422: github_app.repositories or github_app.permissions ask for more than the installation has`,
     ],
-    [
-      'a message with a double quote',
-      401,
-      say('bad "key"'),
-      `${prefix} 401: the app key or github_app.app_id is wrong (or the system clock is far off)`,
-    ],
-    [
-      'a message with control characters',
-      401,
-      say('bad \u001b[31m red'),
-      `${prefix} 401: the app key or github_app.app_id is wrong (or the system clock is far off)`,
-    ],
+    ['a message with a double quote', 401, say('bad "key"'), wrong401],
+    ['a message with control characters', 401, say('bad \u001b[31m red'), wrong401],
   ];
   for (const [name, status, b, message] of cases) {
     const got = parseInstallationToken(status, b, now);
