@@ -67,19 +67,30 @@ const acceptedOther = (): number => (a.sshd.secondServer!.logs().match(/^Accepte
 
 // Where the journal and sshd's log are now; `since` gives what a step added
 // (one read of the journal each).
-type Mark = { seq: number; accepted: number };
+type Mark = { seq: number; accepted: number; logged: number };
+
+// The daemon log's lines that give a refusal's reason.
+function loggedRefusals(): Record<string, unknown>[] {
+  return a.s.d
+    .logs()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>)
+    .filter((l) => l['event'] === 'ssh_agent_refused');
+}
 
 function mark(): Mark {
   const all = a.entries();
-  return { seq: all.length > 0 ? all[all.length - 1]!.seq : 0, accepted: accepted() };
+  return { seq: all.length > 0 ? all[all.length - 1]!.seq : 0, accepted: accepted(), logged: loggedRefusals().length };
 }
 
-function since(m: Mark): { sign: Entry[]; refused: Entry[]; accepted: number } {
+function since(m: Mark): { sign: Entry[]; refused: Entry[]; accepted: number; logged: Record<string, unknown>[] } {
   const added = a.entries().filter((e) => e.seq > m.seq);
   return {
     sign: added.filter((e) => e.kind === 'ssh_agent_sign'),
     refused: added.filter((e) => e.kind === 'ssh_agent_refused'),
     accepted: accepted() - m.accepted,
+    logged: loggedRefusals().slice(m.logged),
   };
 }
 
@@ -94,6 +105,11 @@ function refusedLogin(t: Test, r: Run, m: Mark, code: string, more: Record<strin
   const mine = s.refused.filter((e) => e['pid'] === r.pid);
   t.equal(mine.length, 1, `one ssh_agent_refused entry from the ssh process (${JSON.stringify(s.refused)})`);
   t.match(mine[0], { code, request: 'sign', exe: '/usr/bin/ssh', ...more });
+  t.match(
+    s.logged.filter((l) => l['peer_pid'] === r.pid),
+    [{ code, request: 'sign', msg: /^ssh-agent request refused: ./ }],
+    'the daemon log gives the reason',
+  );
 }
 
 // A sign request refused on a raw connection: FAILURE, one entry.
@@ -111,6 +127,11 @@ async function refusedSign(
   t.same(s.sign, [], 'no ssh_agent_sign');
   t.equal(s.refused.length, 1, 'one ssh_agent_refused');
   t.match(s.refused[0], { code, request: 'sign', pid: process.pid, ...more });
+  t.match(
+    s.logged,
+    [{ code, request: 'sign', msg: /^ssh-agent request refused: ./ }],
+    'the daemon log gives the reason',
+  );
 }
 
 const login = (sessionId: Buffer, user = a.sshd.user, blob = keyBlob()): Buffer =>
