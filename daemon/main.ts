@@ -16,7 +16,8 @@ import { checkHome } from './home-check';
 import { claimHome, listenUnix, removeSocket } from './sockets';
 import { Controller } from './controller';
 import { createAdminServer } from './admin-server';
-import { createAgentServer } from './agent-server';
+import { createAgentServer, identify, journalAgentRefusal } from './agent-server';
+import { createSshAgentServer } from './ssh-agent/server';
 import { createPipelineServices } from './request-services';
 import { Journal } from './audit/journal';
 
@@ -68,6 +69,20 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     opened.push({ server: admin, path: config.paths.adminSocket });
     await listenUnix(agent, config.paths.agentSocket, d.agent_socket_mode, d.agent_socket_group || undefined);
     opened.push({ server: agent, path: config.paths.agentSocket });
+    // The ssh-agent front door (SPEC §12), under the agent socket's access rules.
+    const sshAgentPath = config.paths.sshAgentSocket;
+    if (sshAgentPath !== null) {
+      const sshAgent = createSshAgentServer({
+        pipeline: services,
+        identify: (sock) => identify(controller, sock),
+        journalUnidentified: (sock, r, endpoint) => journalAgentRefusal(services, sock, r, endpoint),
+        requireUnlocked: () => void controller.requireUnlocked(),
+        touch: () => controller.touch(),
+        log,
+      });
+      await listenUnix(sshAgent, sshAgentPath, d.agent_socket_mode, d.agent_socket_group || undefined);
+      opened.push({ server: sshAgent, path: sshAgentPath });
+    }
   } catch (e) {
     for (const o of opened) {
       o.server.close();
@@ -94,7 +109,12 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     return stopping;
   };
   log.info(
-    { event: 'daemon_ready', home: config.home, agent_socket: config.paths.agentSocket },
+    {
+      event: 'daemon_ready',
+      home: config.home,
+      agent_socket: config.paths.agentSocket,
+      ssh_agent_socket: config.paths.sshAgentSocket,
+    },
     'daemon started, locked',
   );
   return { stop };

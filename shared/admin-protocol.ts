@@ -49,7 +49,7 @@ export interface DecideArgs {
 // What the human is asked to approve; every string here may be agent-
 // controlled and is escaped by whoever displays it.
 export interface CardAction {
-  kind: 'http' | 'ssh';
+  kind: 'http' | 'ssh' | 'ssh-agent';
   [field: string]: unknown;
 }
 

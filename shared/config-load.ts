@@ -93,6 +93,7 @@ function evaluate(loc: Locations, raw: Record<string, unknown>, exists: boolean)
     home: config.daemon.home,
     paths: {
       agentSocket: config.daemon.agent_socket,
+      sshAgentSocket: config.ssh.ssh_agent_socket === '' ? null : config.ssh.ssh_agent_socket,
       adminSocket: config.daemon.admin_socket,
       vault: config.daemon.vault,
       auditLog: config.daemon.audit_log,

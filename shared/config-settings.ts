@@ -123,6 +123,12 @@ export const SETTINGS = [
     'an SSH connection is kept this long after its last command, for reuse by the same credential',
   ),
   setting(
+    'ssh.ssh_agent_socket',
+    'ssh-agent.sock',
+    pathKind('optional-file'),
+    'the ssh-agent front door (SSH_AUTH_SOCK for ssh and git); relative to home, or absolute; "" turns it off',
+  ),
+  setting(
     'proxy.other_hosts',
     'tunnel',
     otherHosts,

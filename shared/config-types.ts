@@ -48,6 +48,7 @@ export interface Config {
     timeout: number;
     max_output: number;
     connection_idle: number;
+    ssh_agent_socket: string;
   };
   proxy: {
     other_hosts: OtherHosts;
@@ -67,6 +68,8 @@ export interface LoadedConfig {
   home: string;
   paths: {
     agentSocket: string;
+    // null: the ssh-agent front door is off (ssh.ssh_agent_socket = "").
+    sshAgentSocket: string | null;
     adminSocket: string;
     vault: string;
     auditLog: string;

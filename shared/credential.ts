@@ -14,6 +14,7 @@ export { stricterApprove, injectForm } from './credential/types';
 export { validateDefinition, checkDefinition, formatPath, LIMITS } from './credential/schema';
 export type { Validation } from './credential/schema';
 export { parseDefinitionToml, definitionToToml } from './credential/toml';
+export { wideningNotes } from './credential/widenings';
 export { definitionHash, diffDefinitions } from './credential/compare';
 export { summariseTargets, formatTargets } from './credential/targets';
 export type { TargetSummary, HttpTarget } from './credential/targets';

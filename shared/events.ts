@@ -44,6 +44,19 @@ export type SshRequestFacts = {
   host_key?: string;
 };
 
+// A login an OpenSSH client asked the ssh-agent front door to sign (SPEC
+// §12): what the connection's binding and the data to sign said, as far as
+// they were read. `session` is the SHA-256 of the bound session identifier.
+export type SshAgentFacts = {
+  request: string;
+  credential: string | null;
+  host: string | null;
+  host_key: string | null;
+  user: string | null;
+  session: string | null;
+  forwarded: boolean;
+};
+
 export type Resolution = { address: string; addresses: string[] };
 export type Approval = { approval: string };
 
@@ -115,6 +128,15 @@ export type JournalEvent =
   | SshOutcome
   | ({ kind: 'ssh_refused' } & RefusedHead & Requester & Known<SshRequestFacts & Resolution & Approval>)
   | { kind: 'agent_refused'; code: string; endpoint: string; pid: number | null }
+  | ({ kind: 'ssh_agent_sign' } & Requester & {
+        credential: string;
+        host: string;
+        host_key: string;
+        user: string;
+        session: string;
+        algorithm: string;
+      } & Approval)
+  | ({ kind: 'ssh_agent_refused' } & RefusedHead & Requester & SshAgentFacts)
   | {
       kind: 'refusals_summarised';
       instance: string;
@@ -288,6 +310,28 @@ export const EVENT_FIELDS: { readonly [K in EventKind]: readonly string[] } = {
   ]),
   ssh_refused: complete('ssh_refused', ['code', 'withdrawn', ...REQUESTER, ...SSH_REQUEST, ...RESOLUTION_APPROVAL]),
   agent_refused: complete('agent_refused', ['code', 'endpoint', 'pid']),
+  ssh_agent_sign: complete('ssh_agent_sign', [
+    ...REQUESTER,
+    'credential',
+    'host',
+    'host_key',
+    'user',
+    'session',
+    'algorithm',
+    'approval',
+  ]),
+  ssh_agent_refused: complete('ssh_agent_refused', [
+    'code',
+    'withdrawn',
+    ...REQUESTER,
+    'request',
+    'credential',
+    'host',
+    'host_key',
+    'user',
+    'session',
+    'forwarded',
+  ]),
   refusals_summarised: complete('refusals_summarised', [
     'instance',
     'pid',

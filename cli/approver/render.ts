@@ -80,6 +80,16 @@ const ACTION_FIELDS: Readonly<Record<string, { title: string; fields: Field[] }>
       REASON,
     ],
   },
+  // A login by an OpenSSH client through the ssh-agent front door (SPEC §12).
+  'ssh-agent': {
+    title: 'SSH login through the ssh-agent (the client chooses what runs once logged in)',
+    fields: [
+      { label: 'host', names: ['host'], show: host },
+      { label: 'host key', names: ['host_key'] },
+      { label: 'user', names: ['user'] },
+      { label: 'key', names: ['algorithm'] },
+    ],
+  },
 };
 
 const LABEL_WIDTH = 12;

@@ -90,6 +90,14 @@ async function withPassphrase<T>(o: SecretOptions, fn: (pass: Buffer) => Promise
   }
 }
 
+// Each on its own paragraph after the definition, before the passphrase.
+function notesText(def: CredentialDef): string {
+  return credential()
+    .wideningNotes(def)
+    .map((n) => `\nNote: ${n}\n`)
+    .join('');
+}
+
 async function showCurrent(a: AdminClient, name: string): Promise<CredentialDef> {
   const r = await a.request('cred.show', { name });
   return r['definition'] as CredentialDef;
@@ -111,7 +119,7 @@ export function register(program: Command, ctx: Ctx): void {
     const def = readDefinition(o.file);
     await withAdmin(c.config(), async (a) => {
       await a.request('cred.list');
-      c.info(`Credential to add:\n\n${credential().definitionToToml(def)}`);
+      c.info(`Credential to add:\n\n${credential().definitionToToml(def)}${notesText(def)}`);
       const secret = await readCheckedSecret(def, o);
       try {
         const r = await withPassphrase(o, (pass) => a.request('cred.add', { definition: def }, [pass, secret]));
@@ -136,7 +144,7 @@ export function register(program: Command, ctx: Ctx): void {
       const before = await showCurrent(a, name);
       const changes = credential().diffDefinitions(before, def);
       c.info(
-        `New definition of "${name}":\n\n${credential().definitionToToml(def)}\nChanges:\n${changes.length ? changes.join('\n') : '  (none)'}\n`,
+        `New definition of "${name}":\n\n${credential().definitionToToml(def)}${notesText(def)}\nChanges:\n${changes.length ? changes.join('\n') : '  (none)'}\n`,
       );
       const secret = o.secretFile ? await readCheckedSecret(def, o) : undefined;
       try {

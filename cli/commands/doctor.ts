@@ -92,6 +92,10 @@ export function register(program: Command, ctx: Ctx): void {
         const running = await findRunningDaemon(config.home);
         findings.push(fileFinding('admin socket', config.paths.adminSocket, 0o600, 'socket', running));
         findings.push(fileFinding('agent socket', config.paths.agentSocket, d.agent_socket_mode, 'socket', running));
+        if (config.paths.sshAgentSocket !== null)
+          findings.push(
+            fileFinding('ssh-agent socket', config.paths.sshAgentSocket, d.agent_socket_mode, 'socket', running),
+          );
         findings.push(journalSpaceFinding(config.paths.auditLog));
         try {
           const { header } = parseHeader(readVaultFile(config.paths.vault));

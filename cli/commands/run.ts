@@ -39,6 +39,7 @@ async function run(c: Context, credentials: string[], argv: string[]): Promise<n
     proxyUrl: `http://${token}:${token}@127.0.0.1:${relay.port}`,
     bundle: bundle.file,
     placeholders: opened.env,
+    sshAgentSocket: loaded.paths.sshAgentSocket,
   });
   try {
     const started = await startCommand(argv, env);

@@ -1,7 +1,8 @@
 // The environment CMD starts with (SPEC §11): the caller's, plus the
 // credentials' placeholders, then the proxy and CA variables over them (a
-// placeholder variable never replaces one of these). SSH_AUTH_SOCK is left
-// as it is.
+// placeholder variable never replaces one of these). SSH_AUTH_SOCK names
+// the daemon's ssh-agent front door (SPEC §12) when it is on; when it is
+// off, the caller's is left as it is.
 import { ENV_NAME, refusedEnvName } from '../../shared/credential/env-names';
 
 export const PROXY_VARIABLES = ['HTTPS_PROXY', 'HTTP_PROXY', 'https_proxy', 'http_proxy'] as const;
@@ -22,6 +23,7 @@ export interface ChildEnvInput {
   proxyUrl: string;
   bundle: string;
   placeholders: Record<string, string>;
+  sshAgentSocket: string | null;
 }
 
 export function childEnvironment(i: ChildEnvInput): NodeJS.ProcessEnv {
@@ -30,6 +32,7 @@ export function childEnvironment(i: ChildEnvInput): NodeJS.ProcessEnv {
   for (const name of NO_PROXY_VARIABLES) env[name] = '';
   for (const name of CA_VARIABLES) env[name] = i.bundle;
   env['NODE_USE_ENV_PROXY'] = '1';
+  if (i.sshAgentSocket !== null) env['SSH_AUTH_SOCK'] = i.sshAgentSocket;
   return env;
 }
 

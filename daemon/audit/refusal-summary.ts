@@ -9,7 +9,10 @@
 // full.
 import type { JournalEvent, RefusalCount } from '../../shared/events';
 
-export type RefusalEvent = Extract<JournalEvent, { kind: 'http_refused' | 'ssh_refused' | 'agent_refused' }>;
+export type RefusalEvent = Extract<
+  JournalEvent,
+  { kind: 'http_refused' | 'ssh_refused' | 'agent_refused' | 'ssh_agent_refused' }
+>;
 type SummaryEvent = Extract<JournalEvent, { kind: 'refusals_summarised' }>;
 
 // Who refusals are counted for: the process instance when it is known.

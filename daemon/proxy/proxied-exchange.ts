@@ -79,15 +79,33 @@ function headerLines(req: http.IncomingMessage): [string, string][] {
   return lines;
 }
 
+// What is written in one turn of the event loop goes out together (the
+// head, the body's chunks and the end are then one TLS record, not one
+// each); nothing waits longer than that, so a stream still flows.
 function sinkFor(res: http.ServerResponse): ResponseSink {
+  let corked = false;
+  const gather = (): void => {
+    if (corked) return;
+    corked = true;
+    res.cork();
+    setImmediate(() => {
+      corked = false;
+      res.uncork();
+    });
+  };
   return {
     respond: (status, headers) => {
+      gather();
       res.writeHead(status, headers);
     },
     write: async (chunk) => {
+      gather();
       if (!res.write(chunk)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
     },
-    end: () => res.end(),
+    end: () => {
+      gather();
+      res.end();
+    },
     abort: () => res.destroy(),
   };
 }

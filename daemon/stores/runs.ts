@@ -101,7 +101,10 @@ export class Runs {
       if (!keys.has(run.root.key)) continue;
       const mine = run.placeholders.get(credential);
       if (mine === undefined || !sameValue(mine, value)) continue;
-      if (this.endIfRootExited(run)) return null;
+      // The identity's own process was just checked to still run (the
+      // agent socket does so on every request); an ancestor's standing is
+      // as old as the connection, so it is read again.
+      if (run.root.key !== identity.process.key && this.endIfRootExited(run)) return null;
       return { run, credential };
     }
     return null;

@@ -73,5 +73,6 @@ export function buildSsh(p: SshParsed): SshCredentialDef {
     stdin: p.stdin,
     approve: p.approve,
     allow_addresses: unique(p.allow_addresses),
+    ...(p.ssh_agent ? { ssh_agent: true as const } : {}),
   };
 }

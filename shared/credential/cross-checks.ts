@@ -54,6 +54,19 @@ export function httpCrossChecks(raw: Record<string, unknown>): Found[] {
   return problems;
 }
 
+// ssh_agent offers a key to OpenSSH clients, so there must be a key.
+export function sshCrossChecks(raw: Record<string, unknown>): Found[] {
+  if (own(raw, 'ssh_agent') === true && own(raw, 'auth') === 'password')
+    return [
+      {
+        at: ['ssh_agent'],
+        message:
+          'needs auth = "key": the ssh-agent front door offers a key, and a password cannot be offered that way; remove ssh_agent, or store a key',
+      },
+    ];
+  return [];
+}
+
 // [headers] names: valid, not managed by postern, not the header the
 // credential injects into, and each once (case and "_" against "-" aside).
 function headerProblems(raw: Record<string, unknown>): Found[] {

@@ -16,7 +16,7 @@ function sshString(data: Buffer | string): Buffer {
 
 // SSH mpint: big-endian, minimal, with a zero byte in front when the high
 // bit is set (the value is positive). Built in one buffer, nothing to wipe.
-function mpint(b: Buffer): Buffer {
+export function mpint(b: Buffer): Buffer {
   let i = 0;
   while (i < b.length - 1 && b[i] === 0) i += 1;
   const body = b.subarray(i);

@@ -7,7 +7,7 @@ import { Problem, Refusal, formatProblems } from '../errors';
 import { CredentialDef } from './types';
 import { commonSchema, describeValue, errorMap, httpSchema, sshSchema } from './shape';
 import { Found, issueProblems, REQUIRED_HINTS, sortedProblems } from './problems';
-import { httpCrossChecks, isTable, own } from './cross-checks';
+import { httpCrossChecks, isTable, own, sshCrossChecks } from './cross-checks';
 import { buildHttp, buildSsh } from './build';
 
 export { LIMITS, TomlFloat } from './shape';
@@ -32,14 +32,11 @@ export function checkDefinition(input: unknown): Validation {
   }
   if (kind === 'ssh') {
     const r = sshSchema.safeParse(input, options);
-    if (!r.success)
-      return {
-        ok: false,
-        problems: sortedProblems(
-          r.error.issues.flatMap((i) => issueProblems(i, 'ssh')),
-          'ssh',
-        ),
-      };
+    const found = [
+      ...(r.success ? [] : r.error.issues.flatMap((i) => issueProblems(i, 'ssh'))),
+      ...sshCrossChecks(input),
+    ];
+    if (found.length || !r.success) return { ok: false, problems: sortedProblems(found, 'ssh') };
     return { ok: true, def: buildSsh(r.data) };
   }
   const kindProblem: Found =

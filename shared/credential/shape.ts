@@ -170,6 +170,8 @@ export const sshSchema = z.strictObject({
     .min(1)
     .max(LIMITS.commands),
   stdin: z.boolean().default(false),
+  // Checked against auth in sshCrossChecks.
+  ssh_agent: z.boolean().default(false),
 });
 
 // Used when `kind` is missing or unknown: the fields both kinds share are

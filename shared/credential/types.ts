@@ -49,6 +49,9 @@ export interface SshCredentialDef {
   stdin: boolean;
   approve: Approve;
   allow_addresses: string[];
+  // Offered through the ssh-agent front door (SPEC §12); absent when false,
+  // so definitions made before it keep their hash.
+  ssh_agent?: true;
 }
 
 export type CredentialDef = HttpCredentialDef | SshCredentialDef;
@@ -83,6 +86,7 @@ export const SSH_KEYS = [
   'stdin',
   'approve',
   'allow_addresses',
+  'ssh_agent',
 ] as const;
 
 export const APPROVE_STRICTNESS: Readonly<Record<Approve, number>> = { session: 0, 'each-use': 1 };

@@ -124,9 +124,15 @@ max_output = "512B"
     dns_servers: ['127.0.0.1:5353', '[::1]:53', '[fe80::1]:53', '1.1.1.1:53'],
     ca_file: join(dir, 'ca.pem'),
   });
-  t.same(c.config.ssh, { timeout: 30_000, max_output: 512, connection_idle: 10_000 });
+  t.same(c.config.ssh, {
+    timeout: 30_000,
+    max_output: 512,
+    connection_idle: 10_000,
+    ssh_agent_socket: join(home, 'ssh-agent.sock'),
+  });
   t.same(c.paths, {
     agentSocket: '/run/postern/agent.sock',
+    sshAgentSocket: join(home, 'ssh-agent.sock'),
     adminSocket: join(home, 'admin.sock'),
     vault: join(home, 'data/vault'),
     auditLog: join(home, 'audit.log'),
@@ -368,11 +374,22 @@ t.test('relative paths are relative to home, absolute ones stay', async (t) => {
   );
   t.same(c.paths, {
     agentSocket: '/run/agent.sock',
+    sshAgentSocket: '/srv/postern/ssh-agent.sock',
     adminSocket: '/srv/postern/admin.sock',
     vault: '/srv/postern/v/vault',
     auditLog: '/srv/postern/audit.log',
     caPem: '/srv/postern/ca.pem',
   });
+});
+
+t.test('the ssh-agent socket: relative to home, absolute, or "" for off', async (t) => {
+  const rel = load(t, '[daemon]\nhome = "/srv/postern"\n[ssh]\nssh_agent_socket = "run/agent-ssh.sock"\n');
+  t.equal(rel.paths.sshAgentSocket, '/srv/postern/run/agent-ssh.sock');
+  const abs = load(t, '[daemon]\nhome = "/srv/postern"\n[ssh]\nssh_agent_socket = "/run/u/ssh.sock"\n');
+  t.equal(abs.paths.sshAgentSocket, '/run/u/ssh.sock');
+  const off = load(t, '[daemon]\nhome = "/srv/postern"\n[ssh]\nssh_agent_socket = ""\n');
+  t.equal(off.paths.sshAgentSocket, null, '"" turns the front door off');
+  t.equal(off.config.ssh.ssh_agent_socket, '');
 });
 
 t.test('a config inside a home that names another home is refused as ambiguous', async (t) => {
@@ -492,6 +509,7 @@ const ALTERNATIVES: Record<ConfigPath, string> = {
   'ssh.timeout': '"29s"',
   'ssh.max_output': '"9MiB"',
   'ssh.connection_idle': '"20s"',
+  'ssh.ssh_agent_socket': '""',
   'proxy.other_hosts': '"refuse"',
   'proxy.leaf_validity': '"12h"',
   'audit.refusal_burst': '50',

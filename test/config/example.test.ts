@@ -46,7 +46,7 @@ const SPEC_DEFAULTS = {
     dns_servers: [],
     ca_file: '',
   },
-  ssh: { timeout: 30_000, max_output: 8 * 1024 * 1024 },
+  ssh: { timeout: 30_000, max_output: 8 * 1024 * 1024, ssh_agent_socket: 'ssh-agent.sock' },
   proxy: { other_hosts: 'tunnel', leaf_validity: 24 * 3600_000 },
   audit: { refusal_burst: 20 },
   mcp: { max_result: 1024 * 1024 },
@@ -59,7 +59,7 @@ const BEYOND_SPEC = {
   ssh: { connection_idle: 10_000 },
 };
 
-const PATH_KEYS = new Set(['agent_socket', 'admin_socket', 'vault', 'audit_log']);
+const PATH_KEYS = new Set(['agent_socket', 'admin_socket', 'vault', 'audit_log', 'ssh_agent_socket']);
 
 t.test('the defaults are those of SPEC §3', async (t) => {
   const home = '/srv/h';
