@@ -10,7 +10,7 @@
 // approve = "each-use" asks for every login; an ECDSA key signs too.
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startAgentStack, AgentStack, keySecrets, runChild, sshOptions, Entry, Run } from '../helpers/ssh-agent-stack';
 import type { Card } from '../helpers/stack';
@@ -67,6 +67,13 @@ t.test('the socket lists the keys of ssh_agent credentials only, each with its n
     'ssh-add -L shows the same',
   );
   t.notOk(listed.join('\n').includes(a.sshd.keys.rsaPem.publicKey.split(' ')[1]!), "no trace of exec-only's key");
+});
+
+t.test("the ssh-agent socket has the agent socket's owner and mode", async (t) => {
+  const agent = statSync(a.s.sock);
+  const front = statSync(a.agentSock);
+  t.ok(front.isSocket());
+  t.same([front.mode, front.uid, front.gid], [agent.mode, agent.uid, agent.gid]);
 });
 
 t.test('cred add says that ssh_agent = true is a widening, for that credential only', async (t) => {

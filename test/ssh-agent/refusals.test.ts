@@ -39,7 +39,7 @@ import {
   userauthData,
   verifies,
 } from '../helpers/raw-agent-client';
-import { cli } from '../helpers/postern';
+import { cli, eventually } from '../helpers/postern';
 
 let a: AgentStack;
 let stock: StockAgent;
@@ -67,36 +67,75 @@ const acceptedOther = (): number => (a.sshd.secondServer!.logs().match(/^Accepte
 
 // Where the journal and sshd's log are now; `since` gives what a step added
 // (one read of the journal each).
-type Mark = { seq: number; accepted: number };
+type Mark = { seq: number; accepted: number; logged: number };
 
-function mark(): Mark {
-  const all = a.entries();
-  return { seq: all.length > 0 ? all[all.length - 1]!.seq : 0, accepted: accepted() };
+// The daemon log's lines that give a refusal's reason.
+function loggedRefusals(): Record<string, unknown>[] {
+  return a.s.d
+    .logs()
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, unknown>)
+    .filter((l) => l['event'] === 'ssh_agent_refused');
 }
 
-function since(m: Mark): { sign: Entry[]; refused: Entry[]; accepted: number } {
-  const added = a.entries().filter((e) => e.seq > m.seq);
+// The journal, once the daemon log (which crosses a pipe) has caught up
+// with it: one log line per ssh_agent_refused entry.
+async function settledEntries(): Promise<Entry[]> {
+  const all = a.entries();
+  const refused = all.filter((e) => e.kind === 'ssh_agent_refused').length;
+  await eventually(() => loggedRefusals().length >= refused, 3000);
+  return all;
+}
+
+function markOf(all: Entry[]): Mark {
+  return { seq: all.length > 0 ? all[all.length - 1]!.seq : 0, accepted: accepted(), logged: loggedRefusals().length };
+}
+
+async function mark(): Promise<Mark> {
+  return markOf(await settledEntries());
+}
+
+// What was added since `m`; `next` marks the end of it, for a step that
+// follows at once.
+async function since(m: Mark): Promise<{
+  sign: Entry[];
+  refused: Entry[];
+  accepted: number;
+  logged: Record<string, unknown>[];
+  next: Mark;
+}> {
+  const all = await settledEntries();
+  const added = all.filter((e) => e.seq > m.seq);
   return {
     sign: added.filter((e) => e.kind === 'ssh_agent_sign'),
     refused: added.filter((e) => e.kind === 'ssh_agent_refused'),
     accepted: accepted() - m.accepted,
+    logged: loggedRefusals().slice(m.logged),
+    next: markOf(all),
   };
 }
 
 // A refused login: ssh failed, sshd accepted nothing, no ssh_agent_sign, and
 // one ssh_agent_refused entry of `code` from this ssh process.
-function refusedLogin(t: Test, r: Run, m: Mark, code: string, more: Record<string, unknown>): void {
+async function refusedLogin(t: Test, r: Run, m: Mark, code: string, more: Record<string, unknown>): Promise<void> {
   t.equal(r.code, 255, 'ssh fails');
   t.match(r.stderr, /Permission denied \(publickey\)/);
-  const s = since(m);
+  const s = await since(m);
   t.equal(s.accepted, 0, 'sshd accepted no key');
   t.same(s.sign, [], 'no signature was made');
   const mine = s.refused.filter((e) => e['pid'] === r.pid);
   t.equal(mine.length, 1, `one ssh_agent_refused entry from the ssh process (${JSON.stringify(s.refused)})`);
   t.match(mine[0], { code, request: 'sign', exe: '/usr/bin/ssh', ...more });
+  t.match(
+    s.logged.filter((l) => l['peer_pid'] === r.pid),
+    [{ code, request: 'sign', msg: /^ssh-agent request refused: ./ }],
+    'the daemon log gives the reason',
+  );
 }
 
-// A sign request refused on a raw connection: FAILURE, one entry.
+// A sign request refused on a raw connection: FAILURE, one entry. From `m`
+// when given; returns the mark after it.
 async function refusedSign(
   t: Test,
   c: RawAgentClient,
@@ -104,13 +143,20 @@ async function refusedSign(
   data: Buffer,
   code: string,
   more: Record<string, unknown> = {},
-): Promise<void> {
-  const m = mark();
+  from?: Mark,
+): Promise<Mark> {
+  const m = from ?? (await mark());
   t.equal(await c.sign(blob, data), null, 'SSH_AGENT_FAILURE, no signature');
-  const s = since(m);
+  const s = await since(m);
   t.same(s.sign, [], 'no ssh_agent_sign');
   t.equal(s.refused.length, 1, 'one ssh_agent_refused');
   t.match(s.refused[0], { code, request: 'sign', pid: process.pid, ...more });
+  t.match(
+    s.logged,
+    [{ code, request: 'sign', msg: /^ssh-agent request refused: ./ }],
+    'the daemon log gives the reason',
+  );
+  return s.next;
 }
 
 const login = (sessionId: Buffer, user = a.sshd.user, blob = keyBlob()): Buffer =>
@@ -123,20 +169,24 @@ t.test('a server with another host key: host_key_mismatch (OpenSSH ssh-agent log
   const control = await runSsh({ agent: stock.sock, port: other.port, user: a.sshd.user, knownHosts: otherKnownHosts });
   t.equal(control.code, 0, `the control logs in (${control.stderr.trim()})`);
   const acceptedBefore = acceptedOther();
-  const m = mark();
+  const m = await mark();
   const r = await a.ssh({ port: other.port, knownHosts: otherKnownHosts });
   t.equal(acceptedOther(), acceptedBefore, 'the other server accepted no key');
   // The entry names the server the client bound itself to.
-  refusedLogin(t, r, m, 'host_key_mismatch', { credential: 'deploy', host_key: other.hostKeyFingerprint });
+  await refusedLogin(t, r, m, 'host_key_mismatch', { credential: 'deploy', host_key: other.hostKeyFingerprint });
 });
 
 t.test('a login as another user: denied_policy (OpenSSH ssh-agent logs in)', async (t) => {
   const other = a.sshd.secondUser!.user;
   const control = await runSsh({ agent: stock.sock, port: a.sshd.port, user: other, knownHosts: a.knownHosts });
   t.equal(control.code, 0, `the control logs in as ${other} (${control.stderr.trim()})`);
-  const m = mark();
+  const m = await mark();
   const r = await a.ssh({ user: other });
-  refusedLogin(t, r, m, 'denied_policy', { credential: 'deploy', host_key: a.sshd.hostKeyFingerprint, user: other });
+  await refusedLogin(t, r, m, 'denied_policy', {
+    credential: 'deploy',
+    host_key: a.sshd.hostKeyFingerprint,
+    user: other,
+  });
 });
 
 t.test('a forwarded agent: the second hop is refused (OpenSSH ssh-agent signs it)', async (t) => {
@@ -153,12 +203,12 @@ t.test('a forwarded agent: the second hop is refused (OpenSSH ssh-agent signs it
   t.match(control.stdout, /second-hop-ok/);
 
   a.decision = 'session';
-  const m = mark();
+  const m = await mark();
   const r = await a.ssh({ forwardAgent: true, command: hop });
   t.notMatch(r.stdout, /second-hop-ok/, 'the second hop did not log in');
   t.equal(r.code, 255, 'the second hop ssh failed');
   t.match(r.stderr, /Permission denied \(publickey\)/);
-  const s = since(m);
+  const s = await since(m);
   t.equal(s.accepted, 1, 'sshd accepted only the first hop');
   t.equal(s.sign.length, 1, 'one signature: the first hop, from here');
   t.match(s.sign[0], { pid: r.pid, credential: 'deploy' });
@@ -170,9 +220,9 @@ t.test('a forwarded agent: the second hop is refused (OpenSSH ssh-agent signs it
 t.test('a deny at the approver: denied_by_user', async (t) => {
   a.decision = 'deny';
   t.teardown(() => void (a.decision = 'session'));
-  const m = mark();
+  const m = await mark();
   const r = await a.ssh({});
-  refusedLogin(t, r, m, 'denied_by_user', {
+  await refusedLogin(t, r, m, 'denied_by_user', {
     credential: 'deploy',
     host_key: a.sshd.hostKeyFingerprint,
     user: a.sshd.user,
@@ -223,15 +273,16 @@ t.test('a session-bind whose signature does not verify: bad_request, and the con
       bind: { ...good, signature: Buffer.concat([str('ssh-ed25519'), str(randomBytes(64))]) },
     },
   ];
+  let m = await mark();
   for (const f of forged) {
-    const m = mark();
     const reply = await c.sessionBind(f.bind);
     t.equal(reply.type, MSG.FAILURE, `${f.what}: SSH_AGENT_FAILURE`);
-    const s = since(m);
+    const s = await since(m);
+    m = s.next;
     t.equal(s.refused.length, 1, `${f.what}: one entry`);
     t.match(s.refused[0], { code: 'bad_request', request: 'session-bind', pid: process.pid });
   }
-  await refusedSign(t, c, keyBlob(), login(good.sessionId), 'denied_policy', { credential: 'deploy' });
+  await refusedSign(t, c, keyBlob(), login(good.sessionId), 'denied_policy', { credential: 'deploy' }, m);
 });
 
 t.test('a bound connection: the login for its session and user is signed, nothing else', async (t) => {
@@ -239,11 +290,11 @@ t.test('a bound connection: the login for its session and user is signed, nothin
   const c = await connect(t);
   const sid = randomBytes(32);
   t.equal((await c.sessionBind(boundSession(hostPrivate(), sid))).type, MSG.SUCCESS, 'the binding is accepted');
-  const m = mark();
+  const m = await mark();
   const data = login(sid);
   const sig = await c.sign(keyBlob(), data);
   t.ok(sig !== null && verifies(key().publicKey, data, sig), 'a valid ed25519 signature of the login');
-  const s = since(m);
+  const s = await since(m);
   t.equal(s.sign.length, 1);
   t.match(s.sign[0], {
     pid: process.pid,
@@ -287,9 +338,10 @@ t.test('a bound connection: the login for its session and user is signed, nothin
       code: 'unknown_credential',
     },
   ];
+  let next = s.next;
   for (const k of cases) {
     t.test(k.what, async (t) => {
-      await refusedSign(t, c, k.blob ?? keyBlob(), k.data, k.code);
+      next = await refusedSign(t, c, k.blob ?? keyBlob(), k.data, k.code, {}, next);
     });
   }
 });
@@ -318,11 +370,11 @@ t.test('a connection once bound as forwarded never gets a signature', async (t) 
 
 t.test('a malformed sign request: bad_request', async (t) => {
   const c = await connect(t);
-  const m = mark();
+  const m = await mark();
   // A key blob string that claims more bytes than the message holds.
   const reply = await c.sendRaw(frame(MSG.SIGN_REQUEST, u32(500), keyBlob()));
   t.equal(reply.type, MSG.FAILURE);
-  const s = since(m);
+  const s = await since(m);
   t.equal(s.refused.length, 1);
   t.match(s.refused[0], { code: 'bad_request', request: 'sign' });
 });
@@ -340,10 +392,11 @@ t.test('adding, removing and locking keys are refused: denied_policy', async (t)
     // A message type the protocol does not define is malformed.
     { request: 'unknown 99', code: 'bad_request', send: () => c.request(99) },
   ];
+  let m = await mark();
   for (const q of requests) {
-    const m = mark();
     t.equal((await q.send()).type, MSG.FAILURE, `${q.request}: SSH_AGENT_FAILURE`);
-    const s = since(m);
+    const s = await since(m);
+    m = s.next;
     t.equal(s.refused.length, 1, `${q.request}: one entry`);
     t.match(s.refused[0], { code: q.code ?? 'denied_policy', request: q.request, pid: process.pid }, q.request);
   }
@@ -352,11 +405,12 @@ t.test('adding, removing and locking keys are refused: denied_policy', async (t)
     [[a.sshd.keys.stranger.path], 'add_identity'],
     [['-D'], 'remove_all'],
   ] as const) {
-    const m = mark();
     const r = await runChild('/usr/bin/ssh-add', [...args], env);
     a.keep(`ssh-add ${args.join(' ')}`, r.stdout + r.stderr);
     t.not(r.code, 0, `ssh-add ${args.join(' ')} fails`);
-    t.match(since(m).refused, [{ code: 'denied_policy', request, exe: '/usr/bin/ssh-add' }]);
+    const s = await since(m);
+    m = s.next;
+    t.match(s.refused, [{ code: 'denied_policy', request, exe: '/usr/bin/ssh-add' }]);
   }
   const ids = await c.identities();
   t.same(
@@ -377,9 +431,9 @@ t.test('while the vault is locked: no keys listed, a sign request refused as vau
     if (u.code !== 0) throw new Error(`unlock: ${u.stderr}`);
   });
   t.same(await c.identities(), [], 'an empty list');
-  const m = mark();
+  const m = await mark();
   t.equal(await c.sign(keyBlob(), login(sid)), null, 'SSH_AGENT_FAILURE');
-  const s = since(m);
+  const s = await since(m);
   t.same(s.sign, []);
   t.match(s.refused, [{ code: 'vault_locked', request: 'sign' }]);
 });
