@@ -11,7 +11,7 @@
 // get adversarial inputs, and no problem message carries the secret.
 import t from 'tap';
 import { createHash } from 'node:crypto';
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -878,6 +878,12 @@ const aws = (args: string[], port: number, home: string) =>
   });
 
 t.test('the AWS CLI signing with a placeholder is signed again with the real keys and verified', async (t) => {
+  // A missing program fails rather than skips: .ci/run installs awscli.
+  const probe = spawnSync('aws', ['--version'], { encoding: 'utf8' });
+  if (probe.status !== 0) {
+    t.fail(`the AWS CLI is needed (Debian awscli): ${probe.stderr || probe.error?.message}`);
+    return;
+  }
   const home = mkdtempSync(join(tmpdir(), 'sigv4-cli-'));
   t.teardown(() => rmSync(home, { recursive: true, force: true }));
   const real = keysOf(withToken);
