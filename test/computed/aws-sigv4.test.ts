@@ -870,6 +870,7 @@ const aws = (args: string[], port: number, home: string) =>
           AWS_SHARED_CREDENTIALS_FILE: join(home, 'none'),
           AWS_EC2_METADATA_DISABLED: 'true',
           AWS_MAX_ATTEMPTS: '1',
+          AWS_PAGER: '',
           NO_PROXY: '*',
         },
       },
