@@ -11,6 +11,10 @@
 // get adversarial inputs, and no problem message carries the secret.
 import t from 'tap';
 import { createHash } from 'node:crypto';
+import { execFile, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { request } from 'undici';
 import {
   isPresigned,
@@ -22,7 +26,7 @@ import {
   type AwsKeys,
   type SigV4Input,
 } from '../../daemon/pipeline/computed/aws-sigv4';
-import { smithySign, startVerifier, type RefKeys } from '../helpers/sigv4-verifier';
+import { smithySign, startBodyServer, startVerifier, type RefKeys } from '../helpers/sigv4-verifier';
 
 const ID = 'AKIAIOSFODNN7EXAMPLE';
 const SECRET = 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY';
@@ -189,6 +193,12 @@ const ROWS: Row[] = [
     keys: withToken,
     signedHeaders: ['host', 'x-amz-content-sha256', 'x-amz-date'],
   },
+  {
+    name: 'list: a name the client signed that is not sent is left out',
+    path: '/k',
+    headers: [['content-type', 'text/plain']],
+    signedHeaders: ['content-md5', 'content-type', 'host', 'x-amz-content-sha256', 'x-amz-date'],
+  },
   // another service: each path segment encoded again, the path normalised
   { name: 'execute-api encoded unicode path', service: 'execute-api', host: API, path: '/prod/caf%C3%A9' },
   { name: 'execute-api encoded space and plus', service: 'execute-api', host: API, path: '/prod/a%20b/c+d' },
@@ -295,6 +305,82 @@ t.test(`signSigV4 equals @smithy/signature-v4 for ${ROWS.length} requests`, asyn
       t.equal(ours.headers['x-amz-content-sha256'], theirs['x-amz-content-sha256'], `${row.name}: content hash`);
     const list = /SignedHeaders=([^,]+)/.exec(theirs['authorization'] ?? '')?.[1];
     t.same(ours.signedHeaders, list?.split(';'), `${row.name}: signed names`);
+  }
+});
+
+// AWS's own published examples: the four single-chunk requests of the
+// Amazon S3 API Reference (examplebucket, 20130524) and the IAM ListUsers
+// request of the SigV4 documentation (20150830T123600Z), with their
+// documented signatures. The PUT signs a Date header, which smithy removes.
+t.test("AWS's published signing examples", async (t) => {
+  const s3Keys: AwsKeys = keysOf(plain);
+  const s3 = { ...inputOf({ name: '', path: '/' }) };
+  const cases: [string, SigV4Input, AwsKeys, string, string][] = [
+    [
+      'S3 GET Object (Range)',
+      { ...s3, path: '/test.txt', headers: [['Range', 'bytes=0-9']] },
+      s3Keys,
+      'host;range;x-amz-content-sha256;x-amz-date',
+      'f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41',
+    ],
+    [
+      'S3 PUT Object',
+      {
+        ...s3,
+        method: 'PUT',
+        path: '/test%24file.text',
+        headers: [
+          ['Date', 'Fri, 24 May 2013 00:00:00 GMT'],
+          ['x-amz-storage-class', 'REDUCED_REDUNDANCY'],
+        ],
+        payloadHash: sha256('Welcome to Amazon S3.'),
+      },
+      s3Keys,
+      'date;host;x-amz-content-sha256;x-amz-date;x-amz-storage-class',
+      '98ad721746da40c64f1a55b78f14c238d841ea1380cd77a1b5971af0ece108bd',
+    ],
+    [
+      'S3 GET Bucket Lifecycle',
+      { ...s3, query: '?lifecycle' },
+      s3Keys,
+      'host;x-amz-content-sha256;x-amz-date',
+      'fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543',
+    ],
+    [
+      'S3 GET Bucket (List Objects)',
+      { ...s3, query: '?max-keys=2&prefix=J' },
+      s3Keys,
+      'host;x-amz-content-sha256;x-amz-date',
+      '34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7',
+    ],
+    [
+      'IAM ListUsers',
+      {
+        ...s3,
+        host: 'iam.amazonaws.com',
+        service: 'iam',
+        query: '?Action=ListUsers&Version=2010-05-08',
+        headers: [['Content-Type', 'application/x-www-form-urlencoded; charset=utf-8']],
+        signedHeaders: ['content-type', 'host', 'x-amz-date'],
+        date: new Date('2015-08-30T12:36:00Z'),
+      },
+      {
+        accessKeyId: 'AKIDEXAMPLE',
+        secretAccessKey: Buffer.from('wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY'),
+        sessionToken: null,
+      },
+      'content-type;host;x-amz-date',
+      '5d672d79c15b13162d9279b0855cfba6789a8edb4c82c400e06b5924a6f2b5d7',
+    ],
+  ];
+  for (const [what, input, keys, signed, signature] of cases) {
+    const day = input.date.toISOString().slice(0, 10).replace(/-/g, '');
+    t.equal(
+      signSigV4(input, keys).headers['authorization'],
+      `AWS4-HMAC-SHA256 Credential=${keys.accessKeyId}/${day}/us-east-1/${input.service}/aws4_request, ` +
+        `SignedHeaders=${signed}, Signature=${signature}`,
+      what,
+    );
   }
 });
 
@@ -691,3 +777,166 @@ t.test(
     }
   },
 );
+
+// -- an unmodified AWS CLI through a re-signing relay -------------------
+
+// What the proxy front door does with a request an AWS client signed with
+// a placeholder: read the client's Authorization, drop its signature and
+// SigV4 headers, sign again with the real keys over the names the client
+// signed, and forward. Here upstream is the smithy-verifying server.
+const PLACEHOLDER = 'postern-aws-0123456789abcdef';
+const HOP = new Set([
+  'expect',
+  'connection',
+  'keep-alive',
+  'te',
+  'trailer',
+  'upgrade',
+  'transfer-encoding',
+  'content-length',
+]);
+
+interface Relay {
+  port: number;
+  seen: { authorization: ReturnType<typeof parseClientAuthorization>; contentSha256: string; query: string }[];
+  close(): Promise<void>;
+}
+
+async function startRelay(upstreamPort: number, keys: AwsKeys): Promise<Relay> {
+  const seen: Relay['seen'] = [];
+  const server = await startBodyServer((req, body, res) => {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q === -1 ? url : url.slice(0, q);
+    const query = q === -1 ? '' : url.slice(q);
+    const auth = parseClientAuthorization(String(req.headers['authorization'] ?? ''));
+    const contentSha256 = String(req.headers['x-amz-content-sha256'] ?? '');
+    seen.push({ authorization: auth, contentSha256, query });
+    if (auth === null || auth.accessKeyId !== PLACEHOLDER || isPresigned(query) || isStreamingPayload(contentSha256)) {
+      res.writeHead(400).end('refused by the relay');
+      return;
+    }
+    const headers: [string, string][] = [];
+    for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
+      const name = (req.rawHeaders[i] as string).toLowerCase();
+      if (name === 'host' || HOP.has(name) || SIGV4_HEADERS.includes(name)) continue;
+      headers.push([name, req.rawHeaders[i + 1] as string]);
+    }
+    const host = `127.0.0.1:${upstreamPort}`;
+    const signed = signSigV4(
+      {
+        method: req.method ?? 'GET',
+        host,
+        path,
+        query,
+        headers,
+        payloadHash: /^[0-9a-f]{64}$/.test(contentSha256) || contentSha256 === '' ? sha256(body) : contentSha256,
+        region: auth.region,
+        service: auth.service,
+        date: new Date(),
+        signedHeaders: auth.signedHeaders,
+      },
+      keys,
+    );
+    request(`http://${host}${url}`, {
+      method: (req.method ?? 'GET') as 'GET',
+      headers: { ...Object.fromEntries(headers), ...signed.headers },
+      body: body.length > 0 ? body : null,
+    }).then(
+      async (up) => {
+        const out = Buffer.from(await up.body.arrayBuffer());
+        const type = up.headers['content-type'];
+        res.writeHead(up.statusCode, typeof type === 'string' ? { 'content-type': type } : {}).end(out);
+      },
+      (e: unknown) => res.writeHead(502).end(String(e)),
+    );
+  });
+  return { ...server, seen };
+}
+
+const aws = (args: string[], port: number, home: string) =>
+  new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+    execFile(
+      'aws',
+      [...args, '--endpoint-url', `http://127.0.0.1:${port}`, '--region', 'eu-west-1', '--output', 'json'],
+      {
+        timeout: 30_000,
+        env: {
+          PATH: process.env['PATH'] ?? '/usr/bin:/bin',
+          HOME: home,
+          AWS_ACCESS_KEY_ID: PLACEHOLDER,
+          AWS_SECRET_ACCESS_KEY: 'any-secret-the-client-holds',
+          AWS_CONFIG_FILE: join(home, 'none'),
+          AWS_SHARED_CREDENTIALS_FILE: join(home, 'none'),
+          AWS_EC2_METADATA_DISABLED: 'true',
+          AWS_MAX_ATTEMPTS: '1',
+          AWS_PAGER: '',
+          NO_PROXY: '*',
+        },
+      },
+      (e, stdout, stderr) => resolve({ code: e ? (typeof e.code === 'number' ? e.code : 1) : 0, stdout, stderr }),
+    );
+  });
+
+t.test('the AWS CLI signing with a placeholder is signed again with the real keys and verified', async (t) => {
+  // A missing program fails rather than skips: .ci/run installs awscli.
+  const probe = spawnSync('aws', ['--version'], { encoding: 'utf8' });
+  if (probe.status !== 0) {
+    t.fail(`the AWS CLI is needed (Debian awscli): ${probe.stderr || probe.error?.message}`);
+    return;
+  }
+  const home = mkdtempSync(join(tmpdir(), 'sigv4-cli-'));
+  t.teardown(() => rmSync(home, { recursive: true, force: true }));
+  const real = keysOf(withToken);
+
+  // sts: a form POST; botocore signs no content hash, the real keys add a token.
+  const sts = await startVerifier(withToken, { region: 'eu-west-1', service: 'sts' }, () => ({
+    headers: { 'content-type': 'text/xml' },
+    body:
+      '<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><GetCallerIdentityResult>' +
+      '<Arn>arn:aws:iam::123456789012:user/postern</Arn><UserId>AIDAEXAMPLE</UserId><Account>123456789012</Account>' +
+      '</GetCallerIdentityResult><ResponseMetadata><RequestId>1</RequestId></ResponseMetadata></GetCallerIdentityResponse>',
+  }));
+  const stsRelay = await startRelay(sts.port, real);
+  t.teardown(() => Promise.all([sts.close(), stsRelay.close()]));
+  const who = await aws(['sts', 'get-caller-identity'], stsRelay.port, home);
+  t.equal(who.code, 0, `aws sts get-caller-identity: ${who.stderr}`);
+  t.match(who.stdout, /"Account": "123456789012"/);
+  t.equal(stsRelay.seen[0]?.authorization?.service, 'sts');
+  t.notOk(stsRelay.seen[0]?.authorization?.signedHeaders.includes('x-amz-security-token'), 'the client had no token');
+  t.equal(sts.received[0]?.verdict.status, 200, 'upstream verified the signature');
+  t.equal(sts.received[0]?.headers['x-amz-security-token'], TOKEN, 'the real session token was sent');
+
+  // s3: put an object whose key needs encoding, then get it back.
+  let stored: Buffer = Buffer.alloc(0);
+  const s3 = await startVerifier(withToken, { region: 'eu-west-1', service: 's3' }, (req) => {
+    if (req.method === 'PUT') stored = req.body;
+    return req.method === 'PUT' ? { headers: { etag: '"1"' }, body: '' } : { body: stored };
+  });
+  const s3Relay = await startRelay(s3.port, real);
+  t.teardown(() => Promise.all([s3.close(), s3Relay.close()]));
+  const file = join(home, 'in.txt');
+  writeFileSync(file, 'hello from the AWS CLI\n');
+  const key = 'dir/café au lait+€ (1).txt';
+  const put = await aws(['s3api', 'put-object', '--bucket', 'b', '--key', key, '--body', file], s3Relay.port, home);
+  t.equal(put.code, 0, `aws s3api put-object: ${put.stderr}`);
+  const out = join(home, 'out.txt');
+  const get = await aws(['s3api', 'get-object', '--bucket', 'b', '--key', key, out], s3Relay.port, home);
+  t.equal(get.code, 0, `aws s3api get-object: ${get.stderr}`);
+  t.equal(readFileSync(out, 'utf8'), 'hello from the AWS CLI\n');
+  t.same(
+    s3.received.map((r) => [r.method, r.verdict.status]),
+    [
+      ['PUT', 200],
+      ['GET', 200],
+    ],
+  );
+  t.match(s3.received[0]?.url, /^\/b\/dir\/caf%C3%A9%20au%20lait%2B%E2%82%AC%20%281%29\.txt/);
+  for (const s of s3Relay.seen) t.equal(s.authorization?.accessKeyId, PLACEHOLDER);
+
+  // A presigned URL the CLI makes is recognised as one.
+  const presigned = await aws(['s3', 'presign', 's3://b/k'], s3Relay.port, home);
+  t.equal(presigned.code, 0, presigned.stderr);
+  const q = presigned.stdout.trim().replace(/^[^?]*/, '');
+  t.ok(isPresigned(q), `presigned: ${q.slice(0, 40)}…`);
+});

@@ -100,9 +100,15 @@ export interface Verdict {
   reason: string;
 }
 
+// What a verified request is answered with (an AWS-like response body).
+export type Answer = (req: { method: string; url: string; body: Buffer }) => {
+  headers?: Record<string, string>;
+  body: string | Buffer;
+};
+
 export interface VerifierServer {
   port: number;
-  received: { method: string; url: string; verdict: Verdict }[];
+  received: { method: string; url: string; headers: http.IncomingHttpHeaders; body: Buffer; verdict: Verdict }[];
   close(): Promise<void>;
 }
 
@@ -126,7 +132,9 @@ async function verify(
     return { status: 403, reason: 'InvalidToken' };
   const declared = String(req.headers['x-amz-content-sha256'] ?? '');
   const bodyHash = createHash('sha256').update(body).digest('hex');
-  if (declared !== 'UNSIGNED-PAYLOAD' && declared !== bodyHash)
+  // An unsigned payload (whole or aws-chunked with a trailer) is not hashed.
+  const unsigned = declared === 'UNSIGNED-PAYLOAD' || declared === 'STREAMING-UNSIGNED-PAYLOAD-TRAILER';
+  if (!unsigned && declared !== bodyHash)
     return { status: 400, reason: 'x-amz-content-sha256 does not match the body' };
   const raw: [string, string][] = [];
   for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
@@ -156,30 +164,42 @@ async function verify(
     : { status: 403, reason: 'SignatureDoesNotMatch' };
 }
 
+// A plain HTTP server on 127.0.0.1 handing each request over with its body.
+export async function startBodyServer(
+  onRequest: (req: http.IncomingMessage, body: Buffer, res: http.ServerResponse) => void,
+): Promise<{ port: number; close(): Promise<void> }> {
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => onRequest(req, Buffer.concat(chunks), res));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
 // An HTTP server on 127.0.0.1 that answers 200 only to requests whose
 // Authorization smithy computes identically from the request received.
 export async function startVerifier(
   keys: RefKeys,
   scope: { region: string; service: string },
+  answer?: Answer,
 ): Promise<VerifierServer> {
   const received: VerifierServer['received'] = [];
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      verify(req, Buffer.concat(chunks), keys, scope).then(
-        (verdict) => {
-          received.push({ method: req.method ?? '', url: req.url ?? '', verdict });
-          res.writeHead(verdict.status, { 'content-type': 'text/plain' }).end(verdict.reason);
-        },
-        (e: unknown) => res.writeHead(500).end(String(e)),
-      );
-    });
+  const server = await startBodyServer((req, body, res) => {
+    verify(req, body, keys, scope).then(
+      (verdict) => {
+        const seen = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body };
+        received.push({ ...seen, verdict });
+        if (verdict.status === 200 && answer) {
+          const a = answer(seen);
+          res.writeHead(200, a.headers ?? {}).end(a.body);
+        } else res.writeHead(verdict.status, { 'content-type': 'text/plain' }).end(verdict.reason);
+      },
+      (e: unknown) => res.writeHead(500).end(String(e)),
+    );
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (server.address() as AddressInfo).port,
-    received,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
+  return { ...server, received };
 }

@@ -8,8 +8,8 @@
 // region and service.
 //
 // Decisions where AWS leaves a choice to the signer:
-// - The path is canonicalised as sent for s3 (which reads object keys
-//   literally); for every other service `.`/`..`/empty segments are
+// - The path is signed as sent for s3 (AWS signs S3 paths encoded once,
+//   unnormalised); for every other service `.`/`..`/empty segments are
 //   resolved and each segment is URI-encoded once more, as AWS describes.
 // - The query is read with RFC 3986 semantics: `%XX` is a byte, `+` is a
 //   plus sign, a `%` not followed by two hex digits is itself, a name with
