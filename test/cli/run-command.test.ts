@@ -2,14 +2,15 @@
 // (one per-run token as user name and password, a loopback port), NO_PROXY
 // cleared, NODE_USE_ENV_PROXY=1, every CA variable naming one private bundle
 // (system roots plus <home>/ca.pem) that is gone when run ends, and the
-// placeholders the daemon's POST /v1/runs reply names; SSH_AUTH_SOCK is left
-// alone. run exits with CMD's status (3 stays 3, 128 + n for a signal), 127
+// placeholders the daemon's POST /v1/runs reply names; SSH_AUTH_SOCK naming
+// the ssh-agent front door (the caller's kept when the config turns it
+// off). run exits with CMD's status (3 stays 3, 128 + n for a signal), 127
 // for a CMD not found and 126 for one not executable, each with one line;
 // a refusal of POST /v1/runs is the CLI's refusal (exit 1), an unreachable
 // daemon exit 3; a missing ca.pem is one warning line. The agent socket is a
 // real peer that answers POST /v1/runs and records what it gets.
 import t from 'tap';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { constants } from 'node:os';
 import { dirname, join } from 'node:path';
 import { cleanEnv, makeHome } from '../helpers/postern';
@@ -78,6 +79,15 @@ t.test('postern run starts CMD with the environment of SPEC §11 and ends with i
   copyFileSync(ca.caFile, join(h.home, 'ca.pem'));
   const caPem = readFileSync(ca.caFile, 'utf8');
 
+  await t.test('with ssh.ssh_agent_socket = "", SSH_AUTH_SOCK is left as it was', async (t) => {
+    writeFileSync(join(h.home, 'config.toml'), '[ssh]\nssh_agent_socket = ""\n', { mode: 0o600 });
+    t.teardown(() => rmSync(join(h.home, 'config.toml')));
+    const r = await run(['--', process.execPath, '-e', REPORT]);
+    t.equal(r.code, 0, r.stderr);
+    const rep = JSON.parse(r.stdout.toString()) as Report;
+    t.equal(rep.env['SSH_AUTH_SOCK'], '/tmp/some-agent.sock');
+  });
+
   await t.test('the variables CMD sees, the bundle, and the /v1/runs call', async (t) => {
     const before = peer.runsBodies.length;
     const r = await run(['--', process.execPath, '-e', REPORT]);
@@ -98,7 +108,11 @@ t.test('postern run starts CMD with the environment of SPEC §11 and ends with i
     t.not(bundle, '/nowhere.pem');
     t.equal(rep.env['GH_TOKEN'], PEER_ENV.GH_TOKEN, 'placeholders from the reply');
     t.equal(rep.env['OTHER_KEY'], PEER_ENV.OTHER_KEY);
-    t.equal(rep.env['SSH_AUTH_SOCK'], '/tmp/some-agent.sock', 'SSH_AUTH_SOCK left alone');
+    t.equal(
+      rep.env['SSH_AUTH_SOCK'],
+      join(h.home, 'ssh-agent.sock'),
+      "SSH_AUTH_SOCK: the daemon's ssh-agent front door",
+    );
     t.equal(rep.env['POSTERN_AGENT_SOCKET'], peer.socket, 'the rest of the environment is kept');
     t.equal(rep.mode, '600', 'the bundle is 0600');
     t.equal(rep.dirMode, '700', 'in a private directory');

@@ -9,7 +9,8 @@ import { agentRequest, cli, CLI, init, makeHome, startDaemon, eventually, Home }
 import { Tmux } from '../helpers/tmux';
 import { prettyLine, prettyValue } from '../../daemon/log-pretty';
 
-const PRETTY = /^\d\d:\d\d:\d\d info  daemon started, locked event=daemon_ready home=\S+ agent_socket=\S+$/m;
+const PRETTY =
+  /^\d\d:\d\d:\d\d info  daemon started, locked event=daemon_ready home=\S+ agent_socket=\S+ ssh_agent_socket=\S+$/m;
 const JSON_READY = /^\{"level":30,"time":"[^"]+","pid":\d+,"name":"postern","event":"daemon_ready"/m;
 
 // An agent's reason that tries everything a terminal obeys: clear screen,

@@ -27,6 +27,8 @@ t.test('a running daemon whose sockets were deleted is named by its pid', async 
   const agent = join(h.home, 'agent.sock');
   unlinkSync(admin);
   unlinkSync(agent);
+  const sshAgent = join(h.home, 'ssh-agent.sock');
+  unlinkSync(sshAgent);
   const restart = `restart it: stop pid ${pid} (\`kill ${pid}\`), then run \`postern daemon\``;
 
   const status = cli(h, ['status']);
@@ -69,6 +71,11 @@ t.test('a running daemon whose sockets were deleted is named by its pid', async 
       {
         level: 'fail',
         what: `agent socket ${agent} does not exist, but the daemon (pid ${pid}) is running`,
+        fix: restart,
+      },
+      {
+        level: 'fail',
+        what: `ssh-agent socket ${sshAgent} does not exist, but the daemon (pid ${pid}) is running`,
         fix: restart,
       },
     ],
