@@ -14,6 +14,7 @@ import { SshConnections } from './stores/ssh-connections';
 import { IdempotencyStore } from './stores/idempotency';
 import { InFlight, RateBudgets } from './stores/budgets';
 import { Runs } from './stores/runs';
+import { TokenCache } from './pipeline/computed/github-app';
 import { LeafCertificates, storeCaAtFirstUse } from './proxy/leaf-certs';
 
 export function createPipelineServices(controller: Controller): PipelineServices & { leaves: LeafCertificates } {
@@ -24,6 +25,7 @@ export function createPipelineServices(controller: Controller): PipelineServices
     budgets: new RateBudgets(),
     inFlight: new InFlight(() => controller.config.config.http.max_concurrent),
     runs: new Runs((run, reason) => controller.recorder.bestEffort({ kind: 'run_end', run: run.id, reason })),
+    tokens: new TokenCache(),
   };
   const journal = {
     record: controller.record.bind(controller),
@@ -49,6 +51,7 @@ export function createPipelineServices(controller: Controller): PipelineServices
     stores.ssh.closeAll();
     stores.idempotency.purgeAll();
     stores.runs.endAll('locked');
+    stores.tokens.clear();
   });
   controller.onTrustChange(({ dns }) => {
     stores.pools.retireAll();
@@ -60,6 +63,7 @@ export function createPipelineServices(controller: Controller): PipelineServices
     stores.ssh.closeCredential(name);
     stores.budgets.forget(name);
     stores.idempotency.purgeCredential(name);
+    stores.tokens.forget(name);
     // Removed (not updated): its placeholders stop resolving.
     if (!controller.locked && !controller.requireUnlocked().credential(name)) stores.runs.forgetCredential(name);
   });

@@ -23,6 +23,10 @@ type HttpRequestCore = {
   idempotency_key?: string;
   reason?: string;
   via?: 'proxy'; // read by the proxy front door (SPEC §11)
+  // A computed credential (SPEC §13): how the secret is used, and for a
+  // token, where it is obtained.
+  computed?: 'aws_sigv4' | 'github_app';
+  token_endpoint?: string;
 };
 
 export type HttpRequestFacts = { credential: string } & HttpRequestCore;
@@ -215,6 +219,8 @@ const HTTP_REQUEST = [
   'idempotency_key',
   'reason',
   'via',
+  'computed',
+  'token_endpoint',
 ] as const;
 const SSH_REQUEST = [
   'credential',

@@ -66,6 +66,22 @@ export function credentialHeaderRows(def: Pick<HttpCredentialDef, 'name' | 'inje
       { name: headerKey(inject.header), prefix: false, reason: `credential ${def.name} injects its secret into it` },
     ];
   }
+  if ('aws_sigv4' in inject) {
+    return ['authorization', 'x-amz-date', 'x-amz-content-sha256', 'x-amz-security-token'].map((name) => ({
+      name,
+      prefix: false,
+      reason: `credential ${def.name} signs each request with AWS Signature V4 and sets it itself`,
+    }));
+  }
+  if ('github_app' in inject) {
+    return [
+      {
+        name: 'authorization',
+        prefix: false,
+        reason: `credential ${def.name} sends its GitHub App installation token there itself`,
+      },
+    ];
+  }
   if (injectForm(inject) === 'basic') {
     return [
       {

@@ -47,6 +47,12 @@ const agentWords: Show = (v) =>
 const via: Show = (v) => (v === 'proxy' ? 'the proxy front door (postern run)' : plain(v));
 const reportedPid: Show = (v) =>
   `${typeof v === 'number' ? `pid ${v}` : 'unknown'}  <- reported by postern run, not checked by the kernel`;
+const computedKind: Show = (v) =>
+  v === 'aws_sigv4'
+    ? 'AWS Signature V4: postern signs the request'
+    : v === 'github_app'
+      ? 'GitHub App: postern obtains an installation token'
+      : String(v);
 const REASON: Field = { label: 'reason', names: ['reason'], show: agentWords, missing: '(none given by the agent)' };
 
 const ACTION_FIELDS: Readonly<Record<string, { title: string; fields: Field[] }>> = {
@@ -65,6 +71,8 @@ const ACTION_FIELDS: Readonly<Record<string, { title: string; fields: Field[] }>
       REASON,
       { label: 'via', names: ['via'], show: via, optional: true },
       { label: 'connection', names: ['proxy_client_pid'], show: reportedPid, optional: true },
+      { label: 'credential', names: ['computed'], show: computedKind, optional: true },
+      { label: 'token from', names: ['token_endpoint'], optional: true },
     ],
   },
   ssh: {

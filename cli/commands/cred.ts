@@ -42,7 +42,7 @@ async function readCheckedSecret(def: CredentialDef, o: SecretOptions): Promise<
   if (def.kind === 'ssh' && def.auth === 'key') return readCheckedKey(def, o);
   const secret = await getSecret(o, def.kind === 'ssh' ? 'Password: ' : 'Secret: ');
   try {
-    if (def.kind === 'http') credential().checkHttpSecret(secret);
+    if (def.kind === 'http') credential().checkHttpSecret(secret, def.inject);
     else credential().prepareSshSecret(def, secret);
   } catch (e) {
     secret.fill(0);

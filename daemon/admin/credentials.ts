@@ -14,8 +14,16 @@ import type { StoredCredential } from '../vault/unlocked-vault';
 import type { AdminContext } from './context';
 import { prove } from './proof';
 
+// What kind of secret an HTTP definition holds.
+function secretShape(def: CredentialDef | null): 'sent' | 'aws_sigv4' | 'github_app' {
+  if (!def || def.kind !== 'http') return 'sent';
+  if ('aws_sigv4' in def.inject) return 'aws_sigv4';
+  if ('github_app' in def.inject) return 'github_app';
+  return 'sent';
+}
+
 function checkSecret(def: CredentialDef, secret: Buffer): void {
-  if (def.kind === 'http') checkHttpSecret(secret);
+  if (def.kind === 'http') checkHttpSecret(secret, def.inject);
   else {
     const prepared = prepareSshSecret(def, secret);
     if (prepared !== secret) prepared.fill(0);
@@ -92,6 +100,12 @@ export async function credUpdate(
   if (secret) checkSecret(def, secret);
   else if (def.kind === 'ssh' && (existing.entry.definition as { auth?: string }).auth !== def.auth) {
     throw new Refusal('bad_request', `changing auth of "${name}" needs a new secret; pass --secret-file`);
+  } else if (def.kind === 'http' && secretShape(existing.definition) !== secretShape(def)) {
+    // A token, an AWS key pair and an app's PEM key are different secrets.
+    throw new Refusal(
+      'bad_request',
+      `changing what "${name}" does with its secret (${secretShape(existing.definition)} → ${secretShape(def)}) needs a new secret of that shape; pass --secret-file`,
+    );
   }
   const vault = await prove(ctx, passphrase);
   const current = vault.credential(name);

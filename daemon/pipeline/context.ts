@@ -17,6 +17,7 @@ import type { SshConnections } from '../stores/ssh-connections';
 import type { IdempotencyStore } from '../stores/idempotency';
 import type { InFlight, RateBudgets, Slot } from '../stores/budgets';
 import type { Runs } from '../stores/runs';
+import type { TokenCache } from './computed/github-app';
 
 export interface JournalHead {
   seq: number;
@@ -40,6 +41,8 @@ export interface RequestStores {
   inFlight: InFlight;
   // Placeholders of the proxy front door, bound to process instances.
   runs: Runs;
+  // GitHub App installation tokens, until shortly before they expire.
+  tokens: TokenCache;
 }
 
 export interface PipelineServices {

@@ -12,7 +12,8 @@ import type {
   SshRequestFacts,
   UncredentialedHttpFacts,
 } from '../../shared/events';
-import type { SshCredentialDef } from '../../shared/credential';
+import type { HttpCredentialDef, SshCredentialDef } from '../../shared/credential';
+import { tokenEndpoint } from './computed/github-token';
 import type { Identity } from '../identity/identify';
 import type { HttpRequest, SshRequest } from './validate';
 import type { ResolvedAddress } from './resolve';
@@ -40,6 +41,15 @@ export function httpRequestFacts(req: HttpRequest, bodyHash: string | null): Htt
     ...(req.idempotencyKey !== null ? { idempotency_key: req.idempotencyKey } : {}),
     ...(req.reason !== null ? { reason: req.reason } : {}),
   };
+}
+
+// What a computed credential adds to the request's facts (SPEC §13), once
+// the credential is known.
+export function computedFacts(def: HttpCredentialDef): Pick<HttpRequestFacts, 'computed' | 'token_endpoint'> {
+  const inj = def.inject;
+  if ('aws_sigv4' in inj) return { computed: 'aws_sigv4' };
+  if ('github_app' in inj) return { computed: 'github_app', token_endpoint: tokenEndpoint(inj.github_app) };
+  return {};
 }
 
 // The credential's host, port, user and host key once it is known.

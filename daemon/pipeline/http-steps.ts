@@ -9,7 +9,9 @@ import { checkPolicy, checkHeadersForCredential, checkQueryForCredential, type P
 import { dnsServers, resolveTarget, type ResolvedAddress } from './resolve';
 import { assertAllAllowed } from './classify';
 import { formatOrigin, type Target } from './target';
-import { inject, type Injected } from './inject';
+import { inject, type InjectRequest, type Injected } from './inject';
+import { githubAppToken } from './computed/github-token';
+import { computedFacts } from './evidence';
 import { buildRedactor, type Redactor } from './redact';
 import { approve } from './approve';
 import type { PipelineServices, RequestContext } from './context';
@@ -75,6 +77,7 @@ export function approveHttp(
     body_sha256: bodyHash,
     ...(req.reason !== null ? { reason: req.reason } : {}),
     ...(door ?? {}),
+    ...computedFacts(def),
   });
 }
 
@@ -97,16 +100,20 @@ export function pinnedPool(
 // 8. the secret, opened only around injection and the send; the redactor
 // of the response is built while it is open (and wiped by the caller, also
 // when `send` fails: it is handed over before the send starts).
+// A GitHub App credential obtains its token first, with the key open.
 export async function sendWithSecret<T>(
   s: PipelineServices,
   def: HttpCredentialDef,
   headers: [string, string][],
   target: Target,
+  request: InjectRequest,
   scan: { redactor: Redactor | null },
   send: (injected: Injected) => Promise<T>,
 ): Promise<T> {
   return s.vault().withCredentialSecret(def.name, async (secret) => {
-    const injected = inject(def, secret, headers, target);
+    const inj = def.inject;
+    const token = 'github_app' in inj ? await githubAppToken(s, { ...def, inject: inj }, secret) : null;
+    const injected = inject(def, secret, headers, target, request, token);
     try {
       scan.redactor = def.redact_response ? buildRedactor(injected.needles, def.name) : null;
       return await send(injected);

@@ -1,5 +1,6 @@
 // The only place a credential's secret is placed into a request (SPEC §6.1
-// step 8): the header form, HTTP Basic, or a query parameter. The caller
+// step 8): the header form, HTTP Basic, a query parameter, or computed
+// (SPEC §13): an AWS Signature V4 over the request, a GitHub App token. The caller
 // holds the secret open only around this call and the send. undici takes
 // header values as strings, so the injected value exists as a JavaScript
 // string for the duration of the send: the one unavoidable copy.
@@ -8,6 +9,10 @@ import type { SecretBytes } from '../../shared/secret-bytes';
 import type { Target } from './target';
 import { headerKey } from '../../shared/http-headers';
 import { packageVersion } from '../../shared/version';
+import { Refusal } from '../../shared/errors';
+import { sha256hex } from '../../shared/crypto';
+import { parseAwsSecret, signSigV4 } from './computed/aws-sigv4';
+import type { AwsResign } from './computed/aws-proxied';
 
 export interface Injected {
   headers: Record<string, string>;
@@ -47,11 +52,66 @@ export function requestHeaders(def: HttpCredentialDef, agentHeaders: [string, st
   return headers;
 }
 
+// What of the request injection reads: the method and body (signed by AWS
+// Signature V4), and for an AWS client through the proxy what it signed.
+export interface InjectRequest {
+  method: string;
+  body: Buffer | null;
+  aws?: AwsResign;
+}
+
+// The Host header as undici would send it; signed, so set explicitly.
+function hostHeader(target: Target): string {
+  const defaultPort = target.scheme === 'https' ? 443 : 80;
+  return target.port === defaultPort ? target.host : `${target.host}:${target.port}`;
+}
+
+function signAws(
+  def: HttpCredentialDef & { inject: { aws_sigv4: { region: string; service: string } } },
+  secret: Buffer,
+  headers: Record<string, string>,
+  target: Target,
+  request: InjectRequest,
+  needles: Buffer[],
+): void {
+  const parsed = parseAwsSecret(secret);
+  if (!parsed.ok)
+    throw new Refusal(
+      'internal_error',
+      `the stored secret of credential "${def.name}" is not usable for AWS signing (${parsed.problem}); a human can replace it with \`postern cred update ${def.name} --secret-file FILE\``,
+    );
+  // A view of the opened secret, wiped with it.
+  const keys = parsed.keys;
+  needles.push(Buffer.from(keys.secretAccessKey));
+  if (keys.sessionToken) needles.push(Buffer.from(keys.sessionToken, 'latin1'));
+  const host = hostHeader(target);
+  const signed = signSigV4(
+    {
+      method: request.method,
+      host,
+      path: target.path,
+      query: target.query,
+      headers: Object.entries(headers),
+      payloadHash: request.aws?.payloadHash ?? sha256hex(request.body ?? Buffer.alloc(0)),
+      region: def.inject.aws_sigv4.region,
+      service: def.inject.aws_sigv4.service,
+      date: new Date(),
+      ...(request.aws ? { signedHeaders: request.aws.signedHeaders } : {}),
+    },
+    keys,
+  );
+  headers['host'] = host;
+  Object.assign(headers, signed.headers);
+}
+
+// `token`: the GitHub App installation token obtained for this request.
 export function inject(
   def: HttpCredentialDef,
   opened: SecretBytes,
   agentHeaders: [string, string][],
   target: Target,
+  request: InjectRequest,
+  token: string | null = null,
 ): Injected {
   const secret = opened.bytes;
   const headers = requestHeaders(def, agentHeaders);
@@ -69,6 +129,13 @@ export function inject(
     const pair = Buffer.concat([Buffer.from(`${inj.basic_user}:`, 'utf8'), secret]);
     headers['authorization'] = `Basic ${pair.toString('base64')}`;
     needles.push(pair);
+  } else if ('aws_sigv4' in inj) {
+    signAws({ ...def, inject: inj }, secret, headers, target, request, needles);
+  } else if ('github_app' in inj) {
+    if (token === null) throw new Refusal('internal_error', 'no GitHub App token was obtained for this request');
+    const value = `Bearer ${token}`;
+    headers['authorization'] = value;
+    needles.push(Buffer.from(token, 'latin1'), Buffer.from(value, 'latin1'));
   } else if ('query' in inj && inj.query) {
     const param = `${percentEncode(Buffer.from(inj.query, 'utf8'))}=${percentEncode(secret)}`;
     const q = target.query;

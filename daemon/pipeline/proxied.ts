@@ -28,6 +28,7 @@ import { Refusal } from '../../shared/errors';
 import { headerKey } from '../../shared/http-headers';
 import { parseTarget, type Target } from './target';
 import { validateRequestParts, type RequestLimits, type UncredentialedRequest } from './validate';
+import { isAwsSlot, refusePresigned, resignAws, type AwsResign } from './computed/aws-proxied';
 
 export interface ProxiedParts {
   method: string;
@@ -41,6 +42,8 @@ export type PlaceholderLookup = (value: string) => { credential: string } | 'not
 
 export interface ProxiedRequest extends UncredentialedRequest {
   credential: string | null; // designated by its placeholder; null: none
+  // An AWS client's request, to be signed again (computed/aws-proxied.ts).
+  aws?: AwsResign;
 }
 
 export const PLACEHOLDER = /postern-([a-z0-9._-]+)-[0-9a-f]{16}/g;
@@ -123,7 +126,11 @@ interface Found {
   slot: Slot | null; // the inject slot it sits in, if it is one
 }
 
-type Slot = { kind: 'header'; index: number } | { kind: 'basic'; index: number } | { kind: 'query'; index: number };
+type Slot =
+  | { kind: 'header'; index: number }
+  | { kind: 'basic'; index: number }
+  | { kind: 'query'; index: number }
+  | { kind: 'aws'; index: number };
 
 function occurrences(text: string): { placeholder: string; named: string }[] {
   return [...text.matchAll(PLACEHOLDER)].map((m) => ({ placeholder: m[0], named: m[1] as string }));
@@ -149,7 +156,14 @@ function headerValueIsSlot(
   value: string,
   placeholder: string,
 ): boolean {
-  if (!def || !('header' in def.inject)) return false;
+  if (!def) return false;
+  // A GitHub App's token goes where clients send a token: gh writes
+  // "token …", most others "Bearer …".
+  if ('github_app' in def.inject)
+    return (
+      headerKey(name) === 'authorization' && (value === `Bearer ${placeholder}` || value === `token ${placeholder}`)
+    );
+  if (!('header' in def.inject)) return false;
   return (
     headerKey(name) === headerKey(def.inject.header) && value === def.inject.template.replace('{secret}', placeholder)
   );
@@ -178,7 +192,13 @@ function findPlaceholders(
       return;
     }
     add(value, `header "${name.toLowerCase()}"`, (p, def) =>
-      headerValueIsSlot(def, name, value, p) ? { kind: 'header', index } : null,
+      def && 'aws_sigv4' in def.inject
+        ? isAwsSlot(name, value, p)
+          ? { kind: 'aws', index }
+          : null
+        : headerValueIsSlot(def, name, value, p)
+          ? { kind: 'header', index }
+          : null,
     );
   });
   for (const text of new Set([target.path, percentDecoded(target.path)])) add(text, 'the URL path', none);
@@ -241,9 +261,17 @@ export function proxiedRequest(
     throw e;
   }
   let headers = clientHeaders(parts, target);
-  const chosen = designation(findPlaceholders(headers, target, parts.body, defs), lookup);
+  const found = findPlaceholders(headers, target, parts.body, defs);
+  if (found.some((f) => f.where.includes('query'))) refusePresigned(target.query);
+  const chosen = designation(found, lookup);
   let sentUrl = url;
-  if (chosen?.slot.kind === 'query') {
+  let aws: AwsResign | undefined;
+  if (chosen?.slot.kind === 'aws') {
+    const def = defs(chosen.credential);
+    if (!def || !('aws_sigv4' in def.inject)) refuse(NOT_HONOURED);
+    refusePresigned(target.query);
+    ({ headers, aws } = resignAws(headers, chosen.slot.index, parts.body, def.inject.aws_sigv4));
+  } else if (chosen?.slot.kind === 'query') {
     const q = withoutQueryPair(target.query, chosen.slot.index);
     sentUrl = `${target.scheme}://${url.slice(url.indexOf('//') + 2).split(/[/?]/)[0]}${target.path}${q}`;
   } else if (chosen) {
@@ -251,5 +279,5 @@ export function proxiedRequest(
     headers = headers.filter((_h, i) => i !== index);
   }
   const req = validateRequestParts({ method: parts.method, url: sentUrl, headers, body: parts.body }, limits);
-  return { ...req, credential: chosen?.credential ?? null };
+  return { ...req, credential: chosen?.credential ?? null, ...(aws ? { aws } : {}) };
 }

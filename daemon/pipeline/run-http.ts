@@ -16,7 +16,16 @@ import { approveHttp, checkCredentialRules, pinnedPool, resolveChecked, sendWith
 import { shapeResponse } from './response';
 import type { Outcome, Ticket } from '../stores/idempotency';
 import type { PipelineServices, RequestContext } from './context';
-import { Complete, Evidence, httpIntent, httpRequestFacts, resolutionFacts, sha256, who } from './evidence';
+import {
+  Complete,
+  Evidence,
+  computedFacts,
+  httpIntent,
+  httpRequestFacts,
+  resolutionFacts,
+  sha256,
+  who,
+} from './evidence';
 import { refuseAfterIntent, refuseHttp, sendFailed } from './refuse';
 
 // Two requests are "the same" for idempotency when they would send the same
@@ -51,6 +60,7 @@ export async function runHttp(ctx: RequestContext, req: HttpRequest): Promise<Ht
     const request = (ev.request = httpRequestFacts(req, bodyHash));
     // 2. the credential exists
     const def = credentialOfKind(s, req.credential, 'http');
+    Object.assign(request, computedFacts(def));
     // 3. policy and budget
     const { match, headers } = checkCredentialRules(s, def, req);
     // 4. one resolution; every address classified
@@ -79,7 +89,7 @@ export async function runHttp(ctx: RequestContext, req: HttpRequest): Promise<Ht
     // Built while the secret is open; wiped once the response is shaped.
     const scan: { redactor: Redactor | null; readLimit: number } = { redactor: null, readLimit: cap };
     try {
-      raw = await sendWithSecret(s, def, headers, req.target, scan, (injected) => {
+      raw = await sendWithSecret(s, def, headers, req.target, req, scan, (injected) => {
         scan.readLimit = cap + (scan.redactor?.maxMatchLength ?? 0);
         return sendPinned(pool, req.target.host, {
           method: req.method,

@@ -20,7 +20,7 @@ import type { Redactor } from './redact';
 import { streamResponse, type ResponseSink } from './stream-response';
 import type { ProxiedRequest } from './proxied';
 import type { RequestContext } from './context';
-import { Evidence, httpRequestFacts, resolutionFacts, sha256, who } from './evidence';
+import { Evidence, computedFacts, httpRequestFacts, resolutionFacts, sha256, who } from './evidence';
 import { refuseAfterIntent, refuseHttp, sendFailed } from './refuse';
 import { approveHttp, checkCredentialRules, pinnedPool, resolveChecked, sendWithSecret } from './http-steps';
 
@@ -57,6 +57,7 @@ export async function runProxied(
     const request = (ev.request = proxiedFacts(req, bodyHash));
     // 2–3. the credential, its policy and budget (none without one)
     const def = req.credential !== null ? credentialOfKind(s, req.credential, 'http') : null;
+    if (def) Object.assign(request, computedFacts(def));
     const credentialed = def ? { def, ...checkCredentialRules(s, def, { ...req, credential: def.name }) } : null;
     // 4. one resolution; every address classified
     const { addresses, pinned } = await resolveChecked(
@@ -101,7 +102,7 @@ export async function runProxied(
     let res: StreamingResponse;
     try {
       res = credentialed
-        ? await sendWithSecret(s, credentialed.def, credentialed.headers, req.target, scan, (injected) =>
+        ? await sendWithSecret(s, credentialed.def, credentialed.headers, req.target, req, scan, (injected) =>
             send(injected.headers, injected.pathAndQuery),
           )
         : await send(

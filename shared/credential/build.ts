@@ -25,6 +25,19 @@ function unique<T>(values: readonly T[]): T[] {
 function buildInject(p: HttpParsed['inject']): HttpInject {
   if (p.header !== undefined) return { header: p.header, template: p.template as string };
   if (p.basic_user !== undefined) return { basic_user: p.basic_user };
+  if (p.aws_sigv4 !== undefined) return { aws_sigv4: { region: p.aws_sigv4.region, service: p.aws_sigv4.service } };
+  if (p.github_app !== undefined) {
+    const g = p.github_app;
+    return {
+      github_app: {
+        app_id: g.app_id,
+        installation_id: g.installation_id,
+        api: g.api,
+        ...(g.repositories ? { repositories: unique(g.repositories) } : {}),
+        ...(g.permissions ? { permissions: { ...g.permissions } } : {}),
+      },
+    };
+  }
   return { query: p.query as string };
 }
 

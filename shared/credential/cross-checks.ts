@@ -4,6 +4,10 @@ import { checkDefaultHeaderName, HEADERS_MAX } from './fields';
 import { credentialHeaderRows, forbiddenHeader, headerKey } from '../http-headers';
 import { TomlFloat } from './shape';
 import { Found } from './problems';
+import { checkPermissionName } from './computed-fields';
+
+// The injection forms, as written in [inject] (SPEC §4, §13).
+const INJECT_FORMS = ['header', 'basic_user', 'query', 'aws_sigv4', 'github_app'] as const;
 
 export function isTable(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date) && !(v instanceof TomlFloat);
@@ -19,13 +23,20 @@ export function httpCrossChecks(raw: Record<string, unknown>): Found[] {
   const problems: Found[] = [];
   const inject = own(raw, 'inject');
   if (isTable(inject)) {
-    const forms = (['header', 'basic_user', 'query'] as const).filter((k) => own(inject, k) !== undefined);
+    const forms = INJECT_FORMS.filter((k) => own(inject, k) !== undefined);
     if (forms.length !== 1) {
       problems.push({
         at: ['inject'],
-        message: `exactly one of header, basic_user, query must be set${forms.length > 1 ? ` (found ${forms.join(', ')})` : ' (found none)'}`,
+        message: `exactly one of ${INJECT_FORMS.join(', ')} must be set${forms.length > 1 ? ` (found ${forms.join(', ')})` : ' (found none)'}`,
       });
     }
+    const app = own(inject, 'github_app');
+    const permissions = isTable(app) ? own(app, 'permissions') : undefined;
+    if (isTable(permissions))
+      for (const name of Object.keys(permissions)) {
+        const r = checkPermissionName(name);
+        if (!r.ok) problems.push({ at: ['inject', 'github_app', 'permissions', name], message: r.problem });
+      }
     const hasTemplate = own(inject, 'template') !== undefined;
     if (forms.includes('header') && !hasTemplate) {
       problems.push({

@@ -12,7 +12,9 @@
 // (JWK) hand key material over as strings; the buffers made here are wiped.
 import { createPrivateKey, createHash } from 'node:crypto';
 import { utils, ParsedKey } from 'ssh2';
-import { SshCredentialDef } from './types';
+import { HttpInject, SshCredentialDef } from './types';
+import { githubAppKeyProblem } from './github-app-key';
+import { parseAwsSecret } from './aws-secret';
 import { secretRefusal } from './secret-refusal';
 import { detectFormat } from './key-format';
 import { encodeKey, toOpenSshPem } from './openssh-key';
@@ -35,9 +37,26 @@ function hasControlByte(buf: Buffer): boolean {
   return false;
 }
 
-// An HTTP secret goes into a header, a query parameter or Basic auth: it
+// The secret of an HTTP credential, checked for its injection form: a
+// GitHub App's is its PEM key, an AWS one its key id and secret key;
+// every other form sends the secret itself (below).
+export function checkHttpSecret(secret: Buffer, inject?: HttpInject): void {
+  if (inject && 'github_app' in inject) {
+    const problem = githubAppKeyProblem(secret);
+    if (problem !== null) throw secretRefusal(problem);
+    return;
+  }
+  if (inject && 'aws_sigv4' in inject) {
+    const parsed = parseAwsSecret(secret);
+    if (!parsed.ok) throw secretRefusal(parsed.problem);
+    return;
+  }
+  checkSentSecret(secret);
+}
+
+// A secret that goes into a header, a query parameter or Basic auth: it
 // must be one non-empty line with no control characters.
-export function checkHttpSecret(secret: Buffer): void {
+function checkSentSecret(secret: Buffer): void {
   if (secret.length === 0) {
     throw secretRefusal('the secret is empty; give the API token or password itself (one trailing newline is removed)');
   }

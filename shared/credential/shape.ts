@@ -21,6 +21,13 @@ import {
   checkDefaultHeaderValue,
 } from './fields';
 import { checkEnvName, ENV_MAX } from './env-names';
+import {
+  checkAwsRegion,
+  checkAwsService,
+  checkGithubApi,
+  checkRepositoryName,
+  GITHUB_PERMISSION_LEVELS,
+} from './computed-fields';
 
 // Limits on list sizes: a definition is read by a person before approval,
 // and policy matching walks these lists on every request.
@@ -104,11 +111,30 @@ const commonShape = {
     .default(() => []),
 };
 
+// The computed forms (SPEC §13): the request signed, or a token obtained.
+const awsSigV4Schema = z.strictObject({
+  region: checked(checkAwsRegion),
+  service: checked(checkAwsService),
+});
+
+const ID_MAX = Number.MAX_SAFE_INTEGER;
+
+const githubAppSchema = z.strictObject({
+  app_id: integerIn(1, ID_MAX),
+  installation_id: integerIn(1, ID_MAX),
+  api: checked(checkGithubApi).default('https://api.github.com'),
+  repositories: z.array(checked(checkRepositoryName)).min(1).max(500).optional(),
+  // Names are checked in httpCrossChecks (each problem at its own path).
+  permissions: z.record(z.string(), z.enum(GITHUB_PERMISSION_LEVELS)).optional(),
+});
+
 const injectSchema = z.strictObject({
   header: checked(checkHeaderName).optional(),
   template: checked(checkTemplate).optional(),
   basic_user: checked(checkBasicUser).optional(),
   query: checked(checkQueryName).optional(),
+  aws_sigv4: awsSigV4Schema.optional(),
+  github_app: githubAppSchema.optional(),
 });
 
 const ruleSchema = z.strictObject({

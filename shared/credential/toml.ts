@@ -49,6 +49,12 @@ function tomlValue(v: unknown): string {
   if (typeof v === 'string') return tomlString(v);
   if (typeof v === 'number' || typeof v === 'boolean') return String(v);
   if (Array.isArray(v)) return `[${v.map(tomlValue).join(', ')}]`;
+  // An inline table (the computed forms of [inject]), keys as written.
+  if (typeof v === 'object' && v !== null)
+    return `{ ${Object.entries(v)
+      .filter(([, x]) => x !== undefined)
+      .map(([k, x]) => `${tomlKey(k)} = ${tomlValue(x)}`)
+      .join(', ')} }`;
   throw new TypeError(`definitionToToml: cannot print ${typeof v}`);
 }
 

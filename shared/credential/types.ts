@@ -6,11 +6,30 @@ export type Approve = 'session' | 'each-use';
 export type HttpScheme = 'http' | 'https';
 export type SshAuth = 'key' | 'password';
 
+// AWS Signature Version 4 (SPEC §13): postern signs each request.
+export interface AwsSigV4Inject {
+  region: string;
+  service: string;
+}
+
+// A GitHub App installation token (SPEC §13), obtained and cached by postern.
+export interface GithubAppInject {
+  app_id: number;
+  installation_id: number;
+  api: string; // https, without a trailing "/"
+  repositories?: string[]; // narrowing; absent: what the installation has
+  permissions?: Record<string, string>; // narrowing; absent: likewise
+}
+
 // Exactly one injection form, with the TOML key names.
 export type HttpInject =
   | { header: string; template: string } // header lower-cased
   | { basic_user: string }
-  | { query: string };
+  | { query: string }
+  | { aws_sigv4: AwsSigV4Inject }
+  | { github_app: GithubAppInject };
+
+export type InjectForm = 'header' | 'basic' | 'query' | 'aws_sigv4' | 'github_app';
 
 export interface HttpAllowRule {
   host: string; // normalised; exact, "*.example.com", IPv4, or "[IPv6]"
@@ -71,7 +90,9 @@ export const HTTP_KEYS = [
   'inject',
   'allow',
 ] as const;
-export const INJECT_KEYS = ['header', 'template', 'basic_user', 'query'] as const;
+export const INJECT_KEYS = ['header', 'template', 'basic_user', 'query', 'aws_sigv4', 'github_app'] as const;
+export const AWS_SIGV4_KEYS = ['region', 'service'] as const;
+export const GITHUB_APP_KEYS = ['app_id', 'installation_id', 'api', 'repositories', 'permissions'] as const;
 export const ALLOW_RULE_KEYS = ['host', 'schemes', 'ports', 'methods', 'paths', 'approve'] as const;
 export const SSH_KEYS = [
   'name',
@@ -95,8 +116,10 @@ export function stricterApprove(a: Approve, b: Approve): Approve {
   return APPROVE_STRICTNESS[a] >= APPROVE_STRICTNESS[b] ? a : b;
 }
 
-export function injectForm(inject: HttpInject): 'header' | 'basic' | 'query' {
+export function injectForm(inject: HttpInject): InjectForm {
   if ('header' in inject) return 'header';
   if ('basic_user' in inject) return 'basic';
+  if ('aws_sigv4' in inject) return 'aws_sigv4';
+  if ('github_app' in inject) return 'github_app';
   return 'query';
 }

@@ -84,17 +84,22 @@ const httpRows: Row[] = [
   [
     'header and query',
     httpToml({ inject: 'header = "Authorization"\ntemplate = "Bearer {secret}"\nquery = "key"' }),
-    [['inject', /exactly one of header, basic_user, query must be set \(found header, query\)/]],
+    [['inject', /exactly one of header, basic_user, query, aws_sigv4, github_app must be set \(found header, query\)/]],
   ],
   [
     'basic_user and query',
     httpToml({ inject: 'basic_user = "u"\nquery = "key"' }),
-    [['inject', /exactly one of header, basic_user, query must be set \(found basic_user, query\)/]],
+    [
+      [
+        'inject',
+        /exactly one of header, basic_user, query, aws_sigv4, github_app must be set \(found basic_user, query\)/,
+      ],
+    ],
   ],
   [
     'empty [inject]',
     httpToml({ inject: '' }),
-    [['inject', /exactly one of header, basic_user, query must be set \(found none\)/]],
+    [['inject', /exactly one of header, basic_user, query, aws_sigv4, github_app must be set \(found none\)/]],
   ],
   ['no [inject]', httpToml({ inject: null }), [['inject', /is required: add an \[inject\] table/]]],
   [
@@ -177,7 +182,12 @@ const httpRows: Row[] = [
   [
     'unknown key in [inject]',
     httpToml({ inject: 'header = "Authorization"\ntemplate = "Bearer {secret}"\nprefix = "x"' }),
-    [['inject.prefix', /unknown key; remove it \(allowed here: header, template, basic_user, query\)/]],
+    [
+      [
+        'inject.prefix',
+        /unknown key; remove it \(allowed here: header, template, basic_user, query, aws_sigv4, github_app\)/,
+      ],
+    ],
   ],
   [
     'misspelt key in [inject]',

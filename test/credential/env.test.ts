@@ -3,24 +3,15 @@
 // and printed back; every refused name is named with why; SSH credentials
 // have none.
 import t from 'tap';
+import { definitionProblems } from '../helpers/definition-problems';
 import { parseDefinitionToml, definitionToToml, definitionHash } from '../../shared/credential';
-import { Refusal } from '../../shared/errors';
 
 const http = (env: string) =>
   `name = "gh"\nkind = "http"\n${env}\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n\n[[allow]]\nhost = "api.github.com"\n`;
 const ssh = (extra: string) =>
   `name = "box"\nkind = "ssh"\nhost = "build.example.com"\nuser = "deploy"\nauth = "key"\nhost_key = "SHA256:+DiY3wvvV6TuJJhbpZisF/zLDA0zPMSvHdkr4UvCOqU"\ncommands = ["ls"]\n${extra}\n`;
 
-function problems(text: string): { path: string; message: string }[] {
-  try {
-    parseDefinitionToml(text);
-  } catch (e) {
-    if (e instanceof Refusal && e.code === 'invalid_definition')
-      return e.detail?.['problems'] as { path: string; message: string }[];
-    throw e;
-  }
-  return [];
-}
+const problems = definitionProblems;
 
 t.test('names are kept in order, printed and read back', async (t) => {
   const def = parseDefinitionToml(http('env = ["GH_TOKEN", "GITHUB_TOKEN"]'));

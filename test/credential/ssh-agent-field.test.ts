@@ -3,8 +3,8 @@
 // existed (same hash, printed without it); `cred add` and `cred update`
 // state the widening before the passphrase is asked.
 import t from 'tap';
+import { definitionProblems } from '../helpers/definition-problems';
 import { parseDefinitionToml, definitionToToml, definitionHash } from '../../shared/credential';
-import { Refusal } from '../../shared/errors';
 import { cli } from '../helpers/postern';
 import { startStack } from '../helpers/stack';
 import { execFileSync } from 'node:child_process';
@@ -15,16 +15,7 @@ import { join } from 'node:path';
 const ssh = (extra: string, auth = 'key') =>
   `name = "box"\nkind = "ssh"\nhost = "build.example.com"\nuser = "deploy"\nauth = "${auth}"\nhost_key = "SHA256:+DiY3wvvV6TuJJhbpZisF/zLDA0zPMSvHdkr4UvCOqU"\ncommands = ["ls"]\n${extra}\n`;
 
-function problems(text: string): { path: string; message: string }[] {
-  try {
-    parseDefinitionToml(text);
-  } catch (e) {
-    if (e instanceof Refusal && e.code === 'invalid_definition')
-      return e.detail?.['problems'] as { path: string; message: string }[];
-    throw e;
-  }
-  return [];
-}
+const problems = definitionProblems;
 
 t.test('true is kept, printed and read back; false and absent are the old definition', async (t) => {
   const on = parseDefinitionToml(ssh('ssh_agent = true'));

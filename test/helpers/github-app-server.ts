@@ -7,7 +7,7 @@
 // then answers 201 with a fresh token, or 401/404/422 with a JSON message.
 // answerNext() queues a canned answer, for hostile or broken servers.
 import { createPublicKey, randomBytes, verify, KeyObject } from 'node:crypto';
-import { makeTestCa, startHttpsUpstream, SeenRequest } from './https-upstream';
+import { makeTestCa, startHttpsUpstream, SeenRequest, type Handler, type TestCa } from './https-upstream';
 
 export interface Installation {
   repositories: string[];
@@ -20,6 +20,11 @@ export interface AppServerConfig {
   installations: Record<number, Installation>;
   tokenLifeS?: number; // default 3600, as GitHub
   prefix?: string; // '' for api.github.com, '/api/v3' for GitHub Enterprise Server
+  // Serve with this CA's certificate (for `host`) instead of a new CA for 127.0.0.1.
+  ca?: TestCa;
+  host?: string;
+  // Every request that is not a token request: the API calls made with a token.
+  api?: Handler;
 }
 
 export interface IssuedToken {
@@ -129,7 +134,7 @@ function issue(cfg: AppServerConfig, url: string, body: Buffer, issued: IssuedTo
 }
 
 export async function startGithubAppServer(cfg: AppServerConfig): Promise<AppServer> {
-  const ca = makeTestCa(['127.0.0.1']);
+  const ca = cfg.ca ?? makeTestCa(['127.0.0.1']);
   const key = createPublicKey(cfg.publicKey);
   const issued: IssuedToken[] = [];
   const canned: { status: number; body: Buffer; type: string }[] = [];
@@ -140,6 +145,7 @@ export async function startGithubAppServer(cfg: AppServerConfig): Promise<AppSer
       res.end(next.body);
       return;
     }
+    if (cfg.api && !/\/app\/installations\/[^/]+\/access_tokens$/.test(req.url ?? '')) return cfg.api(req, body, res);
     const verdict =
       req.method !== 'POST'
         ? fail(404, 'Not Found')
@@ -149,14 +155,14 @@ export async function startGithubAppServer(cfg: AppServerConfig): Promise<AppSer
     res.end(text);
   });
   return {
-    api: `https://127.0.0.1:${upstream.port}${cfg.prefix ?? ''}`,
+    api: `https://${cfg.host ?? '127.0.0.1'}:${upstream.port}${cfg.prefix ?? ''}`,
     caCert: ca.caCert,
     requests: upstream.requests,
     issued,
     answerNext: (status, body, type = 'application/json') => canned.push({ status, body: Buffer.from(body), type }),
     close: async () => {
       await upstream.close();
-      ca.cleanup();
+      if (!cfg.ca) ca.cleanup();
     },
   };
 }

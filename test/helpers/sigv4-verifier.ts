@@ -117,7 +117,7 @@ function amzDateToDate(v: string): Date | null {
   return m === null ? null : new Date(`${m[1]}-${m[2]}-${m[3]}T${m[4]}:${m[5]}:${m[6]}Z`);
 }
 
-async function verify(
+export async function verifySigV4(
   req: http.IncomingMessage,
   body: Buffer,
   keys: RefKeys,
@@ -189,7 +189,7 @@ export async function startVerifier(
 ): Promise<VerifierServer> {
   const received: VerifierServer['received'] = [];
   const server = await startBodyServer((req, body, res) => {
-    verify(req, body, keys, scope).then(
+    verifySigV4(req, body, keys, scope).then(
       (verdict) => {
         const seen = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, body };
         received.push({ ...seen, verdict });

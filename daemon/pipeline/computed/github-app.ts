@@ -3,14 +3,14 @@
 // and the cache that keeps a token until shortly before it expires. Nothing
 // here opens a connection: the caller sends the request through the
 // pipeline's pinned connections and hands the answer back.
-import { createPrivateKey, sign, KeyObject } from 'node:crypto';
+import { sign } from 'node:crypto';
+import { githubAppKey as appKey } from '../../../shared/credential/github-app-key';
 import { packageVersion } from '../../../shared/version';
 
 // GitHub accepts a JWT whose exp is at most 10 minutes after iat; iat is set
 // 60 s in the past so a server clock slightly behind ours still accepts it.
 const CLOCK_DRIFT_S = 60;
 const JWT_LIFE_S = 9 * 60;
-const MIN_KEY_BITS = 2048;
 
 // A token answer lists the repositories it covers (up to 500 full repository
 // objects): a few MiB at most. Anything larger is not GitHub's answer.
@@ -22,37 +22,6 @@ const MAX_TOKEN_CHARS = 8192;
 
 function base64url(b: Buffer | string): string {
   return Buffer.from(b).toString('base64url');
-}
-
-// The app key as a KeyObject, or an Error with a one-line message that names
-// what is wrong and never quotes the key. Node's own parse errors are not
-// passed on: their wording is not ours to vouch for. The key is searched as
-// bytes, never copied into a string (a string cannot be wiped).
-function appKey(pem: Buffer): KeyObject {
-  const store = "store the .pem file from the app's settings page";
-  if (!pem.includes('-----BEGIN ')) throw new Error(`the GitHub App key is not in PEM form; ${store}`);
-  // Checked before parsing: an encrypted key must never reach a passphrase prompt.
-  if (pem.includes('-----BEGIN ENCRYPTED PRIVATE KEY-----') || pem.includes('Proc-Type: 4,ENCRYPTED')) {
-    throw new Error('the GitHub App key is encrypted with a passphrase; store it decrypted (openssl pkey -in key.pem)');
-  }
-  let key: KeyObject;
-  try {
-    key = createPrivateKey({ key: pem, format: 'pem' });
-  } catch {
-    if (pem.includes('PUBLIC KEY-----') || pem.includes('-----BEGIN CERTIFICATE-----')) {
-      throw new Error(`the GitHub App key is a public key or certificate, not the private key; ${store}`);
-    }
-    throw new Error(`the GitHub App key could not be read as a PEM private key; ${store}`);
-  }
-  if (key.asymmetricKeyType !== 'rsa') {
-    const type = (key.asymmetricKeyType ?? 'unknown').toUpperCase();
-    throw new Error(`the GitHub App key is an ${type} key, not RSA; GitHub signs app JWTs with RS256 only`);
-  }
-  const bits = key.asymmetricKeyDetails?.modulusLength ?? 0;
-  if (bits < MIN_KEY_BITS) {
-    throw new Error(`the GitHub App key is RSA of ${bits} bits; GitHub's app keys are at least ${MIN_KEY_BITS} bits`);
-  }
-  return key;
 }
 
 // The app's JWT (RS256): iat 60 s before now, exp 9 minutes after iat, iss
@@ -68,16 +37,8 @@ export function appJwt(privateKeyPem: Buffer, appId: number, now: Date): string 
   return `${signingInput}.${base64url(signature)}`;
 }
 
-// The check made when the secret is stored (`postern cred add`): null when
-// the secret is an RSA private key in PEM of at least 2048 bits.
-export function githubAppKeyProblem(secret: Buffer): string | null {
-  try {
-    appKey(secret);
-    return null;
-  } catch (e) {
-    return (e as Error).message;
-  }
-}
+// Checked where the secret is stored (shared, for `cred add` and the daemon).
+export { githubAppKeyProblem } from '../../../shared/credential/github-app-key';
 
 export interface TokenRequest {
   method: 'POST';
