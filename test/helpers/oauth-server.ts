@@ -95,7 +95,8 @@ function memoryAdapter(): new (model: string) => object {
     async upsert(id: string, payload: Record<string, unknown>, expiresIn: number): Promise<void> {
       const key = this.key(id);
       rows.set(key, { payload, expiresAt: Date.now() + expiresIn * 1000 });
-      if (typeof payload.grantId === 'string') byGrant.set(payload.grantId, [...(byGrant.get(payload.grantId) ?? []), key]);
+      if (typeof payload.grantId === 'string')
+        byGrant.set(payload.grantId, [...(byGrant.get(payload.grantId) ?? []), key]);
       if (typeof payload.uid === 'string') rows.set(`uid:${payload.uid}`, { payload: { id }, expiresAt: Infinity });
     }
     async find(id: string): Promise<Record<string, unknown> | undefined> {
@@ -154,7 +155,11 @@ export async function startOAuthServer(cfg: OAuthServerConfig = {}): Promise<OAu
     ...(c.secret === null ? {} : { client_secret: c.secret }),
     // oidc-provider lets only a client of the authorization-code flow hold refresh tokens.
     ...(grant === 'refresh_token'
-      ? { grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], redirect_uris: ['https://127.0.0.1/cb'] }
+      ? {
+          grant_types: ['authorization_code', 'refresh_token'],
+          response_types: ['code'],
+          redirect_uris: ['https://127.0.0.1/cb'],
+        }
       : { grant_types: [grant], response_types: [], redirect_uris: [] }),
     token_endpoint_auth_method: method,
     id_token_signed_response_alg: 'ES256',

@@ -28,7 +28,8 @@ const LF = 0x0a;
 function badByte(part: Buffer, what: string, form: string): string | null {
   for (const b of part) {
     if (b === 0x0d) return `the OAuth secret's ${what} contains a carriage return; ${form}, with "\\n" line ends only`;
-    if (b < 0x20 || b === 0x7f) return `the OAuth secret's ${what} contains a control character (a tab, NUL...); ${form}`;
+    if (b < 0x20 || b === 0x7f)
+      return `the OAuth secret's ${what} contains a control character (a tab, NUL...); ${form}`;
     if (b >= 0x80) return `the OAuth secret's ${what} contains a byte that is not ASCII; ${form}`;
   }
   return null;
@@ -145,7 +146,10 @@ function basicAuthorization(clientId: string, secret: Buffer): string {
 // client_secret in the body ("post"); a public client (no secret) names
 // itself with client_id in the body. The body is a fresh buffer the caller
 // wipes once it is sent.
-export function oauthTokenRequest(def: OAuthDef, parts: OAuthSecret): { headers: Record<string, string>; body: Buffer } {
+export function oauthTokenRequest(
+  def: OAuthDef,
+  parts: OAuthSecret,
+): { headers: Record<string, string>; body: Buffer } {
   if (def.grant === 'client_credentials' && parts.clientSecret === null) {
     throw new Error('the client credentials grant needs the client secret');
   }
@@ -154,7 +158,8 @@ export function oauthTokenRequest(def: OAuthDef, parts: OAuthSecret): { headers:
   }
   const pairs: [string, Buffer][] = [['grant_type', Buffer.from(def.grant, 'latin1')]];
   if (def.grant === 'refresh_token' && parts.refreshToken !== null) pairs.push(['refresh_token', parts.refreshToken]);
-  if (def.scopes !== undefined && def.scopes.length > 0) pairs.push(['scope', Buffer.from(def.scopes.join(' '), 'utf8')]);
+  if (def.scopes !== undefined && def.scopes.length > 0)
+    pairs.push(['scope', Buffer.from(def.scopes.join(' '), 'utf8')]);
   const headers: Record<string, string> = {
     accept: 'application/json',
     'content-type': 'application/x-www-form-urlencoded',
@@ -195,7 +200,8 @@ const ERROR_MEANING: Record<string, string> = {
   invalid_client:
     'the client was not authenticated: check client_id, the client secret, and client_auth ("basic" or "post")',
   invalid_grant: 'the refresh token was refused (revoked, expired or already used)',
-  unauthorized_client: 'this client may not use this grant; check the grant of the definition and the client at the server',
+  unauthorized_client:
+    'this client may not use this grant; check the grant of the definition and the client at the server',
   unsupported_grant_type: 'the server does not support this grant',
   invalid_scope: 'the scopes asked for are unknown to the server or more than the client may have; check scopes',
   access_denied: 'the server denied the request',
@@ -232,7 +238,8 @@ function errorAnswer(status: number, body: Buffer): OAuthTokenAnswer {
   const endpoint = `the OAuth token endpoint answered ${status}`;
   if (typeof error === 'string') {
     const meaning = Object.hasOwn(ERROR_MEANING, error) ? ERROR_MEANING[error] : undefined;
-    const named = meaning === undefined ? ' with an error code that is not a standard OAuth one' : ` ${error}: ${meaning}`;
+    const named =
+      meaning === undefined ? ' with an error code that is not a standard OAuth one' : ` ${error}: ${meaning}`;
     return refused(`${endpoint}${named}${vettedDescription(json?.error_description)}`);
   }
   if (status === 401) return refused(`${endpoint}: ${ERROR_MEANING.invalid_client}`);
@@ -272,7 +279,9 @@ export function parseOAuthTokenResponse(status: number, body: Buffer, now: Date)
   if (accessToken === undefined && typeof json.error === 'string') return errorAnswer(status, body);
   if (accessToken === undefined) return refused(`${answer} has no "access_token"`);
   if (!usableToken(accessToken)) {
-    return refused(`${answer} has an "access_token" that is not a usable token (visible ASCII, at most ${MAX_TOKEN_CHARS})`);
+    return refused(
+      `${answer} has an "access_token" that is not a usable token (visible ASCII, at most ${MAX_TOKEN_CHARS})`,
+    );
   }
   const tokenType = member(json, 'token_type');
   if (tokenType === undefined) return refused(`${answer} has no "token_type"`);
@@ -284,14 +293,21 @@ export function parseOAuthTokenResponse(status: number, body: Buffer, now: Date)
   const expiresIn = member(json, 'expires_in');
   let expiresAt: Date | null = null;
   if (expiresIn !== undefined) {
-    if (typeof expiresIn !== 'number' || !Number.isInteger(expiresIn) || expiresIn <= 0 || expiresIn > MAX_EXPIRES_IN_S) {
+    if (
+      typeof expiresIn !== 'number' ||
+      !Number.isInteger(expiresIn) ||
+      expiresIn <= 0 ||
+      expiresIn > MAX_EXPIRES_IN_S
+    ) {
       return refused(`${answer} has an "expires_in" that is not a positive whole number of seconds`);
     }
     expiresAt = new Date(now.getTime() + expiresIn * 1000);
   }
   const refreshToken = member(json, 'refresh_token');
   if (refreshToken !== undefined && !usableToken(refreshToken)) {
-    return refused(`${answer} has a "refresh_token" that is not a usable token (visible ASCII, at most ${MAX_TOKEN_CHARS})`);
+    return refused(
+      `${answer} has a "refresh_token" that is not a usable token (visible ASCII, at most ${MAX_TOKEN_CHARS})`,
+    );
   }
   const scope = member(json, 'scope');
   if (scope !== undefined && typeof scope !== 'string') return refused(`${answer} has a "scope" that is not a string`);
