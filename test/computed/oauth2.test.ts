@@ -240,6 +240,29 @@ t.test('refresh token: scopes narrowed, scopes beyond the grant refused, a revok
   });
 });
 
+t.test('refresh token with the client secret in the form body', async (t) => {
+  const c = server.clients.refresh;
+  const rt = await server.mintRefreshToken(c.id, ['api:read']);
+  secrets.push(rt);
+  const { answer, built } = await obtain(
+    def(c, 'refresh_token', { client_auth: 'post' }),
+    Buffer.from(`${rt}\n${c.secret}`),
+  );
+  const a = ok(t, answer, 'token');
+  t.same(await server.accessTokenValid(a.accessToken), { clientId: c.id, scope: 'api:read' });
+  t.equal(built.headers.authorization, undefined);
+  t.same(Object.fromEntries(new URLSearchParams(built.body.toString())), {
+    grant_type: 'refresh_token',
+    refresh_token: rt,
+    client_id: c.id,
+    client_secret: c.secret,
+  });
+  // What oauthSecretParts never hands over: a grant without its secret part.
+  const d = def(c, 'refresh_token');
+  t.throws(() => oauthTokenRequest(d, { clientSecret: Buffer.from('s'), refreshToken: null }));
+  t.throws(() => oauthTokenRequest({ ...d, grant: 'client_credentials' }, { clientSecret: null, refreshToken: null }));
+});
+
 t.test('a short access token life: expiresAt one second on, and the token then refused', async (t) => {
   const short = await startOAuthServer({ accessTokenTtlS: 1 });
   const shortAgent = new Agent({ connect: { ca: short.caCert } });
