@@ -187,21 +187,6 @@ t.test('refresh token: an access token and a rotated refresh token; the old one 
   t.equal(await server.refreshTokenUsable(a.refreshToken!), false, 'reuse revoked the rotated one too');
 });
 
-t.test('refresh token of a public client: client_id in the body, no secret', async (t) => {
-  const c = server.clients.publicRefresh;
-  const rt = await server.mintRefreshToken(c.id, ['reports']);
-  secrets.push(rt);
-  const { answer, built } = await obtain(def(c, 'refresh_token'), Buffer.from(rt));
-  const a = ok(t, answer, 'token');
-  t.same(await server.accessTokenValid(a.accessToken), { clientId: c.id, scope: 'reports' });
-  t.equal(built.headers.authorization, undefined);
-  t.same(Object.fromEntries(new URLSearchParams(built.body.toString())), {
-    grant_type: 'refresh_token',
-    refresh_token: rt,
-    client_id: c.id,
-  });
-});
-
 t.test('refresh token: scopes narrowed, scopes beyond the grant refused, a revoked token refused', async (t) => {
   const c = server.clients.refresh;
   const rt = await server.mintRefreshToken(c.id, ['api:read', 'api:write', 'reports']);
@@ -240,23 +225,32 @@ t.test('refresh token: scopes narrowed, scopes beyond the grant refused, a revok
   });
 });
 
-t.test('refresh token with the client secret in the form body', async (t) => {
+t.test('refresh token with the client in the form body: a public client, and client_auth post', async (t) => {
+  const cases = [
+    // A public client names itself in the body whatever client_auth says.
+    { c: server.clients.publicRefresh, scope: 'reports', auth: 'basic' as const },
+    { c: server.clients.refresh, scope: 'api:read', auth: 'post' as const },
+  ];
+  for (const { c, scope, auth } of cases) {
+    const rt = await server.mintRefreshToken(c.id, [scope]);
+    secrets.push(rt);
+    const stored = c.secret === null ? rt : `${rt}\n${c.secret}`;
+    const { answer, built } = await obtain(def(c, 'refresh_token', { client_auth: auth }), Buffer.from(stored));
+    const a = ok(t, answer, c.id);
+    t.same(await server.accessTokenValid(a.accessToken), { clientId: c.id, scope }, c.id);
+    t.equal(built.headers.authorization, undefined, `${c.id}: no Authorization header`);
+    t.same(
+      Object.fromEntries(new URLSearchParams(built.body.toString())),
+      {
+        grant_type: 'refresh_token',
+        refresh_token: rt,
+        client_id: c.id,
+        ...(c.secret === null ? {} : { client_secret: c.secret }),
+      },
+      `${c.id}: the form body`,
+    );
+  }
   const c = server.clients.refresh;
-  const rt = await server.mintRefreshToken(c.id, ['api:read']);
-  secrets.push(rt);
-  const { answer, built } = await obtain(
-    def(c, 'refresh_token', { client_auth: 'post' }),
-    Buffer.from(`${rt}\n${c.secret}`),
-  );
-  const a = ok(t, answer, 'token');
-  t.same(await server.accessTokenValid(a.accessToken), { clientId: c.id, scope: 'api:read' });
-  t.equal(built.headers.authorization, undefined);
-  t.same(Object.fromEntries(new URLSearchParams(built.body.toString())), {
-    grant_type: 'refresh_token',
-    refresh_token: rt,
-    client_id: c.id,
-    client_secret: c.secret,
-  });
   // What oauthSecretParts never hands over: a grant without its secret part.
   const d = def(c, 'refresh_token');
   t.throws(() => oauthTokenRequest(d, { clientSecret: Buffer.from('s'), refreshToken: null }));
