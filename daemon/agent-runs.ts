@@ -143,5 +143,6 @@ export async function createRun(s: PipelineServices, identity: Identity, raw: Bu
     placeholders: Object.fromEntries(run.placeholders),
     ...envOf(defs, run),
     audit_seq: head.seq,
+    ssh_agent_socket: s.config().ssh.ssh_agent_socket || null,
   };
 }

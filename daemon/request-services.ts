@@ -6,6 +6,7 @@
 // lock, when a session ends, when a credential changes, and when the CA
 // list or the DNS servers change.
 import type { Controller } from './controller';
+import { Refusal } from '../shared/errors';
 import type { HttpReply } from '../shared/protocol';
 import type { PipelineServices, RequestStores } from './pipeline/context';
 import { RefusalSummaries } from './audit/refusal-summary';
@@ -67,6 +68,24 @@ export function createPipelineServices(controller: Controller): PipelineServices
     // Removed (not updated): its placeholders stop resolving.
     if (!controller.locked && !controller.requireUnlocked().credential(name)) stores.runs.forgetCredential(name);
   });
+  // The vault write bracket (journal, vault, journal), as for admin writes;
+  // the stores keep what they hold: the definition did not change.
+  const secrets = {
+    replace: async (credential: string, secret: Buffer): Promise<void> => {
+      const vault = controller.requireUnlocked();
+      const sealed = vault.sealSecret(secret);
+      // Read at the write, after any write queued before it.
+      await controller.writes.write(vault, { kind: 'oauth_refresh_rotated', credential }, (m) => {
+        const current = m.get(credential);
+        if (!current) throw new Refusal('unknown_credential', `credential "${credential}" was removed meanwhile`);
+        m.set(credential, {
+          ...current,
+          entry: { ...current.entry, updated_at: new Date().toISOString() },
+          secret: sealed,
+        });
+      });
+    },
+  };
   return {
     config: () => controller.config.config,
     vault: () => controller.requireUnlocked(),
@@ -76,6 +95,7 @@ export function createPipelineServices(controller: Controller): PipelineServices
     sessions: controller.sessions,
     approvals: controller.approvals,
     stores,
+    secrets,
     leaves,
   };
 }

@@ -7,6 +7,7 @@ export type {
   HttpInject,
   AwsSigV4Inject,
   GithubAppInject,
+  OAuth2Inject,
   InjectForm,
   HttpAllowRule,
   HttpCredentialDef,

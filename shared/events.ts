@@ -25,7 +25,7 @@ type HttpRequestCore = {
   via?: 'proxy'; // read by the proxy front door (SPEC §11)
   // A computed credential (SPEC §13): how the secret is used, and for a
   // token, where it is obtained.
-  computed?: 'aws_sigv4' | 'github_app';
+  computed?: 'aws_sigv4' | 'github_app' | 'oauth2';
   token_endpoint?: string;
 };
 
@@ -96,6 +96,7 @@ export type JournalEvent =
     }
   | { kind: 'rollback_accepted'; problem: string; generation: number }
   | { kind: 'proxy_ca_created'; fingerprint: string; generation: number }
+  | { kind: 'oauth_refresh_rotated'; credential: string; generation: number }
   | { kind: 'approver_attach'; approver: string }
   | {
       kind: 'session_start';
@@ -273,6 +274,7 @@ export const EVENT_FIELDS: { readonly [K in EventKind]: readonly string[] } = {
   ]),
   rollback_accepted: complete('rollback_accepted', ['problem', 'generation']),
   proxy_ca_created: complete('proxy_ca_created', ['fingerprint', 'generation']),
+  oauth_refresh_rotated: complete('oauth_refresh_rotated', ['credential', 'generation']),
   approver_attach: complete('approver_attach', ['approver']),
   session_start: complete('session_start', [
     'session',
@@ -380,6 +382,7 @@ type VaultWriteKind =
   | 'cred_rm'
   | 'audit_key_rotation'
   | 'rollback_accepted'
-  | 'proxy_ca_created';
+  | 'proxy_ca_created'
+  | 'oauth_refresh_rotated';
 export type VaultWriteEvent =
   EventOf<VaultWriteKind> extends infer E ? (E extends { generation: number } ? Omit<E, 'generation'> : never) : never;

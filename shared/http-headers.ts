@@ -73,12 +73,12 @@ export function credentialHeaderRows(def: Pick<HttpCredentialDef, 'name' | 'inje
       reason: `credential ${def.name} signs each request with AWS Signature V4 and sets it itself`,
     }));
   }
-  if ('github_app' in inject) {
+  if ('github_app' in inject || 'oauth2' in inject) {
     return [
       {
         name: 'authorization',
         prefix: false,
-        reason: `credential ${def.name} sends its GitHub App installation token there itself`,
+        reason: `credential ${def.name} sends the access token it obtains there itself`,
       },
     ];
   }

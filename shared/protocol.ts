@@ -184,6 +184,9 @@ export interface RunsReply {
   env: Record<string, string>;
   conflicts: { variable: string; credential: string; ignored: string[] }[];
   audit_seq: number;
+  // The daemon's ssh-agent front door (SPEC §12), for SSH_AUTH_SOCK; null
+  // when it is off.
+  ssh_agent_socket: string | null;
 }
 
 // The waiting notice (agent socket): a request that carries the header

@@ -52,7 +52,9 @@ const computedKind: Show = (v) =>
     ? 'AWS Signature V4: postern signs the request'
     : v === 'github_app'
       ? 'GitHub App: postern obtains an installation token'
-      : String(v);
+      : v === 'oauth2'
+        ? 'OAuth 2.0: postern obtains an access token'
+        : String(v);
 const REASON: Field = { label: 'reason', names: ['reason'], show: agentWords, missing: '(none given by the agent)' };
 
 const ACTION_FIELDS: Readonly<Record<string, { title: string; fields: Field[] }>> = {

@@ -39,7 +39,8 @@ async function run(c: Context, credentials: string[], argv: string[]): Promise<n
     proxyUrl: `http://${token}:${token}@127.0.0.1:${relay.port}`,
     bundle: bundle.file,
     placeholders: opened.env,
-    sshAgentSocket: loaded.paths.sshAgentSocket,
+    // The daemon's own word, since an agent's config may not be the daemon's.
+    sshAgentSocket: opened.sshAgentSocket === undefined ? loaded.paths.sshAgentSocket : opened.sshAgentSocket,
   });
   try {
     const started = await startCommand(argv, env);

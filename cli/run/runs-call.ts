@@ -8,6 +8,9 @@ import { reservedVariable } from './child-env';
 export interface OpenedRun {
   run: string;
   env: Record<string, string>;
+  // The daemon's ssh-agent socket (null: off); undefined when the daemon
+  // did not say (the config's is used then).
+  sshAgentSocket: string | null | undefined;
 }
 
 const VARIABLE = /^[A-Z_][A-Z0-9_]*$/;
@@ -35,5 +38,8 @@ export async function openRun(socket: string, credentials: string[]): Promise<Op
       throw badReply(socket, `a usable env entry (${JSON.stringify(name)})`);
     out[name] = value;
   }
-  return { run, env: out };
+  const agent = r.json['ssh_agent_socket'];
+  if (agent !== undefined && agent !== null && (typeof agent !== 'string' || !agent.startsWith('/')))
+    throw badReply(socket, 'a usable ssh_agent_socket (an absolute path or null)');
+  return { run, env: out, sshAgentSocket: agent as string | null | undefined };
 }

@@ -15,10 +15,11 @@ import type { AdminContext } from './context';
 import { prove } from './proof';
 
 // What kind of secret an HTTP definition holds.
-function secretShape(def: CredentialDef | null): 'sent' | 'aws_sigv4' | 'github_app' {
+function secretShape(def: CredentialDef | null): string {
   if (!def || def.kind !== 'http') return 'sent';
   if ('aws_sigv4' in def.inject) return 'aws_sigv4';
   if ('github_app' in def.inject) return 'github_app';
+  if ('oauth2' in def.inject) return `oauth2 ${def.inject.oauth2.grant}`;
   return 'sent';
 }
 

@@ -45,6 +45,12 @@ export interface RequestStores {
   tokens: TokenCache;
 }
 
+// A credential's secret replaced by the daemon itself (a refresh token the
+// authorization server rotated): durable, journaled, before it resolves.
+export interface SecretRotation {
+  replace(credential: string, secret: Buffer): Promise<void>;
+}
+
 export interface PipelineServices {
   // Read at each use: a config approved meanwhile applies to the next step.
   config(): Config;
@@ -57,6 +63,7 @@ export interface PipelineServices {
   sessions: SessionStore;
   approvals: ApprovalBroker;
   stores: RequestStores;
+  secrets: SecretRotation;
 }
 
 export interface RequestContext {

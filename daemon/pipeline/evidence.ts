@@ -49,6 +49,7 @@ export function computedFacts(def: HttpCredentialDef): Pick<HttpRequestFacts, 'c
   const inj = def.inject;
   if ('aws_sigv4' in inj) return { computed: 'aws_sigv4' };
   if ('github_app' in inj) return { computed: 'github_app', token_endpoint: tokenEndpoint(inj.github_app) };
+  if ('oauth2' in inj) return { computed: 'oauth2', token_endpoint: inj.oauth2.token_url };
   return {};
 }
 

@@ -11,6 +11,7 @@ import { assertAllAllowed } from './classify';
 import { formatOrigin, type Target } from './target';
 import { inject, type InjectRequest, type Injected } from './inject';
 import { githubAppToken } from './computed/github-token';
+import { oauthToken } from './computed/oauth-token';
 import { computedFacts } from './evidence';
 import { buildRedactor, type Redactor } from './redact';
 import { approve } from './approve';
@@ -100,7 +101,7 @@ export function pinnedPool(
 // 8. the secret, opened only around injection and the send; the redactor
 // of the response is built while it is open (and wiped by the caller, also
 // when `send` fails: it is handed over before the send starts).
-// A GitHub App credential obtains its token first, with the key open.
+// A GitHub App or OAuth credential obtains its token first, with its secret open.
 export async function sendWithSecret<T>(
   s: PipelineServices,
   def: HttpCredentialDef,
@@ -112,7 +113,12 @@ export async function sendWithSecret<T>(
 ): Promise<T> {
   return s.vault().withCredentialSecret(def.name, async (secret) => {
     const inj = def.inject;
-    const token = 'github_app' in inj ? await githubAppToken(s, { ...def, inject: inj }, secret) : null;
+    const token =
+      'github_app' in inj
+        ? await githubAppToken(s, { ...def, inject: inj }, secret)
+        : 'oauth2' in inj
+          ? await oauthToken(s, { ...def, inject: inj }, secret)
+          : null;
     const injected = inject(def, secret, headers, target, request, token);
     try {
       scan.redactor = def.redact_response ? buildRedactor(injected.needles, def.name) : null;

@@ -12,6 +12,7 @@ import { packageVersion } from '../../shared/version';
 import { Refusal } from '../../shared/errors';
 import { sha256hex } from '../../shared/crypto';
 import { parseAwsSecret, signSigV4 } from './computed/aws-sigv4';
+import { oauthSecretParts } from '../../shared/credential/oauth-secret';
 import type { AwsResign } from './computed/aws-proxied';
 
 export interface Injected {
@@ -104,7 +105,7 @@ function signAws(
   Object.assign(headers, signed.headers);
 }
 
-// `token`: the GitHub App installation token obtained for this request.
+// `token`: the access token obtained for this request (GitHub App, OAuth 2.0).
 export function inject(
   def: HttpCredentialDef,
   opened: SecretBytes,
@@ -131,11 +132,17 @@ export function inject(
     needles.push(pair);
   } else if ('aws_sigv4' in inj) {
     signAws({ ...def, inject: inj }, secret, headers, target, request, needles);
-  } else if ('github_app' in inj) {
-    if (token === null) throw new Refusal('internal_error', 'no GitHub App token was obtained for this request');
+  } else if ('github_app' in inj || 'oauth2' in inj) {
+    if (token === null) throw new Refusal('internal_error', 'no access token was obtained for this request');
     const value = `Bearer ${token}`;
     headers['authorization'] = value;
     needles.push(Buffer.from(token, 'latin1'), Buffer.from(value, 'latin1'));
+    // The refresh token and the client secret, each alone (the secret
+    // holds both, on two lines).
+    const parts = 'oauth2' in inj ? oauthSecretParts(secret, inj.oauth2.grant) : null;
+    if (parts?.ok)
+      for (const part of [parts.refreshToken, parts.clientSecret])
+        if (part && part.length > 0) needles.push(Buffer.from(part));
   } else if ('query' in inj && inj.query) {
     const param = `${percentEncode(Buffer.from(inj.query, 'utf8'))}=${percentEncode(secret)}`;
     const q = target.query;

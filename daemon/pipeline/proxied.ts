@@ -163,6 +163,7 @@ function headerValueIsSlot(
     return (
       headerKey(name) === 'authorization' && (value === `Bearer ${placeholder}` || value === `token ${placeholder}`)
     );
+  if ('oauth2' in def.inject) return headerKey(name) === 'authorization' && value === `Bearer ${placeholder}`;
   if (!('header' in def.inject)) return false;
   return (
     headerKey(name) === headerKey(def.inject.header) && value === def.inject.template.replace('{secret}', placeholder)

@@ -26,6 +26,18 @@ function buildInject(p: HttpParsed['inject']): HttpInject {
   if (p.header !== undefined) return { header: p.header, template: p.template as string };
   if (p.basic_user !== undefined) return { basic_user: p.basic_user };
   if (p.aws_sigv4 !== undefined) return { aws_sigv4: { region: p.aws_sigv4.region, service: p.aws_sigv4.service } };
+  if (p.oauth2 !== undefined) {
+    const o = p.oauth2;
+    return {
+      oauth2: {
+        token_url: o.token_url,
+        client_id: o.client_id,
+        grant: o.grant,
+        ...(o.scopes ? { scopes: unique(o.scopes) } : {}),
+        client_auth: o.client_auth,
+      },
+    };
+  }
   if (p.github_app !== undefined) {
     const g = p.github_app;
     return {

@@ -17,12 +17,10 @@ export function checkAwsService(v: string): Check<string> {
   return ok(v);
 }
 
-// The API root the token request goes to: an https URL without query,
-// fragment or user info; a trailing "/" is dropped ("https://api.github.com",
-// or a GitHub Enterprise Server's "https://ghe.example.com/api/v3").
-export function checkGithubApi(v: string): Check<string> {
-  const hint = 'write the API root, e.g. "https://api.github.com" or "https://HOST/api/v3"';
-  if (hasInvisible(v) || v.length > 512) return bad(`is not a URL; ${hint}`);
+// An https URL a token is obtained from: no user info, query or fragment
+// (the text as written, or the problem; `hint` says what to write).
+function checkHttpsUrl(v: string, maxLength: number, hint: string): Check<string> {
+  if (hasInvisible(v) || v.length > maxLength) return bad(`is not a URL; ${hint}`);
   let u: URL;
   try {
     u = new URL(v);
@@ -30,8 +28,18 @@ export function checkGithubApi(v: string): Check<string> {
     return bad(`${quote(v)} is not a URL; ${hint}`);
   }
   if (u.protocol !== 'https:') return bad(`${quote(v)} must be https; ${hint}`);
-  if (u.username || u.password || u.search || u.hash || v.includes('?') || v.includes('#'))
+  if (u.username || u.password || v.includes('?') || v.includes('#'))
     return bad(`${quote(v)} must not carry user info, a query or a fragment; ${hint}`);
+  return ok(v);
+}
+
+// The API root the token request goes to; a trailing "/" is dropped
+// ("https://api.github.com", or a GitHub Enterprise Server's
+// "https://ghe.example.com/api/v3").
+export function checkGithubApi(v: string): Check<string> {
+  const hint = 'write the API root, e.g. "https://api.github.com" or "https://HOST/api/v3"';
+  const r = checkHttpsUrl(v, 512, hint);
+  if (!r.ok) return r;
   if (!/^https:\/\/[^/]+(\/[A-Za-z0-9._~-]+)*\/?$/.test(v)) return bad(`${quote(v)}: ${hint}`);
   return ok(v.replace(/\/$/, ''));
 }
@@ -47,5 +55,27 @@ export const GITHUB_PERMISSION_LEVELS = ['read', 'write', 'admin'] as const;
 export function checkPermissionName(v: string): Check<string> {
   if (!/^[a-z][a-z_]{0,63}$/.test(v))
     return bad(`${quote(v)} is not a GitHub App permission name (e.g. "contents", "pull_requests")`);
+  return ok(v);
+}
+
+// An OAuth 2.0 token endpoint.
+export function checkTokenUrl(v: string): Check<string> {
+  return checkHttpsUrl(
+    v,
+    2048,
+    'write the authorization server\'s token endpoint, e.g. "https://auth.example.com/oauth/token"',
+  );
+}
+
+export function checkClientId(v: string): Check<string> {
+  if (v === '' || v.length > 256 || !/^[\x20-\x7e]+$/.test(v))
+    return bad('must be 1 to 256 printable ASCII characters, as the authorization server issued it');
+  return ok(v);
+}
+
+// RFC 6749 §3.3 scope-token: printable ASCII but space, " and \.
+export function checkScope(v: string): Check<string> {
+  if (!/^[\x21\x23-\x5b\x5d-\x7e]{1,256}$/.test(v))
+    return bad(`${quote(v)} is not an OAuth scope (one word of printable ASCII, without " or \\)`);
   return ok(v);
 }

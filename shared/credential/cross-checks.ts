@@ -7,7 +7,7 @@ import { Found } from './problems';
 import { checkPermissionName } from './computed-fields';
 
 // The injection forms, as written in [inject] (SPEC §4, §13).
-const INJECT_FORMS = ['header', 'basic_user', 'query', 'aws_sigv4', 'github_app'] as const;
+const INJECT_FORMS = ['header', 'basic_user', 'query', 'aws_sigv4', 'github_app', 'oauth2'] as const;
 
 export function isTable(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date) && !(v instanceof TomlFloat);

@@ -4,7 +4,15 @@ import { z } from 'zod';
 import { Problem } from '../errors';
 import { closest } from '../suggest';
 import { quote } from './text';
-import { HTTP_KEYS, SSH_KEYS, INJECT_KEYS, ALLOW_RULE_KEYS, AWS_SIGV4_KEYS, GITHUB_APP_KEYS } from './types';
+import {
+  HTTP_KEYS,
+  SSH_KEYS,
+  INJECT_KEYS,
+  ALLOW_RULE_KEYS,
+  AWS_SIGV4_KEYS,
+  GITHUB_APP_KEYS,
+  OAUTH2_KEYS,
+} from './types';
 
 // Hints appended to "is required", by key.
 export const REQUIRED_HINTS: Readonly<Record<string, string>> = {
@@ -26,6 +34,7 @@ function allowedKeys(kind: 'http' | 'ssh' | null, path: readonly PropertyKey[]):
   if (path.length === 0) return kind === 'ssh' ? SSH_KEYS : kind === 'http' ? HTTP_KEYS : COMMON_KEYS;
   if (path[0] === 'inject' && path[1] === 'aws_sigv4') return AWS_SIGV4_KEYS;
   if (path[0] === 'inject' && path[1] === 'github_app') return GITHUB_APP_KEYS;
+  if (path[0] === 'inject' && path[1] === 'oauth2') return OAUTH2_KEYS;
   if (path[0] === 'inject') return INJECT_KEYS;
   if (path[0] === 'allow') return ALLOW_RULE_KEYS;
   return [];

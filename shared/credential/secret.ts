@@ -15,6 +15,7 @@ import { utils, ParsedKey } from 'ssh2';
 import { HttpInject, SshCredentialDef } from './types';
 import { githubAppKeyProblem } from './github-app-key';
 import { parseAwsSecret } from './aws-secret';
+import { oauthSecretParts } from './oauth-secret';
 import { secretRefusal } from './secret-refusal';
 import { detectFormat } from './key-format';
 import { encodeKey, toOpenSshPem } from './openssh-key';
@@ -48,6 +49,11 @@ export function checkHttpSecret(secret: Buffer, inject?: HttpInject): void {
   }
   if (inject && 'aws_sigv4' in inject) {
     const parsed = parseAwsSecret(secret);
+    if (!parsed.ok) throw secretRefusal(parsed.problem);
+    return;
+  }
+  if (inject && 'oauth2' in inject) {
+    const parsed = oauthSecretParts(secret, inject.oauth2.grant);
     if (!parsed.ok) throw secretRefusal(parsed.problem);
     return;
   }

@@ -24,6 +24,9 @@ import { checkEnvName, ENV_MAX } from './env-names';
 import {
   checkAwsRegion,
   checkAwsService,
+  checkClientId,
+  checkScope,
+  checkTokenUrl,
   checkGithubApi,
   checkRepositoryName,
   GITHUB_PERMISSION_LEVELS,
@@ -128,6 +131,14 @@ const githubAppSchema = z.strictObject({
   permissions: z.record(z.string(), z.enum(GITHUB_PERMISSION_LEVELS)).optional(),
 });
 
+const oauth2Schema = z.strictObject({
+  token_url: checked(checkTokenUrl),
+  client_id: checked(checkClientId),
+  grant: z.enum(['client_credentials', 'refresh_token']),
+  scopes: z.array(checked(checkScope)).min(1).max(100).optional(),
+  client_auth: z.enum(['basic', 'post']).default('basic'),
+});
+
 const injectSchema = z.strictObject({
   header: checked(checkHeaderName).optional(),
   template: checked(checkTemplate).optional(),
@@ -135,6 +146,7 @@ const injectSchema = z.strictObject({
   query: checked(checkQueryName).optional(),
   aws_sigv4: awsSigV4Schema.optional(),
   github_app: githubAppSchema.optional(),
+  oauth2: oauth2Schema.optional(),
 });
 
 const ruleSchema = z.strictObject({

@@ -21,15 +21,25 @@ export interface GithubAppInject {
   permissions?: Record<string, string>; // narrowing; absent: likewise
 }
 
+// An OAuth 2.0 access token (SPEC §13), obtained and cached by postern.
+export interface OAuth2Inject {
+  token_url: string;
+  client_id: string;
+  grant: 'client_credentials' | 'refresh_token';
+  scopes?: string[];
+  client_auth: 'basic' | 'post';
+}
+
 // Exactly one injection form, with the TOML key names.
 export type HttpInject =
   | { header: string; template: string } // header lower-cased
   | { basic_user: string }
   | { query: string }
   | { aws_sigv4: AwsSigV4Inject }
-  | { github_app: GithubAppInject };
+  | { github_app: GithubAppInject }
+  | { oauth2: OAuth2Inject };
 
-export type InjectForm = 'header' | 'basic' | 'query' | 'aws_sigv4' | 'github_app';
+export type InjectForm = 'header' | 'basic' | 'query' | 'aws_sigv4' | 'github_app' | 'oauth2';
 
 export interface HttpAllowRule {
   host: string; // normalised; exact, "*.example.com", IPv4, or "[IPv6]"
@@ -90,7 +100,8 @@ export const HTTP_KEYS = [
   'inject',
   'allow',
 ] as const;
-export const INJECT_KEYS = ['header', 'template', 'basic_user', 'query', 'aws_sigv4', 'github_app'] as const;
+export const INJECT_KEYS = ['header', 'template', 'basic_user', 'query', 'aws_sigv4', 'github_app', 'oauth2'] as const;
+export const OAUTH2_KEYS = ['token_url', 'client_id', 'grant', 'scopes', 'client_auth'] as const;
 export const AWS_SIGV4_KEYS = ['region', 'service'] as const;
 export const GITHUB_APP_KEYS = ['app_id', 'installation_id', 'api', 'repositories', 'permissions'] as const;
 export const ALLOW_RULE_KEYS = ['host', 'schemes', 'ports', 'methods', 'paths', 'approve'] as const;
@@ -121,5 +132,6 @@ export function injectForm(inject: HttpInject): InjectForm {
   if ('basic_user' in inject) return 'basic';
   if ('aws_sigv4' in inject) return 'aws_sigv4';
   if ('github_app' in inject) return 'github_app';
+  if ('oauth2' in inject) return 'oauth2';
   return 'query';
 }

@@ -210,6 +210,26 @@ t.test('the AWS CLI under postern run signs with its placeholder; postern signs 
     'the CLI never saw the key id',
   );
 
+  // A client scope for another region, and a payload signed chunk by
+  // chunk, are refused: the endpoint sees nothing.
+  const seenBefore = x.seen.length;
+  for (const [what, region, sha] of [
+    ['another region', 'us-east-1', 'UNSIGNED-PAYLOAD'],
+    ['a chunk-signed payload', 'eu-west-1', 'STREAMING-AWS4-HMAC-SHA256-PAYLOAD'],
+  ] as const) {
+    const forged = await cliBytes({ ...x.s.h.env }, [
+      'run',
+      '--credential',
+      'store',
+      '--',
+      'sh',
+      '-c',
+      `curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: AWS4-HMAC-SHA256 Credential=$AWS_ACCESS_KEY_ID/20261202/${region}/s3/aws4_request, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=00" -H 'x-amz-date: 20261202T000000Z' -H 'x-amz-content-sha256: ${sha}' ${endpoint}/bucket/k`,
+    ]);
+    t.equal(forged.stdout.toString(), '400', `${what}: ${forged.stderr}`);
+  }
+  t.equal(x.seen.length, seenBefore, 'neither reached the endpoint');
+
   // A presigned URL made by the CLI with its placeholder cannot be signed again.
   const presigned = await run(['s3', 'presign', 's3://bucket/dir/x']);
   t.equal(presigned.code, 0, presigned.stderr);

@@ -30,7 +30,10 @@ interface Setup {
   apiSeen: { authorization: string | undefined; url: string }[];
 }
 
-async function setup(t: Test, o: { records?: Record<string, { A: string[] }> } = {}): Promise<Setup> {
+async function setup(
+  t: Test,
+  o: { records?: Record<string, { A: string[] }>; tokenLifeS?: number } = {},
+): Promise<Setup> {
   const dir = mkdtempSync(join(tmpdir(), 'pt-ghapp-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   execFileSync('openssl', ['genrsa', '-out', join(dir, 'app.pem'), '2048'], { stdio: 'ignore' });
@@ -48,6 +51,7 @@ async function setup(t: Test, o: { records?: Record<string, { A: string[] }> } =
     },
     ca: s.ca,
     host: 'api.example.test',
+    ...(o.tokenLifeS !== undefined ? { tokenLifeS: o.tokenLifeS } : {}),
     api: (req, _body, res) => {
       apiSeen.push({ authorization: req.headers.authorization, url: req.url ?? '' });
       const token = /^Bearer (\S+)$/.exec(req.headers.authorization ?? '')?.[1];
@@ -142,6 +146,20 @@ t.test('through postern run: a client sends its placeholder as `token …` or `B
     t.notMatch(x.apiSeen.at(-1)?.authorization, /postern-bot-/, 'the placeholder never reached the API');
   }
   t.equal(x.app.issued.length, 1, 'one token for both');
+});
+
+t.test('a token near its expiry is replaced before the request', async (t) => {
+  // A 2 s token is kept for half its life, then obtained again.
+  const x = await setup(t, { tokenLifeS: 2 });
+  t.equal(addBot(x).code, 0);
+  t.equal(((await get(x)).json as { status: number }).status, 200);
+  t.equal(((await get(x)).json as { status: number }).status, 200);
+  t.equal(x.app.issued.length, 1, 'cached while it has life left');
+  await new Promise((r) => setTimeout(r, 1300));
+  const r = await get(x);
+  t.equal((r.json as { status: number }).status, 200, r.text);
+  t.equal(x.app.issued.length, 2, 'a new token before the request');
+  t.equal(x.apiSeen.at(-1)?.authorization, `Bearer ${x.app.issued[1]!.token}`);
 });
 
 t.test('lock forgets the token; the next request after unlock obtains a new one', async (t) => {

@@ -41,6 +41,21 @@ t.test('valid computed forms are normalised, printed and read back equal', async
     /github_app = \{ app_id = 1, installation_id = 2, api = "https:\/\/ghe\.example\.com\/api\/v3"/,
   );
   t.same(parseDefinitionToml(definitionToToml(app)), app, 'the printed definition reads back equal');
+  const oauth = parseDefinitionToml(
+    http(
+      '[inject.oauth2]\ntoken_url = "https://auth.example.com/token"\nclient_id = "c"\ngrant = "refresh_token"\nscopes = ["a", "a", "b"]',
+    ),
+  );
+  t.same(oauth.kind === 'http' && oauth.inject, {
+    oauth2: {
+      token_url: 'https://auth.example.com/token',
+      client_id: 'c',
+      grant: 'refresh_token',
+      scopes: ['a', 'b'],
+      client_auth: 'basic',
+    },
+  });
+  t.same(parseDefinitionToml(definitionToToml(oauth)), oauth, 'an OAuth definition reads back equal');
   const plain = parseDefinitionToml(http('[inject.github_app]\napp_id = 1\ninstallation_id = 2'));
   t.same(plain.kind === 'http' && plain.inject, {
     github_app: { app_id: 1, installation_id: 2, api: 'https://api.github.com' },
@@ -108,6 +123,25 @@ t.test('each bad field refused at its path', async (t) => {
       /allowed here: app_id, installation_id, api, repositories, permissions/,
     ],
   ];
+  const oauth = (extra: string) =>
+    `[inject.oauth2]\ntoken_url = "https://auth.example.com/token"\nclient_id = "c"\ngrant = "client_credentials"\n${extra}`;
+  rows.push(
+    [oauth('').replace('https://auth', 'http://auth'), 'inject.oauth2.token_url', /must be https/],
+    [oauth('').replace('/token"', '/token?x=1"'), 'inject.oauth2.token_url', /query/],
+    [oauth('').replace('client_id = "c"', 'client_id = ""'), 'inject.oauth2.client_id', /1 to 256 printable ASCII/],
+    [
+      oauth('').replace('"client_credentials"', '"password"'),
+      'inject.oauth2.grant',
+      /"client_credentials" or "refresh_token"/,
+    ],
+    [oauth('scopes = ["a b"]'), 'inject.oauth2.scopes[0]', /not an OAuth scope/],
+    [oauth('client_auth = "jwt"'), 'inject.oauth2.client_auth', /"basic" or "post"/],
+    [
+      oauth('audience = "x"'),
+      'inject.oauth2.audience',
+      /allowed here: token_url, client_id, grant, scopes, client_auth/,
+    ],
+  );
   for (const [inject, path, message] of rows) {
     const p = problems(http(inject));
     const at = p.find((x) => x.path === path);

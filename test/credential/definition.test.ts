@@ -84,7 +84,12 @@ const httpRows: Row[] = [
   [
     'header and query',
     httpToml({ inject: 'header = "Authorization"\ntemplate = "Bearer {secret}"\nquery = "key"' }),
-    [['inject', /exactly one of header, basic_user, query, aws_sigv4, github_app must be set \(found header, query\)/]],
+    [
+      [
+        'inject',
+        /exactly one of header, basic_user, query, aws_sigv4, github_app, oauth2 must be set \(found header, query\)/,
+      ],
+    ],
   ],
   [
     'basic_user and query',
@@ -92,14 +97,14 @@ const httpRows: Row[] = [
     [
       [
         'inject',
-        /exactly one of header, basic_user, query, aws_sigv4, github_app must be set \(found basic_user, query\)/,
+        /exactly one of header, basic_user, query, aws_sigv4, github_app, oauth2 must be set \(found basic_user, query\)/,
       ],
     ],
   ],
   [
     'empty [inject]',
     httpToml({ inject: '' }),
-    [['inject', /exactly one of header, basic_user, query, aws_sigv4, github_app must be set \(found none\)/]],
+    [['inject', /exactly one of header, basic_user, query, aws_sigv4, github_app, oauth2 must be set \(found none\)/]],
   ],
   ['no [inject]', httpToml({ inject: null }), [['inject', /is required: add an \[inject\] table/]]],
   [
@@ -185,7 +190,7 @@ const httpRows: Row[] = [
     [
       [
         'inject.prefix',
-        /unknown key; remove it \(allowed here: header, template, basic_user, query, aws_sigv4, github_app\)/,
+        /unknown key; remove it \(allowed here: header, template, basic_user, query, aws_sigv4, github_app, oauth2\)/,
       ],
     ],
   ],

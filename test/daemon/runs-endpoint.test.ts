@@ -5,6 +5,7 @@
 // and left —, the lock, or every credential it held removed); the secret
 // nowhere in the reply, the daemon's log or the journal.
 import t from 'tap';
+import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { startStack, auditList, Stack } from '../helpers/stack';
 import { agentRequest, cli, eventually } from '../helpers/postern';
@@ -58,6 +59,11 @@ t.test('POST /v1/runs', async (t) => {
       GH_RO: reply.placeholders['gh-ro'],
     });
     t.same(reply.conflicts, [{ variable: 'GH_TOKEN', credential: 'github', ignored: ['gh-ro'] }]);
+    t.equal(
+      reply.ssh_agent_socket,
+      join(s.h.home, 'ssh-agent.sock'),
+      "the daemon's ssh-agent socket, for SSH_AUTH_SOCK",
+    );
     const start = runEvents(s).find((e) => e['run'] === reply.run)!;
     t.match(start, {
       kind: 'run_start',

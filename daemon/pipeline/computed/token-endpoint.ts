@@ -1,0 +1,56 @@
+// A token endpoint (SPEC §13) is a target like any other: one resolution,
+// every address classified with the credential's allow_addresses, the
+// connection pinned to the address checked, the CA list of http.ca_file,
+// no redirect followed. It needs no [[allow]] rule: the definition names it.
+// A failure here is the agent's request's refusal, which was not sent.
+import { Refusal } from '../../../shared/errors';
+import type { HttpCredentialDef } from '../../../shared/credential';
+import type { PipelineServices } from '../context';
+import { parseTarget, type Target } from '../target';
+import { pinnedPool, resolveChecked } from '../http-steps';
+import { sendPinned, type RawResponse } from '../execute-http';
+
+const TOKEN_TIMEOUT_MS = 10_000;
+
+export interface TokenCall {
+  url: string;
+  headers: Record<string, string>;
+  body: Buffer;
+  readLimit: number;
+}
+
+function endpointTarget(url: string): Target {
+  try {
+    return parseTarget(url);
+  } catch (e) {
+    if (e instanceof Refusal)
+      throw new Refusal('bad_request', `the token endpoint ${url} is not a valid URL: ${e.message}`);
+    throw e;
+  }
+}
+
+export async function callTokenEndpoint(
+  s: PipelineServices,
+  def: HttpCredentialDef,
+  call: TokenCall,
+): Promise<RawResponse> {
+  const target = endpointTarget(call.url);
+  const { pinned } = await resolveChecked(s, target, def.allow_addresses);
+  return sendPinned(pinnedPool(s, def.name, target, pinned), target.host, {
+    method: 'POST',
+    pathAndQuery: target.path + target.query,
+    headers: call.headers,
+    body: call.body,
+    timeoutMs: TOKEN_TIMEOUT_MS,
+    readLimit: call.readLimit,
+  });
+}
+
+// Any failure while obtaining a token: named by its endpoint, and marked
+// as not having sent the agent's request.
+export function tokenFailure(url: string, e: unknown): Refusal {
+  const r =
+    e instanceof Refusal ? e : new Refusal('upstream_error', 'the token could not be obtained; see the daemon log');
+  const message = r.message.includes(url) ? r.message : `obtaining a token from ${url}: ${r.message}`;
+  return new Refusal(r.code, message, { ...(r.detail ?? {}), maybe_executed: false });
+}
