@@ -1,6 +1,7 @@
 // The only place a credential's secret is placed into a request (SPEC §6.1
 // step 8): the header form, HTTP Basic, a query parameter, or computed
-// (SPEC §13): an AWS Signature V4 over the request, a GitHub App token. The caller
+// (SPEC §13): an AWS Signature V4 over the request, or the access token of
+// a GitHub App or an OAuth 2.0 client, obtained just before. The caller
 // holds the secret open only around this call and the send. undici takes
 // header values as strings, so the injected value exists as a JavaScript
 // string for the duration of the send: the one unavoidable copy.
