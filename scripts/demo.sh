@@ -183,6 +183,16 @@ TOML
   show request ssh --credential demo-box --command "echo hello from postern"
   echo "(a prefix rule admits plain words only: a second command is refused before connecting)"
   if show request ssh --credential demo-box --command "echo hi; id"; then echo "unexpected: a second command ran"; exit 1; fi
+
+  step "6d'. the same key for OpenSSH itself: postern's ssh-agent signs a login to the pinned host only, the key never leaving the vault"
+  sed -e 's/^name = "demo-box"/name = "demo-login"/' -e 's/^description = .*/description = "logins to the demo sshd through the ssh-agent front door"/' "$DEMO/box.toml" > "$DEMO/login.toml"
+  printf 'ssh_agent = true\n' >> "$DEMO/login.toml"
+  show cred add --file "$DEMO/login.toml" --secret-file "$DEMO/client_key" --passphrase-file "$DEMO/passphrase"
+  echo '$ postern run -- ssh -p '"$SSH_PORT $ME"'@127.0.0.1 echo ...   (postern run sets SSH_AUTH_SOCK)'
+  postern run -- ssh -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no -o LogLevel=ERROR -o BatchMode=yes \
+    -o IdentitiesOnly=no -p "$SSH_PORT" "$ME@127.0.0.1" 'echo logged in with the key postern holds'
+  echo '$ ssh-add -L   (through the front door: public keys only)'
+  SSH_AUTH_SOCK="$POSTERN_HOME/ssh-agent.sock" ssh-add -L
 else
   echo "skipped: needs openssh-server (sshd, ssh-keygen) for a throwaway local sshd"
 fi
