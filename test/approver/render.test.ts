@@ -196,6 +196,56 @@ t.test('an SSH card shows host, address, port, user and command', async (t) => {
   t.match(out, /command +git -C \/srv\/app pull$/m);
 });
 
+t.test('an ssh-agent card says the client chooses what runs, and shows host, host key, user and key', async (t) => {
+  const out = text(
+    card({
+      action: {
+        kind: 'ssh-agent',
+        host: 'git.example.com',
+        port: 22,
+        host_key: 'SHA256:+DiY3wvvV6TuJJhbpZisF/zLDA0zPMSvHdkr4UvCOqU',
+        user: 'git',
+        algorithm: 'ssh-ed25519',
+      },
+    }),
+  );
+  t.match(out, /SSH login through the ssh-agent \(the client chooses what runs once logged in\)/);
+  t.match(out, /host +git\.example\.com/);
+  t.match(out, /host key +SHA256:\+DiY3wvvV6TuJJhbpZisF\/zLDA0zPMSvHdkr4UvCOqU$/m);
+  t.match(out, /user +git$/m);
+  t.match(out, /key +ssh-ed25519$/m);
+});
+
+t.test("a computed credential's card says how the secret is used and where a token comes from", async (t) => {
+  const http = (extra: Record<string, unknown>) =>
+    text(
+      card({
+        action: {
+          kind: 'http',
+          method: 'GET',
+          scheme: 'https',
+          host: 'api.example.com',
+          address: '1.2.3.4',
+          port: 443,
+          path: '/',
+          query: '',
+          body_bytes: 0,
+          body_sha256: null,
+          ...extra,
+        },
+      }),
+    );
+  t.match(http({ computed: 'aws_sigv4' }), /credential +AWS Signature V4: postern signs the request$/m);
+  const oauth = http({ computed: 'oauth2', token_endpoint: 'https://auth.example.com/token' });
+  t.match(oauth, /credential +OAuth 2\.0: postern obtains an access token$/m);
+  t.match(oauth, /token from +https:\/\/auth\.example\.com\/token$/m);
+  t.match(
+    http({ computed: 'github_app', token_endpoint: 'https://api.github.com/app/installations/1/access_tokens' }),
+    /GitHub App: postern obtains an installation token/,
+  );
+  t.notMatch(http({}), /token from|credential +AWS/, 'an ordinary credential shows neither');
+});
+
 t.test('many arguments and ancestors beyond the keys', async (t) => {
   const many = Array.from({ length: 100 }, (_, i) => `a${i}`);
   const ancestors = Array.from({ length: 11 }, (_, i) => proc(100 + i));
