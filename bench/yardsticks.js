@@ -129,6 +129,7 @@ function yardstick(name, send, { main = [], whole = [], pids = [] } = {}) {
     seconds: 0,
     mainCpu: 0,
     processCpu: 0,
+    clientCpu: 0,
     peakRss: 0,
     rss: () => pids.reduce((t, p) => t + rssMiB(p), 0),
   };
@@ -137,11 +138,14 @@ function yardstick(name, send, { main = [], whole = [], pids = [] } = {}) {
 async function measure(p) {
   await drive(p.send, WARM_UP);
   const cpu0 = [sumCpu(p.main), sumCpu(p.whole)];
+  const client0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
   await drive(p.send, REQUESTS);
   p.seconds += Number(process.hrtime.bigint() - t0) / 1e9;
   p.mainCpu += sumCpu(p.main) - cpu0[0];
   p.processCpu += sumCpu(p.whole) - cpu0[1];
+  const client = process.cpuUsage(client0);
+  p.clientCpu += client.user + client.system;
   p.requests += REQUESTS;
 }
 
@@ -156,6 +160,7 @@ function report(paths, postern, memory) {
     ['×null', 6, (p) => (rate(p) / rate(by['null proxy'])).toFixed(2)],
     ['main µs/req', 12, (p) => (p.main.length ? (p.mainCpu / p.requests).toFixed(0) : '—')],
     ['proc µs/req', 12, (p) => (p.whole.length ? (p.processCpu / p.requests).toFixed(0) : '—')],
+    ['client µs/req', 14, (p) => (p.clientCpu / p.requests).toFixed(0)],
     ['p50 ms', 7, (p) => p.lat.p50.toFixed(3)],
     ['p99 ms', 7, (p) => p.lat.p99.toFixed(3)],
     ['+p50 ms', 8, (p) => (p === direct ? '—' : (p.lat.p50 - direct.lat.p50).toFixed(3))],
@@ -165,7 +170,7 @@ function report(paths, postern, memory) {
   const row = (cells) =>
     cells.map((c, i) => (i === 0 ? String(c).padEnd(cols[i][1]) : String(c).padStart(cols[i][1]))).join(' ');
   console.log(
-    `${CONCURRENCY} concurrent GETs, ${ROUNDS} rounds × ${REQUESTS} requests per path (after ${WARM_UP} to warm up); ${SEQUENTIAL} sequential per path; CPU is the server's (nginx: the worker; whole: master + worker)`,
+    `${CONCURRENCY} concurrent GETs, ${ROUNDS} rounds × ${REQUESTS} requests per path (after ${WARM_UP} to warm up); ${SEQUENTIAL} sequential per path.\nmain/proc: the server's CPU per request, its main thread and the whole process (nginx: the worker; master + worker); client: the load generator's (this process)`,
   );
   console.log(row(cols.map((c) => c[0])));
   for (const p of paths) console.log(row(cols.map((c) => c[2](p))));
