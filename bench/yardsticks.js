@@ -55,6 +55,20 @@ function cpuMicros(statFile) {
   return ((Number(f[11]) + Number(f[12])) * 1e6) / CLK_TCK;
 }
 const sumCpu = (files) => files.reduce((t, f) => t + cpuMicros(f), 0);
+// The upstream process http-setup.js started: this process's child running
+// upstream.js.
+function upstreamPid() {
+  const children = fs.readFileSync(`/proc/${process.pid}/task/${process.pid}/children`, 'utf8').trim().split(/\s+/);
+  const pid = children.find((c) => {
+    try {
+      return fs.readFileSync(`/proc/${c}/cmdline`, 'utf8').includes('upstream.js');
+    } catch {
+      return false;
+    }
+  });
+  if (!pid) throw new Error('the upstream process was not found among this process’s children');
+  return Number(pid);
+}
 const mainThread = (pid) => `/proc/${pid}/task/${pid}/stat`;
 const wholeProcess = (pid) => `/proc/${pid}/stat`;
 
@@ -130,15 +144,19 @@ function yardstick(name, send, { main = [], whole = [], pids = [] } = {}) {
     mainCpu: 0,
     processCpu: 0,
     clientCpu: 0,
+    upstreamCpu: 0,
     peakRss: 0,
     rss: () => pids.reduce((t, p) => t + rssMiB(p), 0),
   };
 }
 
+let upstreamStat;
+
 async function measure(p) {
   await drive(p.send, WARM_UP);
   const cpu0 = [sumCpu(p.main), sumCpu(p.whole)];
   const client0 = process.cpuUsage();
+  const upstream0 = cpuMicros(upstreamStat);
   const t0 = process.hrtime.bigint();
   await drive(p.send, REQUESTS);
   p.seconds += Number(process.hrtime.bigint() - t0) / 1e9;
@@ -146,6 +164,7 @@ async function measure(p) {
   p.processCpu += sumCpu(p.whole) - cpu0[1];
   const client = process.cpuUsage(client0);
   p.clientCpu += client.user + client.system;
+  p.upstreamCpu += cpuMicros(upstreamStat) - upstream0;
   p.requests += REQUESTS;
 }
 
@@ -161,6 +180,7 @@ function report(paths, postern, memory) {
     ['main µs/req', 12, (p) => (p.main.length ? (p.mainCpu / p.requests).toFixed(0) : '—')],
     ['proc µs/req', 12, (p) => (p.whole.length ? (p.processCpu / p.requests).toFixed(0) : '—')],
     ['client µs/req', 14, (p) => (p.clientCpu / p.requests).toFixed(0)],
+    ['upstream µs/req', 16, (p) => (p.upstreamCpu / p.requests).toFixed(0)],
     ['p50 ms', 7, (p) => p.lat.p50.toFixed(3)],
     ['p99 ms', 7, (p) => p.lat.p99.toFixed(3)],
     ['+p50 ms', 8, (p) => (p === direct ? '—' : (p.lat.p50 - direct.lat.p50).toFixed(3))],
@@ -170,7 +190,7 @@ function report(paths, postern, memory) {
   const row = (cells) =>
     cells.map((c, i) => (i === 0 ? String(c).padEnd(cols[i][1]) : String(c).padStart(cols[i][1]))).join(' ');
   console.log(
-    `${CONCURRENCY} concurrent GETs, ${ROUNDS} rounds × ${REQUESTS} requests per path (after ${WARM_UP} to warm up); ${SEQUENTIAL} sequential per path.\nmain/proc: the server's CPU per request, its main thread and the whole process (nginx: the worker; master + worker); client: the load generator's (this process)`,
+    `${CONCURRENCY} concurrent GETs, ${ROUNDS} rounds × ${REQUESTS} requests per path (after ${WARM_UP} to warm up); ${SEQUENTIAL} sequential per path.\nmain/proc: the server's CPU per request, its main thread and the whole process (nginx: the worker; master + worker); client: the load generator's (this process); upstream: the HTTPS server's`,
   );
   console.log(row(cols.map((c) => c[0])));
   for (const p of paths) console.log(row(cols.map((c) => c[2](p))));
@@ -219,6 +239,7 @@ async function main() {
   try {
     // http-setup.js writes the bench CA beside the home.
     const ca = path.join(b.dir, 'ca.pem');
+    upstreamStat = wholeProcess(upstreamPid());
     const url = `https://${b.host}:${b.httpsPort}${GET.path}`;
     const payload = JSON.stringify({ credential: 'bench', method: 'GET', url, headers: GET.headers });
     const direct = pool(`https://${b.host}:${b.httpsPort}`, {
