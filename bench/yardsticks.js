@@ -25,6 +25,10 @@ const { startHttpBench, rssMiB } = require('./http-setup');
 const { startNginx } = require('./nginx');
 
 const REQUESTS = Number(process.argv[2] ?? 6000);
+if (!Number.isInteger(REQUESTS) || REQUESTS < 100) {
+  console.error(`requests per path and round: expected a whole number of at least 100, got ${process.argv[2]}`);
+  process.exit(2);
+}
 const ROUNDS = 2;
 const CONCURRENCY = 64;
 const WARM_UP = Math.min(1000, Math.ceil(REQUESTS / 5));
