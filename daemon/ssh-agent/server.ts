@@ -131,7 +131,10 @@ function serveConnection(deps: SshAgentDeps, sock: net.Socket): void {
       // so the connection is closed once the refusal is journaled.
       const why = e instanceof WireError ? e.message : 'unreadable frame';
       sock.pause();
-      void refuseFrame(deps, conn, sock, why).finally(() => sock.destroy());
+      // Nothing of a refusal's journaling may escape as an unhandled rejection.
+      void refuseFrame(deps, conn, sock, why)
+        .catch(() => undefined)
+        .finally(() => sock.destroy());
       return;
     }
     if (queue.length > MAX_QUEUED) {
@@ -142,7 +145,10 @@ function serveConnection(deps: SshAgentDeps, sock: net.Socket): void {
       sock.destroy();
       return;
     }
-    void drain();
+    void drain().catch((e: unknown) => {
+      deps.log.error({ event: 'ssh_agent_error', err: (e as Error)?.name }, 'ssh-agent connection failed');
+      sock.destroy();
+    });
   });
 }
 
