@@ -16,6 +16,8 @@ import { IdempotencyStore } from './stores/idempotency';
 import { InFlight, RateBudgets } from './stores/budgets';
 import { Runs } from './stores/runs';
 import { TokenCache } from './pipeline/computed/github-app';
+import { RedactorCache } from './stores/redactors';
+import { buildRedactor } from './pipeline/redact';
 import { LeafCertificates, storeCaAtFirstUse } from './proxy/leaf-certs';
 
 export function createPipelineServices(controller: Controller): PipelineServices & { leaves: LeafCertificates } {
@@ -27,6 +29,7 @@ export function createPipelineServices(controller: Controller): PipelineServices
     inFlight: new InFlight(() => controller.config.config.http.max_concurrent),
     runs: new Runs((run, reason) => controller.recorder.bestEffort({ kind: 'run_end', run: run.id, reason })),
     tokens: new TokenCache(),
+    redactors: new RedactorCache(buildRedactor),
   };
   const journal = {
     record: controller.record.bind(controller),
@@ -53,6 +56,7 @@ export function createPipelineServices(controller: Controller): PipelineServices
     stores.idempotency.purgeAll();
     stores.runs.endAll('locked');
     stores.tokens.clear();
+    stores.redactors.clear();
   });
   controller.onTrustChange(({ dns }) => {
     stores.pools.retireAll();
@@ -65,6 +69,7 @@ export function createPipelineServices(controller: Controller): PipelineServices
     stores.budgets.forget(name);
     stores.idempotency.purgeCredential(name);
     stores.tokens.forget(name);
+    stores.redactors.forget(name);
     // Removed (not updated): its placeholders stop resolving.
     if (!controller.locked && !controller.requireUnlocked().credential(name)) stores.runs.forgetCredential(name);
   });

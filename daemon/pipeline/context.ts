@@ -17,6 +17,7 @@ import type { SshConnections } from '../stores/ssh-connections';
 import type { IdempotencyStore } from '../stores/idempotency';
 import type { InFlight, RateBudgets, Slot } from '../stores/budgets';
 import type { Runs } from '../stores/runs';
+import type { RedactorCache } from '../stores/redactors';
 import type { TokenCache } from './computed/github-app';
 
 export interface JournalHead {
@@ -43,6 +44,8 @@ export interface RequestStores {
   runs: Runs;
   // GitHub App installation tokens, until shortly before they expire.
   tokens: TokenCache;
+  // Response redactors, one per credential, shared while its needles hold.
+  redactors: RedactorCache;
 }
 
 // A credential's secret replaced by the daemon itself (a refresh token the

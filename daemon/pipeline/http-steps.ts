@@ -13,7 +13,8 @@ import { inject, type InjectRequest, type Injected } from './inject';
 import { githubAppToken } from './computed/github-token';
 import { oauthToken } from './computed/oauth-token';
 import { computedFacts } from './evidence';
-import { buildRedactor, type Redactor } from './redact';
+import type { Redactor } from './redact';
+import { NO_REDACTION } from '../stores/redactors';
 import { approve } from './approve';
 import type { PipelineServices, RequestContext } from './context';
 import type { HttpRequest } from './validate';
@@ -98,9 +99,20 @@ export function pinnedPool(
   });
 }
 
+// What scans a response: the credential's redactor, leased while the
+// secret is open; the caller releases it once the response is shaped or
+// streamed, also when `send` fails (it is handed over before the send).
+export interface ResponseScan {
+  redactor: Redactor | null;
+  release(): void;
+}
+
+export function responseScan(): ResponseScan {
+  return { redactor: null, release: () => undefined };
+}
+
 // 8. the secret, opened only around injection and the send; the redactor
-// of the response is built while it is open (and wiped by the caller, also
-// when `send` fails: it is handed over before the send starts).
+// of the response is taken while it is open (see ResponseScan).
 // A GitHub App or OAuth credential obtains its token first, with its secret open.
 export async function sendWithSecret<T>(
   s: PipelineServices,
@@ -108,7 +120,7 @@ export async function sendWithSecret<T>(
   headers: [string, string][],
   target: Target,
   request: InjectRequest,
-  scan: { redactor: Redactor | null },
+  scan: ResponseScan,
   send: (injected: Injected) => Promise<T>,
 ): Promise<T> {
   return s.vault().withCredentialSecret(def.name, async (secret) => {
@@ -121,7 +133,9 @@ export async function sendWithSecret<T>(
           : null;
     const injected = inject(def, secret, headers, target, request, token);
     try {
-      scan.redactor = def.redact_response ? buildRedactor(injected.needles, def.name) : null;
+      const lease = def.redact_response ? s.stores.redactors.acquire(def.name, injected.needles) : NO_REDACTION;
+      scan.redactor = lease.redactor;
+      scan.release = lease.release;
       return await send(injected);
     } finally {
       for (const n of injected.needles) n.fill(0);

@@ -11,8 +11,14 @@ import { credentialOfKind } from './credential';
 import type { HttpRequest } from './validate';
 import { formatOrigin } from './target';
 import { sendPinned, RawResponse } from './execute-http';
-import type { Redactor } from './redact';
-import { approveHttp, checkCredentialRules, pinnedPool, resolveChecked, sendWithSecret } from './http-steps';
+import {
+  approveHttp,
+  checkCredentialRules,
+  pinnedPool,
+  resolveChecked,
+  responseScan,
+  sendWithSecret,
+} from './http-steps';
 import { shapeResponse } from './response';
 import type { Outcome, Ticket } from '../stores/idempotency';
 import type { PipelineServices, RequestContext } from './context';
@@ -86,27 +92,28 @@ export async function runHttp(ctx: RequestContext, req: HttpRequest): Promise<Ht
     const cap = cfg.http.max_response_body;
     const pool = pinnedPool(s, def.name, req.target, pinned);
     let raw: RawResponse;
-    // Built while the secret is open; wiped once the response is shaped.
-    const scan: { redactor: Redactor | null; readLimit: number } = { redactor: null, readLimit: cap };
+    // Taken while the secret is open; released once the response is shaped.
+    const scan = responseScan();
+    let readLimit = cap;
     try {
       raw = await sendWithSecret(s, def, headers, req.target, req, scan, (injected) => {
-        scan.readLimit = cap + (scan.redactor?.maxMatchLength ?? 0);
+        readLimit = cap + (scan.redactor?.maxMatchLength ?? 0);
         return sendPinned(pool, req.target.host, {
           method: req.method,
           pathAndQuery: injected.pathAndQuery,
           headers: injected.headers,
           body: req.body,
           timeoutMs,
-          readLimit: scan.readLimit,
+          readLimit,
         });
       });
     } catch (e) {
-      scan.redactor?.wipe();
+      scan.release();
       throw settle(ticket, await sendFailed(s, intent, e, started));
     }
     let reply;
     try {
-      reply = await shapeResponse(raw, def, scan.redactor, cap, scan.readLimit, req.target.host);
+      reply = await shapeResponse(raw, def, scan.redactor, cap, readLimit, req.target.host);
     } catch (e) {
       const r =
         e instanceof Refusal
@@ -126,7 +133,7 @@ export async function runHttp(ctx: RequestContext, req: HttpRequest): Promise<Ht
         }),
       );
     } finally {
-      scan.redactor?.wipe();
+      scan.release();
     }
     // 10. outcome; the hash is of what the agent gets, so the journal never
     // holds a hash of a secret the upstream echoed.

@@ -16,13 +16,19 @@ import { Refusal } from '../../shared/errors';
 import type { HttpRequestFacts, JournalEvent, UncredentialedHttpFacts } from '../../shared/events';
 import { credentialOfKind } from './credential';
 import { sendStreaming, type StreamingResponse } from './execute-http';
-import type { Redactor } from './redact';
 import { streamResponse, type ResponseSink } from './stream-response';
 import type { ProxiedRequest } from './proxied';
 import type { RequestContext } from './context';
 import { Evidence, computedFacts, httpRequestFacts, resolutionFacts, sha256, who } from './evidence';
 import { refuseAfterIntent, refuseHttp, sendFailed } from './refuse';
-import { approveHttp, checkCredentialRules, pinnedPool, resolveChecked, sendWithSecret } from './http-steps';
+import {
+  approveHttp,
+  checkCredentialRules,
+  pinnedPool,
+  resolveChecked,
+  responseScan,
+  sendWithSecret,
+} from './http-steps';
 
 type Facts = HttpRequestFacts | UncredentialedHttpFacts;
 
@@ -90,7 +96,7 @@ export async function runProxied(
     // 8. connect to the checked address, inject (with a credential), send
     const started = Date.now();
     const pool = pinnedPool(s, def?.name ?? null, req.target, pinned);
-    const scan: { redactor: Redactor | null } = { redactor: null };
+    const scan = responseScan();
     const send = (headers: Record<string, string>, pathAndQuery: string): Promise<StreamingResponse> =>
       sendStreaming(pool, req.target.host, {
         method: req.method,
@@ -110,7 +116,7 @@ export async function runProxied(
             req.target.path + req.target.query,
           );
     } catch (e) {
-      scan.redactor?.wipe();
+      scan.release();
       throw await sendFailed(s, intent, e, started);
     }
     // 9. streamed: decoded, redacted, cut; 10. the outcome when it ends
@@ -142,7 +148,7 @@ export async function runProxied(
         duration_ms: Date.now() - started,
       });
     } finally {
-      scan.redactor?.wipe();
+      scan.release();
     }
     const duration_ms = Date.now() - started;
     const outcome = await s.journal.recordOutcome(
