@@ -2,7 +2,7 @@
 // read answers null (or 'denied') instead of throwing, since the process may
 // exit between any two of them. Nothing here decides anything: the rules
 // (instances, ancestry, what a card shows) are in daemon/identity/.
-import { readFileSync, readlinkSync, statSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync, readlinkSync, statSync } from 'node:fs';
 
 export interface Stat {
   ppid: number;
@@ -66,11 +66,38 @@ export function vmExe(pid: number): string | null {
   }
 }
 
+// readFileSync of a /proc file (size 0) reads into a fresh 64 KiB buffer
+// each time; this runs on every request (liveness), so one scratch buffer
+// serves every read and the caller gets a copy of what was read.
+let scratch = Buffer.allocUnsafe(4096);
+
 export function readCmdline(pid: number): Buffer | null {
+  let fd: number;
   try {
-    return readFileSync(`/proc/${pid}/cmdline`);
+    fd = openSync(`/proc/${pid}/cmdline`, 'r');
   } catch {
     return null;
+  }
+  try {
+    let n = 0;
+    for (;;) {
+      if (n === scratch.length) {
+        const bigger = Buffer.allocUnsafe(scratch.length * 2);
+        scratch.copy(bigger, 0, 0, n);
+        scratch = bigger;
+      }
+      const got = readSync(fd, scratch, n, scratch.length - n, n);
+      if (got === 0) break;
+      n += got;
+    }
+    const out = Buffer.from(scratch.subarray(0, n));
+    // A long command line read once does not keep its buffer.
+    if (scratch.length > 65536) scratch = Buffer.allocUnsafe(4096);
+    return out;
+  } catch {
+    return null;
+  } finally {
+    closeSync(fd);
   }
 }
 
