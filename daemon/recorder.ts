@@ -17,8 +17,15 @@ export function errorCode(e: unknown): string | undefined {
   return e instanceof Refusal ? e.code : (e as Error)?.name;
 }
 
+const MAX_KEPT_INTENTS = 4096;
+
+function isIntent(e: JournalEvent): boolean {
+  return e.kind === 'http_intent' || e.kind === 'ssh_intent';
+}
+
 export class Recorder {
   private lockedCheckpoint: NodeJS.Timeout | null = null;
+  private readonly intents = new Map<number, JournalEvent>();
 
   constructor(
     private readonly journal: Journal,
@@ -34,8 +41,11 @@ export class Recorder {
   // Durable before this resolves. If the journal cannot take it, the action
   // it describes is refused.
   async record(payload: JournalEvent): Promise<Head> {
-    this.log.info(payload, payload.kind);
+    const intent = isIntent(payload);
+    if (intent) this.log.debug(payload, payload.kind);
+    else this.log.info(this.withIntent(payload), payload.kind);
     const head = await this.journal.append(payload);
+    if (intent) this.keepIntent(head.seq, payload);
     this.checkpointSoonIfLocked();
     return head;
   }
@@ -46,7 +56,7 @@ export class Recorder {
   // crash in between leaves an intent without its outcome, as a crash
   // during the request would.
   async recordOutcome(payload: JournalEvent): Promise<Head> {
-    this.log.info(payload, payload.kind);
+    this.log.info(this.withIntent(payload), payload.kind);
     const { assigned, durable } = this.journal.appendSoon(payload);
     void assigned.then(
       () => this.checkpointSoonIfLocked(),
@@ -70,6 +80,25 @@ export class Recorder {
         'could not journal an event',
       );
     });
+  }
+
+  // One line per request at info: the outcome, carrying what its intent
+  // said (the intent itself is logged at debug). Bounded: an intent whose
+  // outcome never comes (a crash of the request) is dropped in time.
+  private keepIntent(seq: number, payload: JournalEvent): void {
+    if (this.intents.size >= MAX_KEPT_INTENTS) {
+      const oldest = this.intents.keys().next();
+      if (!oldest.done) this.intents.delete(oldest.value);
+    }
+    this.intents.set(seq, payload);
+  }
+
+  private withIntent(payload: JournalEvent): object {
+    if (!('intent_seq' in payload)) return payload;
+    const intent = this.intents.get(payload.intent_seq);
+    if (!intent) return payload;
+    this.intents.delete(payload.intent_seq);
+    return { ...intent, ...payload };
   }
 
   // At shutdown the journal's close writes the final checkpoint itself.
