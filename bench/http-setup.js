@@ -94,7 +94,7 @@ async function startHttpBench({ concurrency, name }) {
     const penv = { ...env, POSTERN_HOME: home };
     const cli = (args) => run(process.execPath, [CLI, ...args], { env: penv });
     cli(['init', '--kdf', 'interactive', '--passphrase-file', passFile]);
-    const daemon = spawn(process.execPath, [...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROFILE] : []), CLI, 'daemon'], { stdio: ['ignore', 'ignore', process.env.BENCH_STDERR ? fs.openSync(process.env.BENCH_STDERR, 'w') : 'ignore'], env: penv });
+    const daemon = spawn(process.execPath, [...(process.env.BENCH_PROFILE ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_PROFILE] : []), ...(process.env.BENCH_NODE_FLAGS ? process.env.BENCH_NODE_FLAGS.split(' ') : []), CLI, 'daemon'], { stdio: ['ignore', 'ignore', process.env.BENCH_STDERR ? fs.openSync(process.env.BENCH_STDERR, 'w') : 'ignore'], env: penv });
     children.push(daemon);
     const agentSock = path.join(home, 'agent.sock');
     await waitFor(() => canConnect(agentSock), 'the daemon start');

@@ -58,7 +58,7 @@ t.test('info: one line per request, the outcome carrying its intent', async (t) 
     t.equal(o['method'], 'GET');
     t.equal(o['host'], 'api.example.test');
     t.type(o['intent_seq'], 'number');
-    t.type(o['pid'], 'number', 'the requester');
+    t.type(o['peer_pid'], 'number', 'the requester');
   }
   t.same(
     outcomes.map((o) => o['status'] ?? o['error']),
