@@ -245,7 +245,21 @@ function inRange(a: Parsed, range: Range): boolean {
 
 // Allow entries as ranges; an IPv4-mapped entry is its IPv4 range (what
 // the credential schema stores anyway), so it covers the IPv4 judgement.
+// Parsed once per list: a credential's list is the same array request after
+// request, and ipaddr.js's parseCIDR throws and catches on every IPv4 entry.
+// The text is compared too, so a list changed in place is parsed again.
+const parsedAllow = new WeakMap<readonly string[], { text: string; ranges: Range[] }>();
+
 function parseAllow(allow: readonly string[]): Range[] {
+  const text = allow.join(' ');
+  const known = parsedAllow.get(allow);
+  if (known && known.text === text) return known.ranges;
+  const ranges = parseAllowList(allow);
+  parsedAllow.set(allow, { text, ranges });
+  return ranges;
+}
+
+function parseAllowList(allow: readonly string[]): Range[] {
   return allow.map((cidr) => {
     const [addr, bits] = ipaddr.parseCIDR(cidr);
     if (addr.kind() === 'ipv6' && (addr as IPv6).isIPv4MappedAddress() && bits >= 96) {

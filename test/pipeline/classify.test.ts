@@ -517,3 +517,16 @@ t.test('IPv6: only global unicast 2000::/3 is public', async (t) => {
   }
   t.equal(wrong, 0);
 });
+
+t.test('allow_addresses parsed once per list, and again when the list changed in place', async (t) => {
+  const allow = ['10.0.0.0/8'];
+  t.equal(classifyAddress('10.1.2.3', allow).allowed, true, 'covered');
+  t.equal(classifyAddress('10.1.2.3', allow).allowed, true, 'covered, from the parsed list');
+  allow[0] = '192.168.0.0/16';
+  t.equal(classifyAddress('10.1.2.3', allow).allowed, false, 'no longer covered once the entry changed');
+  t.equal(classifyAddress('192.168.4.5', allow).allowed, true, 'the new entry covers');
+  allow.push('10.1.0.0/16');
+  t.equal(classifyAddress('10.1.2.3', allow).allowed, true, 'an entry added in place is seen');
+  t.equal(classifyAddress('10.1.2.3', ['10.1.0.0/16']).allowed, true, 'another array with the same text');
+  t.equal(classifyAddress('10.1.2.3', []).allowed, false, 'an empty list covers nothing');
+});
