@@ -35,11 +35,9 @@ export function parseStat(text: string): Stat | null {
 }
 
 export function readStat(pid: number): Stat | null {
-  try {
-    return parseStat(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return null;
-  }
+  const n = readIntoScratch(`/proc/${pid}/stat`);
+  // Latin-1: one character per byte, whatever the command name holds.
+  return n === null ? null : parseStat(scratch.toString('latin1', 0, n));
 }
 
 // null: gone or unreadable; 'denied': the process exists but this reader
@@ -66,19 +64,28 @@ export function vmExe(pid: number): string | null {
   }
 }
 
+export function readCmdline(pid: number): Buffer | null {
+  const n = readIntoScratch(`/proc/${pid}/cmdline`);
+  return n === null ? null : Buffer.from(scratch.subarray(0, n));
+}
+
 // readFileSync of a /proc file (size 0) reads into a fresh 64 KiB buffer
-// each time; this runs on every request (liveness), so one scratch buffer
-// serves every read and the caller gets a copy of what was read.
+// each time; stat and cmdline are read on every request (liveness), so one
+// scratch buffer serves every read, and each caller copies or decodes what
+// it needs before the next. The byte count read; null when the file cannot
+// be opened or read (the process is gone).
 let scratch = Buffer.allocUnsafe(4096);
 
-export function readCmdline(pid: number): Buffer | null {
+function readIntoScratch(file: string): number | null {
   let fd: number;
   try {
-    fd = openSync(`/proc/${pid}/cmdline`, 'r');
+    fd = openSync(file, 'r');
   } catch {
     return null;
   }
   try {
+    // A long command line read earlier does not keep its buffer.
+    if (scratch.length > 65536) scratch = Buffer.allocUnsafe(4096);
     let n = 0;
     for (;;) {
       if (n === scratch.length) {
@@ -87,13 +94,9 @@ export function readCmdline(pid: number): Buffer | null {
         scratch = bigger;
       }
       const got = readSync(fd, scratch, n, scratch.length - n, n);
-      if (got === 0) break;
+      if (got === 0) return n;
       n += got;
     }
-    const out = Buffer.from(scratch.subarray(0, n));
-    // A long command line read once does not keep its buffer.
-    if (scratch.length > 65536) scratch = Buffer.allocUnsafe(4096);
-    return out;
   } catch {
     return null;
   } finally {
