@@ -120,28 +120,48 @@ function readName(msg: Buffer, at: number): Name | null {
   }
 }
 
+// An AAAA address printed as c-ares's inet_ntop (BIND's) printed it, which
+// the tests and the audit record name: lower-case hex, the longest run (of
+// two or more) of zero groups as "::", the first on a tie, and the IPv4
+// forms ::a.b.c.d (compatible) and ::ffff:a.b.c.d (mapped) dotted.
 function ipv6(msg: Buffer, at: number): string {
-  const groups: string[] = [];
-  for (let i = 0; i < 16; i += 2) groups.push(msg.readUInt16BE(at + i).toString(16));
-  // The longest run (of two or more) of zero groups becomes "::", the first
-  // such run on a tie (RFC 5952), as node's c-ares printed them.
+  const words: number[] = [];
+  for (let i = 0; i < 16; i += 2) words.push(msg.readUInt16BE(at + i));
   let best = -1;
-  let bestLen = 1;
+  let bestLen = 0;
   for (let i = 0; i < 8;) {
-    if (groups[i] !== '0') {
+    if (words[i] !== 0) {
       i++;
       continue;
     }
     let j = i;
-    while (j < 8 && groups[j] === '0') j++;
+    while (j < 8 && words[j] === 0) j++;
     if (j - i > bestLen) {
       best = i;
       bestLen = j - i;
     }
     i = j;
   }
-  if (best < 0) return groups.join(':');
-  return `${groups.slice(0, best).join(':')}::${groups.slice(best + bestLen).join(':')}`;
+  if (bestLen < 2) best = -1;
+  let out = '';
+  for (let i = 0; i < 8; i++) {
+    if (best >= 0 && i >= best && i < best + bestLen) {
+      if (i === best) out += ':';
+      continue;
+    }
+    if (i !== 0) out += ':';
+    if (
+      i === 6 &&
+      best === 0 &&
+      (bestLen === 6 || (bestLen === 7 && words[7] !== 1) || (bestLen === 5 && words[5] === 0xffff))
+    ) {
+      out += `${msg[at + 12]}.${msg[at + 13]}.${msg[at + 14]}.${msg[at + 15]}`;
+      return out;
+    }
+    out += words[i]!.toString(16);
+  }
+  if (best >= 0 && best + bestLen === 8) out += ':';
+  return out;
 }
 
 // The question name as the answer must echo it: lower case, no trailing dot.
