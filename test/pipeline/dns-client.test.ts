@@ -222,7 +222,7 @@ t.test('CNAME chains within the answer, RCODEs, NODATA, bad names', async (t) =>
     ['refused', 'EREFUSED'],
     ['other', 'EBADRESP'],
     ['nodata', 'ENODATA'],
-  ]) {
+  ] as const) {
     t.same(await client.query([s.server], `${label}.test`, 28, 2000), { ok: false, code }, label);
   }
   s.ports.length = 0;
