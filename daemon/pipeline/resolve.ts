@@ -3,23 +3,29 @@
 // classification. The caller connects only to an address it checked, so
 // nothing is filtered or cached here: each request resolves afresh.
 //
-// The system resolver is c-ares with the servers of /etc/resolv.conf, not
-// getaddrinfo (dns.lookup), because:
+// The queries go straight to the servers of /etc/resolv.conf (or
+// `dns_servers`) through our own stub client (dns/), not getaddrinfo
+// (dns.lookup), because:
 // - getaddrinfo cannot promise "at most one A and one AAAA query": glibc
 //   retries (`attempts`) and, after NXDOMAIN, walks the search domains, so
 //   "api.example.com" may come back as "api.example.com.corp.lan";
 // - it cannot be cancelled and blocks a libuv pool thread for its whole
 //   timeout (up to tens of seconds with a dead server); four of them stall
 //   every file write of the daemon, the audit journal included;
-// - with c-ares the system path and the `dns_servers` path are one code
-//   path, so what the tests exercise through a test server is what runs.
+// - the system path and the `dns_servers` path are one code path, so what
+//   the tests exercise through a test server is what runs.
+// And not node's c-ares Resolver, which opened and closed a UDP socket for
+// every query and built an exception object for every empty answer; the
+// client keeps a socket per server open for a bounded number of queries
+// and returns outcomes as values (dns/client.ts says what it checks).
 // What this gives up: /etc/hosts and nsswitch. "localhost" and its
 // subdomains still resolve, to 127.0.0.1 and ::1 without a query, as
 // RFC 6761 §6.3 asks of resolver libraries.
-import { promises as dns, RecordWithTtl } from 'node:dns';
 import { isIP } from 'node:net';
 import { Refusal } from '../../shared/errors';
 import { DnsServer, formatDnsServer, parseDnsServer } from '../../shared/config';
+import { DnsClient, Outcome } from './dns/client';
+import { SystemServers } from './dns/system-servers';
 
 export type HostKind = 'name' | 'ipv4' | 'ipv6';
 
@@ -96,37 +102,9 @@ function literal(host: string, hostKind: 'ipv4' | 'ipv6'): Resolution {
   return { addresses: [{ address, family: family as 4 | 6 }], source: 'literal' };
 }
 
-type Outcome = { ok: true; records: RecordWithTtl[] } | { ok: false; code: string };
-
-async function query(run: () => Promise<RecordWithTtl[]>): Promise<Outcome> {
-  try {
-    return { ok: true, records: await run() };
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code ?? 'EUNKNOWN';
-    return { ok: false, code: code === 'ECANCELLED' ? 'ETIMEOUT' : code };
-  }
-}
-
-// One c-ares channel per (servers, timeout), shared by the requests using
-// it: making a channel reads /etc/resolv.conf and opens sockets, which cost
-// more than the queries. Node's c-ares keeps no answer cache (each request
-// still sends its own A and AAAA query: the tests count them). tries: 1:
-// one query per type. With several servers listed, c-ares asks the next one
-// only when a server cannot be reached (connection refused); a SERVFAIL or
-// REFUSED answer is final, and a silent server uses up the timeout.
-const resolvers = new Map<string, dns.Resolver>();
-
-function resolverFor(opts: ResolveOptions): dns.Resolver {
-  const id = `${opts.timeoutMs}|${opts.dnsServers.map(formatDnsServer).join(',')}`;
-  let r = resolvers.get(id);
-  if (!r) {
-    if (resolvers.size >= 8) resolvers.clear();
-    r = new dns.Resolver({ timeout: opts.timeoutMs, tries: 1 });
-    if (opts.dnsServers.length > 0) r.setServers(opts.dnsServers.map(formatDnsServer));
-    resolvers.set(id, r);
-  }
-  return r;
-}
+// One client for the daemon: its sockets are shared by every request.
+const client = new DnsClient();
+const systemServers = new SystemServers();
 
 export async function resolveTarget(host: string, hostKind: HostKind, opts: ResolveOptions): Promise<Resolution> {
   if (hostKind !== 'name') return literal(host, hostKind);
@@ -134,16 +112,14 @@ export async function resolveTarget(host: string, hostKind: HostKind, opts: Reso
     throw new TypeError(`resolve: ${JSON.stringify(host)} is an IP literal, not a name`);
   if (isLocalhost(host)) return { addresses: LOCALHOST.map((a) => ({ ...a })), source: 'localhost' };
 
-  const resolver = resolverFor(opts);
+  const list = opts.dnsServers.length > 0 ? opts.dnsServers : systemServers.current();
   const servers =
     opts.dnsServers.length > 0
       ? `DNS server ${opts.dnsServers.map(formatDnsServer).join(', ')}`
       : "the system's DNS servers (/etc/resolv.conf)";
 
-  // c-ares gives each listed server the full timeout in turn and rounds
-  // short timeouts up (to ~250 ms here); this bounds the whole resolution
-  // to timeoutMs. A query still running then is left to c-ares's own
-  // timeout; its late answer is dropped.
+  // Each query gives up at timeoutMs on its own; this guard bounds the
+  // whole resolution to it whatever a query does.
   let guard: NodeJS.Timeout | undefined;
   const late = new Promise<Outcome>((resolve) => {
     guard = setTimeout(() => resolve({ ok: false, code: 'ETIMEOUT' }), opts.timeoutMs);
@@ -152,8 +128,8 @@ export async function resolveTarget(host: string, hostKind: HostKind, opts: Reso
   let v6: Outcome;
   try {
     [v4, v6] = await Promise.all([
-      Promise.race([query(() => resolver.resolve4(host, { ttl: true })), late]),
-      Promise.race([query(() => resolver.resolve6(host, { ttl: true })), late]),
+      Promise.race([client.query(list, host, 1, opts.timeoutMs), late]),
+      Promise.race([client.query(list, host, 28, opts.timeoutMs), late]),
     ]);
   } finally {
     clearTimeout(guard);
