@@ -64,6 +64,9 @@ interface Pending {
   // Written at once but synced with the next batch that syncs (or by a
   // short timer): for records nothing waits on (a request's outcome).
   lazy?: boolean;
+  // Refused if the segment's path no longer names the open file when its
+  // batch is written (appends from outside; not the writer's own entries).
+  guarded?: boolean;
 }
 
 class Draft extends DraftOf<Pending> {}
@@ -137,9 +140,13 @@ export class JournalWriter {
 
   // Is the file at the current segment's path still the one being written?
   assertSameFile(): void {
+    this.assertOpen();
+    assertStillNamed(segmentPath(this.file, this.cur.segment), this.fh.fd);
+  }
+
+  private assertOpen(): void {
     if (this.broken) throw this.broken;
     if (this.shut) throw refuse.closed(this.file);
-    assertStillNamed(segmentPath(this.file, this.cur.segment), this.fh.fd);
   }
 
   protected async shutDown(): Promise<void> {
@@ -168,19 +175,28 @@ export class JournalWriter {
   }
 
   // Every entry is refused when the journal file was replaced: what it
-  // records would go to a file nobody will read.
-  protected enqueue(job: Job): Promise<Head | null> {
+  // records would go to a file nobody will read. The file's identity costs
+  // two stat calls, so it is checked once per batch, just before the batch
+  // is encoded and written (commit), not once per entry.
+  protected enqueue(job: Job, assigned?: (head: Head) => void, lazy = false): Promise<Head | null> {
     try {
-      this.assertSameFile();
+      this.assertOpen();
     } catch (e) {
       return Promise.reject(e);
     }
-    return this.push(job);
+    return this.push(job, assigned, lazy, true);
   }
 
-  protected push(job: Job, assigned?: (head: Head) => void, lazy = false): Promise<Head | null> {
+  protected push(job: Job, assigned?: (head: Head) => void, lazy = false, guarded = false): Promise<Head | null> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ job, resolve, reject, ...(assigned ? { assigned } : {}), ...(lazy ? { lazy } : {}) });
+      this.queue.push({
+        job,
+        resolve,
+        reject,
+        ...(assigned ? { assigned } : {}),
+        ...(lazy ? { lazy } : {}),
+        ...(guarded ? { guarded } : {}),
+      });
       if (!this.running) {
         this.running = true;
         // After the current turn, so appends made together share one batch.
@@ -208,6 +224,8 @@ export class JournalWriter {
 
   // One batch: encode every job in order, write, fdatasync, resolve. Never throws.
   private async commit(batch: Pending[]): Promise<void> {
+    batch = this.refuseIfReplaced(batch);
+    if (batch.length === 0) return;
     const d = new Draft(this.cur);
     try {
       for (const p of batch) {
@@ -252,6 +270,20 @@ export class JournalWriter {
       for (const p of batch) p.reject(refusal);
       // Written but never synced: their durability is unknown.
       for (const [p] of this.unsynced.splice(0)) p.reject(refusal);
+    }
+  }
+
+  // The batch's appends are refused, before any of its bytes exist, when the
+  // segment's path no longer names the open file; the writer's own entries
+  // (the final checkpoint, a lazy sync) go on as before.
+  private refuseIfReplaced(batch: Pending[]): Pending[] {
+    if (!batch.some((p) => p.guarded === true)) return batch;
+    try {
+      assertStillNamed(segmentPath(this.file, this.cur.segment), this.fh.fd);
+      return batch;
+    } catch (e) {
+      for (const p of batch) if (p.guarded === true) p.reject(e);
+      return batch.filter((p) => p.guarded !== true);
     }
   }
 

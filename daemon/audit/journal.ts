@@ -77,13 +77,7 @@ export class Journal extends JournalWriter {
       told = resolve;
       failed = reject;
     });
-    try {
-      this.assertSameFile();
-    } catch (e) {
-      failed(e);
-      return { assigned, durable: Promise.reject(e) };
-    }
-    const durable = this.push({ type: 'event', payload }, told, true).catch((e: unknown) => {
+    const durable = this.enqueue({ type: 'event', payload }, told, true).catch((e: unknown) => {
       failed(e);
       throw e;
     }) as Promise<Head>;
