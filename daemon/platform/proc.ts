@@ -73,7 +73,8 @@ export function readCmdline(pid: number): Buffer | null {
 // each time; stat and cmdline are read on every request (liveness), so one
 // scratch buffer serves every read, and each caller copies or decodes what
 // it needs before the next. The byte count read; null when the file cannot
-// be opened or read (the process is gone).
+// be opened or read (the process is gone). Only for files that end where a
+// read comes short.
 let scratch = Buffer.allocUnsafe(4096);
 
 function readIntoScratch(file: string): number | null {
@@ -93,9 +94,13 @@ function readIntoScratch(file: string): number | null {
         scratch.copy(bigger, 0, 0, n);
         scratch = bigger;
       }
-      const got = readSync(fd, scratch, n, scratch.length - n, n);
-      if (got === 0) return n;
+      const room = scratch.length - n;
+      const got = readSync(fd, scratch, n, room, n);
       n += got;
+      // stat (one seq_file record) and cmdline (copied page by page until
+      // the request is filled) return less than asked only at their end:
+      // no second read to see 0.
+      if (got < room) return n;
     }
   } catch {
     return null;
