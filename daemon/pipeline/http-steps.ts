@@ -108,7 +108,7 @@ export interface ResponseScan {
 }
 
 export function responseScan(): ResponseScan {
-  return { redactor: null, release: () => undefined };
+  return { ...NO_REDACTION };
 }
 
 // 8. the secret, opened only around injection and the send; the redactor

@@ -24,7 +24,7 @@
 import { isIP } from 'node:net';
 import { Refusal } from '../../shared/errors';
 import { DnsServer, formatDnsServer, parseDnsServer } from '../../shared/config';
-import { DnsClient, Outcome } from './dns/client';
+import { DnsClient } from './dns/client';
 import { SystemServers } from './dns/system-servers';
 
 export type HostKind = 'name' | 'ipv4' | 'ipv6';
@@ -113,34 +113,18 @@ export async function resolveTarget(host: string, hostKind: HostKind, opts: Reso
   if (isLocalhost(host)) return { addresses: LOCALHOST.map((a) => ({ ...a })), source: 'localhost' };
 
   const list = opts.dnsServers.length > 0 ? opts.dnsServers : systemServers.current();
-  const servers =
-    opts.dnsServers.length > 0
-      ? `DNS server ${opts.dnsServers.map(formatDnsServer).join(', ')}`
-      : "the system's DNS servers (/etc/resolv.conf)";
-
-  // Each query gives up at timeoutMs on its own; this guard bounds the
-  // whole resolution to it whatever a query does.
-  let guard: NodeJS.Timeout | undefined;
-  const late = new Promise<Outcome>((resolve) => {
-    guard = setTimeout(() => resolve({ ok: false, code: 'ETIMEOUT' }), opts.timeoutMs);
-  });
-  let v4: Outcome;
-  let v6: Outcome;
-  try {
-    [v4, v6] = await Promise.all([
-      Promise.race([client.query(list, host, 1, opts.timeoutMs), late]),
-      Promise.race([client.query(list, host, 28, opts.timeoutMs), late]),
-    ]);
-  } finally {
-    clearTimeout(guard);
-  }
+  // Each query gives up at timeoutMs on its own, every server and a TCP
+  // retry included (dns/client.ts), so the two together take no longer.
+  const [v4, v6] = await Promise.all([
+    client.query(list, host, 1, opts.timeoutMs),
+    client.query(list, host, 28, opts.timeoutMs),
+  ]);
 
   // NXDOMAIN is about the name, not a type: if either answer says the name
   // does not exist, it is refused even when the other has records (a
   // contradiction only a broken or hostile server produces).
   for (const o of [v4, v6]) {
-    if (!o.ok && o.code === NXDOMAIN)
-      throw dnsError(host, NXDOMAIN, opts.timeoutMs, servers, opts.nameSource ?? URL_HOST);
+    if (!o.ok && o.code === NXDOMAIN) throw dnsError(host, NXDOMAIN, opts);
   }
 
   const seen = new Set<string>();
@@ -166,7 +150,7 @@ export async function resolveTarget(host: string, hostKind: HostKind, opts: Reso
   if (addresses.length === 0) {
     // Both empty: no records. Otherwise report the first real failure.
     const failure = unanswered[0];
-    throw dnsError(host, failure ? failure.code : 'ENODATA', opts.timeoutMs, servers, opts.nameSource ?? URL_HOST);
+    throw dnsError(host, failure ? failure.code : 'ENODATA', opts);
   }
   // One family failing while the other answered is accepted: only the
   // addresses returned are ever connected to, and each is classified, so an
@@ -177,8 +161,16 @@ export async function resolveTarget(host: string, hostKind: HostKind, opts: Reso
   return result;
 }
 
-function dnsError(host: string, code: string, timeoutMs: number, servers: string, nameSource: string): Refusal {
-  return new Refusal('dns_error', `could not resolve ${host}: ${explain(code, timeoutMs, servers, nameSource)}`, {
+// Which servers were asked, for the message (built only for a refusal).
+function serversAsked(opts: ResolveOptions): string {
+  return opts.dnsServers.length > 0
+    ? `DNS server ${opts.dnsServers.map(formatDnsServer).join(', ')}`
+    : "the system's DNS servers (/etc/resolv.conf)";
+}
+
+function dnsError(host: string, code: string, opts: ResolveOptions): Refusal {
+  const why = explain(code, opts.timeoutMs, serversAsked(opts), opts.nameSource ?? URL_HOST);
+  return new Refusal('dns_error', `could not resolve ${host}: ${why}`, {
     host,
     dns_code: code,
   });
