@@ -130,6 +130,7 @@ export function setprivAs(
     let stderr = '';
     p.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     p.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    p.stdin.on('error', () => undefined); // judged by exit code and output
     p.stdin.end(o.input ?? '');
     p.on('close', (code) => resolve({ code, stdout, stderr }));
   });

@@ -93,6 +93,9 @@ export function cliAsync(h: { env: NodeJS.ProcessEnv }, args: string[], input?: 
     let stderr = '';
     p.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     p.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    // A CLI that exits before reading its input is judged by its exit code
+    // and output, not by the closed pipe.
+    p.stdin.on('error', () => undefined);
     p.stdin.end(input ?? '');
     p.on('close', (code) => resolvePromise({ code, stdout, stderr }));
   });
