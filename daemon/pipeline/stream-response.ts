@@ -54,21 +54,39 @@ export interface Streamed {
   error: Refusal | null; // a failure after the head went out
 }
 
-const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade'];
+// Never passed on, whatever the response (see above).
+const FRAMING = new Set([
+  'content-length',
+  'transfer-encoding',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'upgrade',
+]);
 
-function framingHeaders(headers: Record<string, string | string[]>, contentDecoded: boolean): Set<string> {
-  const named = [headers['connection'] ?? []]
-    .flat()
-    .flatMap((v) => v.split(','))
-    .map((n) => n.trim().toLowerCase())
-    .filter((n) => n !== '');
-  return new Set([
-    'content-length',
-    'transfer-encoding',
-    ...HOP_BY_HOP,
-    ...named,
-    ...(contentDecoded ? ['content-encoding'] : []),
-  ]);
+// The framing headers of this response: those above, those its
+// `connection` names, and content-encoding when its coding was undone.
+function framingHeaders(headers: Record<string, string | string[]>, contentDecoded: boolean): ReadonlySet<string> {
+  const connection = headers['connection'];
+  if (connection === undefined && !contentDecoded) return FRAMING;
+  const named = new Set(FRAMING);
+  for (const value of [connection ?? []].flat())
+    for (const n of value.split(',')) {
+      const name = n.trim().toLowerCase();
+      if (name !== '') named.add(name);
+    }
+  if (contentDecoded) named.add('content-encoding');
+  return named;
+}
+
+// The body's declared length when nothing is to be decoded: the chunk that
+// reaches it is the last (undici reads no byte beyond it), so the scanner
+// decides the tail at once instead of holding it for an end that follows.
+function declaredLength(res: UpstreamResponse, codings: Coding[]): number | null {
+  const v = res.headers['content-length'];
+  return codings.length === 0 && typeof v === 'string' && /^[0-9]{1,15}$/.test(v) ? Number(v) : null;
 }
 
 // Throws a refusal before anything is passed on when the codings cannot be
@@ -93,6 +111,9 @@ export async function streamResponse(res: UpstreamResponse, o: StreamLimits, sin
       yield chunk;
     }
   }
+  // Without codings the body is read as it comes (counted in the loop).
+  const decoding = codings.length > 0;
+  const declared = declaredLength(res, codings);
   const scanner = streamRedactor(o.redactor, o.cap);
   const hash = createHash('sha256');
   let sent = 0;
@@ -105,8 +126,9 @@ export async function streamResponse(res: UpstreamResponse, o: StreamLimits, sin
   sink.respond(res.status, head.headers);
   let error: Refusal | null = null;
   try {
-    for await (const chunk of decodeStream(codings, counted(), o.host)) {
-      await give(scanner.push(chunk));
+    for await (const chunk of decoding ? decodeStream(codings, counted(), o.host) : res.body) {
+      if (!decoding) bytes += chunk.length;
+      await give(scanner.push(chunk, bytes === declared));
       // Past the cut, one more byte only tells that the body was truncated.
       if (scanner.full && scanner.truncated) break;
     }

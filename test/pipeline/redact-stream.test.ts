@@ -88,10 +88,14 @@ function chunked(next: () => number, data: Buffer, maxChunk: number): Buffer[] {
   return out;
 }
 
-function streamed(r: Redactor | null, chunks: Buffer[], cut: number) {
+// `flagLast`: the last piece is pushed as the last (as a body of known
+// length is), and end() must then add nothing.
+function streamed(r: Redactor | null, chunks: Buffer[], cut: number, flagLast = false) {
   const s = streamRedactor(r, cut);
-  const parts = chunks.map((c) => s.push(c));
-  parts.push(s.end());
+  const parts = chunks.map((c, i) => s.push(c, flagLast && i === chunks.length - 1));
+  const rest = s.end();
+  if (flagLast && chunks.length > 0 && rest.length > 0) throw new Error('end() gave more after the last piece');
+  parts.push(rest);
   return { data: Buffer.concat(parts), count: s.count, cut: s.truncated };
 }
 
@@ -117,9 +121,10 @@ t.test('the same replacements, count and cut as the whole-body redactor', async 
     const cuts = [Infinity, data.length, data.length - 1, Math.floor(next() * data.length), 0, 5];
     for (const cut of cuts) {
       const whole = redact(r, data, cut);
-      for (const maxChunk of [1, 3, 17, 200]) {
-        const got = streamed(r, chunked(next, data, maxChunk), cut);
-        const label = `seed ${seed}, cut ${cut}, chunks ≤ ${maxChunk}, forms ${used.join(' | ')}`;
+      for (const [maxChunk, flagLast] of [1, 3, 17, 200].flatMap((m) => [[m, false] as const, [m, true] as const])) {
+        const got = streamed(r, chunked(next, data, maxChunk), cut, flagLast);
+        const ending = flagLast ? 'last piece flagged' : 'end()';
+        const label = `seed ${seed}, cut ${cut}, chunks ≤ ${maxChunk}, ${ending}, forms ${used.join(' | ')}`;
         if (!got.data.equals(whole.data)) t.fail(`${label}: output differs`);
         if (got.count !== whole.count) t.fail(`${label}: count ${got.count}, whole ${whole.count}`);
         if (got.cut !== whole.cut) t.fail(`${label}: truncated ${got.cut}, whole ${whole.cut}`);
@@ -176,4 +181,22 @@ t.test('only what may begin an occurrence waits: an event stream is not held bac
   t.equal(s.push(Buffer.from('data: sk-lix\n\n')).toString(), 'data: sk-lix\n\n', 'a near miss goes out once it fails');
   t.equal(s.end().length, 0);
   t.equal(s.count, 1);
+});
+
+t.test('nothing is scanned after the last piece: a later piece throws, an empty one is nothing', async (t) => {
+  const secret = 'sk-live-0123456789abcdef';
+  const r = buildRedactor([Buffer.from(secret)], 'api');
+  if (!r) throw new Error('no redactor');
+  const s = streamRedactor(r);
+  t.equal(
+    s.push(Buffer.from('data: sk-live-0123'), true).toString(),
+    'data: sk-live-0123',
+    'the tail is decided at once',
+  );
+  t.equal(s.push(Buffer.alloc(0)).length, 0, 'an empty piece after the last adds nothing');
+  // Scanned alone, "456789abcdef" would pass: the occurrence spanning the
+  // two pieces must not go out in halves.
+  t.throws(() => s.push(Buffer.from('456789abcdef')), /after the last one/);
+  t.equal(s.end().length, 0);
+  r.wipe();
 });

@@ -238,4 +238,63 @@ t.test('a body that does not decode is aborted, and the outcome holds the error'
   t.ok(sink.head !== null && sink.aborted && !sink.ended, 'head sent, message aborted');
 });
 
+t.test('a body of declared length: its last piece decided at once, redacted as the whole body would be', async (t) => {
+  // The secret straddles every write boundary, the last one included; the
+  // upstream's `connection` names a header of its own, which goes too.
+  const at = [SECRET.slice(0, 9), SECRET.slice(9)];
+  const pieces = [`head ${at[0]}`, `${at[1]} middle ${at[0]}`, `${at[1]} tail`].map((p) => Buffer.from(p));
+  const data = Buffer.concat(pieces);
+  handler = (_req, _body, res) => {
+    res.writeHead(200, {
+      'content-length': data.length,
+      connection: 'keep-alive, X-Hop',
+      'x-hop': 'for the next hop only',
+      'x-kept': 'yes',
+    });
+    void (async () => {
+      for (const p of pieces) {
+        res.write(p);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      res.end();
+    })();
+  };
+  const { sink, streamed } = await fetchStreamed();
+  const out = await streamed;
+  const whole = redact(redactorFor(), data, 1 << 20);
+  t.equal(out.error, null);
+  t.ok(sink.body().equals(whole.data), 'the body is the whole-body redaction');
+  t.equal(out.redactions, 2);
+  t.equal(out.bytes, data.length);
+  t.ok(sink.ended && !sink.aborted, 'the message is ended');
+  t.same(exposures(sink.body(), SECRET), []);
+  t.equal(sink.head!.headers['x-hop'], undefined, "a header the upstream's connection names is dropped");
+  t.equal(sink.head!.headers['x-kept'], 'yes', 'an end-to-end header is kept');
+  t.equal(sink.head!.headers['connection'], undefined);
+});
+
+t.test('bytes beyond the declared length are never scanned apart: the message is aborted', async (t) => {
+  // undici reads no byte beyond content-length; a source that did would
+  // split an occurrence across the "last" piece and the next.
+  const first = Buffer.from(`ok ${SECRET.slice(0, 9)}`);
+  const res = {
+    status: 200,
+    headers: { 'content-length': String(first.length) },
+    body: (async function* () {
+      yield first;
+      yield Buffer.from(SECRET.slice(9));
+    })(),
+    close: () => undefined,
+  };
+  const sink = new RecordingSink();
+  const out = await streamResponse(
+    res,
+    { passSetCookie: false, redactor: redactorFor(), cap: 1 << 20, host: HOST },
+    sink,
+  );
+  t.equal(out.error?.code, 'upstream_error');
+  t.ok(sink.aborted && !sink.ended, 'aborted, not ended');
+  t.notOk(sink.body().toString('latin1').includes(SECRET.slice(9)), 'the rest of the occurrence never goes out');
+});
+
 t.teardown(async () => (await upstreamReady).close());

@@ -11,7 +11,10 @@ import { scanFrom, type Redactor } from './redactor';
 
 export interface StreamRedactor {
   // What may be sent now for this piece of the body (possibly nothing).
-  push(chunk: Buffer): Buffer;
+  // `last`: no input follows, so the tail is decided now (end() then gives
+  // nothing); a piece pushed after it throws rather than be scanned apart
+  // from what came before.
+  push(chunk: Buffer, last?: boolean): Buffer;
   // The rest, at the end of the body.
   end(): Buffer;
   // Replacements so far.
@@ -32,6 +35,7 @@ export function streamRedactor(r: Redactor | null, cut = Infinity): StreamRedact
   let emitted = 0;
   let count = 0;
   let overflow = false; // the output would have grown beyond the cut
+  let ended = false; // the last piece was pushed
 
   // Output kept to at most `cut` bytes in all.
   const capped = (parts: Buffer[]): Buffer => {
@@ -81,11 +85,16 @@ export function streamRedactor(r: Redactor | null, cut = Infinity): StreamRedact
   };
 
   return {
-    push(chunk) {
+    push(chunk, last = false) {
+      if (ended) {
+        if (chunk.length === 0) return Buffer.alloc(0);
+        throw new Error('a piece of the body arrived after the last one');
+      }
+      ended = last;
       received += chunk.length;
       if (base >= cut || emitted >= cut) return Buffer.alloc(0);
       held = held.length === 0 ? chunk : Buffer.concat([held, chunk]);
-      return decide(false);
+      return decide(last);
     },
     end() {
       if (base >= cut || emitted >= cut) return Buffer.alloc(0);
