@@ -158,4 +158,13 @@ async function startHttpBench({ concurrency, name }) {
   }
 }
 
-module.exports = { startHttpBench, rssMiB, CLI };
+const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100;
+
+// utime + stime of a /proc/.../stat file, in microseconds. The command
+// name in parentheses may hold spaces, so fields are counted after it.
+function cpuMicros(statFile) {
+  const s = fs.readFileSync(statFile, 'utf8');
+  const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+  return ((Number(f[11]) + Number(f[12])) * 1e6) / CLK_TCK;
+}
+module.exports = { startHttpBench, rssMiB, cpuMicros, CLI };

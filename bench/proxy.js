@@ -10,6 +10,10 @@
 // - the first request's cost (a leaf certificate made for the host) against
 //   later requests on new connections (the leaf cached) and on a kept-alive
 //   connection.
+// Beside each round's rate, the daemon's CPU per request over its
+// throughput phase alone (from /proc/<pid>/stat: main thread and whole
+// process): the daemon's one thread bounds both front doors, and its CPU
+// varies less with a neighbour's load than the rate does.
 // The set-up is bench/http-setup.js's, plus a credential naming an env
 // variable so `postern run` hands CMD a placeholder. Run after `make build`:
 //   node bench/proxy.js [requests]
@@ -17,7 +21,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
-const { startHttpBench, CLI } = require('./http-setup');
+const { startHttpBench, cpuMicros, CLI } = require('./http-setup');
 
 const REQUESTS = process.argv[2] === '--client' ? 0 : Number(process.argv[2] ?? 4000);
 const CONCURRENCY = 16;
@@ -43,8 +47,17 @@ async function rate(n, concurrency, send) {
   return n / (ms(t0) / 1000);
 }
 
+// CPU µs of the daemon (main thread, whole process) while `work` runs.
+async function daemonCpu(pid, work) {
+  const files = [`/proc/${pid}/task/${pid}/stat`, `/proc/${pid}/stat`];
+  const before = files.map(cpuMicros);
+  const result = await work();
+  const after = files.map(cpuMicros);
+  return { result, main: after[0] - before[0], whole: after[1] - before[1] };
+}
+
 // The client side, run as CMD under `postern run`: prints one JSON line.
-async function client(url, n, concurrency) {
+async function client(url, n, concurrency, daemonPid) {
   const { EnvHttpProxyAgent, request } = require('undici');
   const headers = { accept: 'application/json', authorization: `Bearer ${process.env.BENCH_TOKEN}` };
   const once = async (dispatcher) => {
@@ -69,9 +82,10 @@ async function client(url, n, concurrency) {
   const agent = new EnvHttpProxyAgent({ keepAliveTimeout: 30_000, connections: concurrency });
   const kept = [];
   for (let i = 0; i < 200; i++) kept.push(await once(agent));
-  const throughput = await rate(n, concurrency, () => once(agent));
+  const t = await daemonCpu(daemonPid, () => rate(n, concurrency, () => once(agent)));
   await agent.close();
-  process.stdout.write(`${JSON.stringify({ first, fresh: median(freshTimes), kept: median(kept), rate: throughput })}\n`);
+  const cpu = { main: t.main / n, whole: t.whole / n };
+  process.stdout.write(`${JSON.stringify({ first, fresh: median(freshTimes), kept: median(kept), rate: t.result, cpu })}\n`);
 }
 
 function underRun(b, cmd) {
@@ -85,7 +99,10 @@ function underRun(b, cmd) {
   });
 }
 
-const jsonRate = (send, n) => rate(n, CONCURRENCY, send);
+async function jsonRound(b, n) {
+  const t = await daemonCpu(b.daemon.pid, () => rate(n, CONCURRENCY, b.sendPostern));
+  return { rate: t.result, cpu: { main: t.main / n, whole: t.whole / n } };
+}
 
 async function main() {
   const b = await startHttpBench({ concurrency: CONCURRENCY, name: 'proxy' });
@@ -100,17 +117,21 @@ async function main() {
     // JSON, proxy, JSON, proxy, JSON: a neighbour's load or the daemon's
     // own warming spreads over both. The first proxy round's one-at-a-time
     // figures are the ones shown (its first request makes the leaf).
-    await jsonRate(b.sendPostern, 500);
-    const jsonRates = [];
+    await jsonRound(b, 500);
+    const jsons = [];
     const proxies = [];
     for (let round = 0; round < PROXY_ROUNDS; round++) {
-      jsonRates.push(await jsonRate(b.sendPostern, REQUESTS));
-      proxies.push(JSON.parse(await underRun(b, [process.execPath, __filename, '--client', url, String(REQUESTS), String(CONCURRENCY)])));
+      jsons.push(await jsonRound(b, REQUESTS));
+      proxies.push(JSON.parse(await underRun(b, [process.execPath, __filename, '--client', url, String(REQUESTS), String(CONCURRENCY), String(b.daemon.pid)])));
     }
-    jsonRates.push(await jsonRate(b.sendPostern, REQUESTS));
+    jsons.push(await jsonRound(b, REQUESTS));
     const mean = (a) => a.reduce((x, y) => x + y, 0) / a.length;
+    const jsonRates = jsons.map((j) => j.rate);
     const jsonMean = mean(jsonRates);
     const proxy = { ...proxies[0], rate: mean(proxies.map((p) => p.rate)) };
+    const cpuOf = (rounds) => ({ main: mean(rounds.map((r) => r.cpu.main)), whole: mean(rounds.map((r) => r.cpu.whole)) });
+    const jsonCpu = cpuOf(jsons);
+    const proxyCpu = cpuOf(proxies);
 
     const t0 = process.hrtime.bigint();
     await underRun(b, ['sh', '-c', `for i in $(seq ${CURL_REQUESTS}); do curl -sS --fail -o /dev/null -H "Authorization: Bearer $BENCH_TOKEN" '${url}' || exit 1; done`]);
@@ -122,6 +143,9 @@ async function main() {
     console.log(`  JSON front door (POST /v1/http)          ${f(jsonMean)} req/s   (rounds: ${rounds(jsonRates)})`);
     console.log(`  proxy, undici keep-alive under run        ${f(proxy.rate)} req/s   (rounds: ${rounds(proxies.map((p) => p.rate))})`);
     console.log(`  ratio proxy keep-alive / JSON front door ${(proxy.rate / jsonMean).toFixed(2)}×   (target ≥ 0.80)`);
+    const us = (c) => `${c.main.toFixed(0)} µs main thread, ${c.whole.toFixed(0)} µs whole`;
+    console.log(`  daemon CPU per request: JSON ${us(jsonCpu)}; proxy ${us(proxyCpu)}`);
+    console.log(`  CPU ratio JSON / proxy (whole daemon) ${(jsonCpu.whole / proxyCpu.whole).toFixed(2)}×   (rounds, µs whole: JSON ${jsons.map((j) => j.cpu.whole.toFixed(0)).join(', ')}; proxy ${proxies.map((p) => p.cpu.whole.toFixed(0)).join(', ')})`);
     console.log(`curl per request under one postern run, ${CURL_REQUESTS} in a row: ${curlMs.toFixed(1)} ms each (${(1000 / curlMs).toFixed(0)} req/s; a process, CONNECT and TLS handshake each)`);
     console.log('one request at a time through the proxy:');
     console.log(`  first (a leaf certificate made)       ${proxy.first.toFixed(2)} ms`);
@@ -137,5 +161,5 @@ const fail = (e) => {
   console.error(e instanceof Error ? e.message : e);
   process.exit(1);
 };
-if (process.argv[2] === '--client') client(process.argv[3], Number(process.argv[4]), Number(process.argv[5])).catch(fail);
+if (process.argv[2] === '--client') client(process.argv[3], Number(process.argv[4]), Number(process.argv[5]), Number(process.argv[6])).catch(fail);
 else main().catch(fail);

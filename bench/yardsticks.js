@@ -21,7 +21,7 @@ const { spawn, spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 const { Pool } = require('undici');
-const { startHttpBench, rssMiB } = require('./http-setup');
+const { startHttpBench, rssMiB, cpuMicros } = require('./http-setup');
 const { startNginx } = require('./nginx');
 
 const REQUESTS = Number(process.argv[2] ?? 6000);
@@ -50,15 +50,6 @@ const TARGETS = {
   rssPeak: [160, true, ' MiB'],
 };
 
-const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100;
-
-// utime + stime of a /proc/.../stat file, in microseconds. The command
-// name in parentheses may hold spaces, so fields are counted after it.
-function cpuMicros(statFile) {
-  const s = fs.readFileSync(statFile, 'utf8');
-  const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-  return ((Number(f[11]) + Number(f[12])) * 1e6) / CLK_TCK;
-}
 const sumCpu = (files) => files.reduce((t, f) => t + cpuMicros(f), 0);
 // The upstream process http-setup.js started: this process's child running
 // upstream.js.

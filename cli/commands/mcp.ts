@@ -1,9 +1,7 @@
 // `postern mcp`: the MCP bridge on stdio (SPEC §10). stdout carries MCP
 // messages only; the bridge exits when its stdin closes.
 import { Command } from 'commander';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { Context } from '../context';
-import { createBridge } from '../mcp/bridge';
 import { agentCall, agentSocketPath } from '../agent-client';
 import { packageVersion } from '../../shared/version';
 
@@ -14,6 +12,11 @@ export function register(program: Command, ctx: Ctx): void {
     .command('mcp')
     .description('serve MCP on stdio: tools list_credentials, http_request and ssh_exec, forwarded to the agent socket')
     .action(async () => {
+      // The MCP SDK (with its schema validators) is loaded by this command
+      // alone: every other one, the daemon included, starts without it.
+      const { StdioServerTransport } =
+        require('@modelcontextprotocol/sdk/server/stdio.js') as typeof import('@modelcontextprotocol/sdk/server/stdio.js');
+      const { createBridge } = require('../mcp/bridge') as typeof import('../mcp/bridge');
       const c = ctx();
       c.harden('mcp');
       const socket = agentSocketPath(c.env, () => c.config().paths.agentSocket);

@@ -8,7 +8,8 @@
 import type { SecretBytes } from '../../shared/secret-bytes';
 import { createHash } from 'node:crypto';
 import net from 'node:net';
-import { Client, ConnectConfig } from 'ssh2';
+import type { Client, ConnectConfig } from 'ssh2';
+import { ssh2 } from '../../shared/ssh2-module';
 import { Refusal } from '../../shared/errors';
 import { connectFailure, connectTimeout } from './ssh-failures';
 import type { Connected, SshTarget } from '../stores/ssh-connections';
@@ -73,7 +74,7 @@ type Login = { privateKey: Buffer } | { password: string };
 function handshake(t: SshTarget, login: Login, algorithms: string[], timeoutMs: number): Promise<Handshake> {
   const { def, address } = t;
   return new Promise((resolve, reject) => {
-    const client = new Client();
+    const client = new (ssh2().Client)();
     let offered: OfferedHostKey | null = null;
     let matched: string | null = null;
     let timedOut = false;

@@ -69,16 +69,15 @@ const FRAMING = new Set([
 // The framing headers of this response: those above, those its
 // `connection` names, and content-encoding when its coding was undone.
 function framingHeaders(headers: Record<string, string | string[]>, contentDecoded: boolean): ReadonlySet<string> {
-  const connection = headers['connection'];
-  if (connection === undefined && !contentDecoded) return FRAMING;
-  const named = new Set(FRAMING);
-  for (const value of [connection ?? []].flat())
+  // Most responses name only keep-alive or close: nothing beyond FRAMING.
+  const more: string[] = [];
+  for (const value of [headers['connection'] ?? []].flat())
     for (const n of value.split(',')) {
       const name = n.trim().toLowerCase();
-      if (name !== '') named.add(name);
+      if (name !== '' && !FRAMING.has(name)) more.push(name);
     }
-  if (contentDecoded) named.add('content-encoding');
-  return named;
+  if (contentDecoded) more.push('content-encoding');
+  return more.length === 0 ? FRAMING : new Set([...FRAMING, ...more]);
 }
 
 // The body's declared length when nothing is to be decoded: the chunk that

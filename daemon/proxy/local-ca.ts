@@ -3,14 +3,22 @@
 // lives in the vault; and the leaf certificates it signs for the hosts the
 // proxy terminates TLS for. Node cannot make certificates, so this is the
 // one module that loads @peculiar/x509 (which needs the Reflect polyfill
-// loaded first).
-import 'reflect-metadata';
-import * as x509 from '@peculiar/x509';
+// loaded first). It is loaded when a certificate is first made, not with
+// the daemon: with its ASN.1 schemas it holds ~10 MiB that a daemon whose
+// proxy is never used would carry for nothing.
+import type * as X509 from '@peculiar/x509';
 import { X509Certificate, createHash, randomBytes, webcrypto } from 'node:crypto';
 import { isIP } from 'node:net';
 import { writeFileDurable } from '../../shared/durable-write';
 
-x509.cryptoProvider.set(webcrypto);
+let loaded: typeof X509 | null = null;
+function x509Module(): typeof X509 {
+  if (loaded) return loaded;
+  require('reflect-metadata');
+  const m = require('@peculiar/x509') as typeof X509;
+  m.cryptoProvider.set(webcrypto);
+  return (loaded = m);
+}
 
 const EC_KEY = { name: 'ECDSA', namedCurve: 'P-256' } as const;
 const EC_SIGN = { ...EC_KEY, hash: 'SHA-256' } as const;
@@ -57,6 +65,7 @@ async function exportPkcs8(key: webcrypto.CryptoKey): Promise<Buffer> {
 }
 
 export async function createLocalCa(now = new Date()): Promise<NewCa> {
+  const x509 = x509Module();
   const keys = (await webcrypto.subtle.generateKey(EC_KEY, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
     serialNumber: serialNumber(),
@@ -92,6 +101,7 @@ export async function signLeaf(
   validityMs: number,
   now = new Date(),
 ): Promise<Leaf> {
+  const x509 = x509Module();
   const caCert = new x509.X509Certificate(ca.certPem);
   const signingKey = await webcrypto.subtle.importKey('pkcs8', ca.key, EC_KEY, false, ['sign']);
   const keys = (await webcrypto.subtle.generateKey(EC_KEY, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;

@@ -4,7 +4,8 @@
 // session-bind. Public key blobs and signature blobs are RFC 4253 §6.6
 // (RSA: RFC 8332; ECDSA: RFC 5656 §3.1; Ed25519: RFC 8709).
 import { createPrivateKey, createPublicKey, sign, verify, KeyObject } from 'node:crypto';
-import { utils, ParsedKey } from 'ssh2';
+import type { ParsedKey } from 'ssh2';
+import { ssh2 } from '../../shared/ssh2-module';
 import { mpint } from '../../shared/credential/openssh-key';
 import { SIGN_FLAGS } from './messages';
 import { WireError, WireReader, str } from './wire';
@@ -98,7 +99,7 @@ export function keyTypeOf(blob: Buffer): string | null {
 }
 
 function parseStored(privateKeyText: Buffer): ParsedKey {
-  const parsed = utils.parseKey(privateKeyText);
+  const parsed = ssh2().utils.parseKey(privateKeyText);
   if (parsed instanceof Error || Array.isArray(parsed) || !parsed.isPrivateKey()) {
     throw new AgentKeyError('the stored SSH key could not be read as an unencrypted OpenSSH private key');
   }

@@ -1,7 +1,8 @@
 // Reading a private key into a node KeyObject (decrypting it), the key types
 // postern accepts, and the check that a prepared key works as the original.
 import { createPrivateKey, createPublicKey, randomBytes, verify, KeyObject } from 'node:crypto';
-import { utils, ParsedKey } from 'ssh2';
+import type { ParsedKey } from 'ssh2';
+import { ssh2 } from '../ssh2-module';
 import { Refusal } from '../errors';
 import { PrivateKeyFormat } from './key-format';
 import { secretRefusal } from './secret-refusal';
@@ -62,7 +63,7 @@ export function readKey(
       throw format.encrypted ? wrongPassphrase() : unreadableKey();
     }
   }
-  const parsed = utils.parseKey(secret, format.encrypted ? passphrase : undefined);
+  const parsed = ssh2().utils.parseKey(secret, format.encrypted ? passphrase : undefined);
   if (parsed instanceof Error || Array.isArray(parsed)) throw format.encrypted ? wrongPassphrase() : unreadableKey();
   if (!parsed.isPrivateKey()) throw publicKeyGiven();
   let key: KeyObject;
@@ -99,7 +100,7 @@ export function verifyPrepared(
       'internal_error',
       'the private key was read but could not be prepared for storage; nothing was stored; report this with the key type',
     );
-  const again: ParsedKey | Error = utils.parseKey(pem);
+  const again: ParsedKey | Error = ssh2().utils.parseKey(pem);
   if (again instanceof Error || Array.isArray(again) || !again.isPrivateKey() || again.type !== type) throw failed();
   const pub = again.getPublicSSH();
   if (!pub.equals(publicBlob) || (parsedBlob !== null && !pub.equals(parsedBlob))) throw failed();

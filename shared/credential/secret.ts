@@ -11,7 +11,8 @@
 // JavaScript strings cannot be wiped, and both ssh2 (PEM) and node:crypto
 // (JWK) hand key material over as strings; the buffers made here are wiped.
 import { createPrivateKey, createHash } from 'node:crypto';
-import { utils, ParsedKey } from 'ssh2';
+import type { ParsedKey } from 'ssh2';
+import { ssh2 } from '../ssh2-module';
 import { HttpInject, SshCredentialDef } from './types';
 import { githubAppKeyProblem } from './github-app-key';
 import { parseAwsSecret } from './aws-secret';
@@ -131,7 +132,7 @@ export function prepareSshSecret(def: Pick<SshCredentialDef, 'auth'>, secret: Bu
 }
 
 function parsePrepared(secret: Buffer): ParsedKey {
-  const parsed = utils.parseKey(secret);
+  const parsed = ssh2().utils.parseKey(secret);
   if (parsed instanceof Error || Array.isArray(parsed) || !parsed.isPrivateKey()) {
     throw secretRefusal('not an unencrypted private key; prepare it with prepareSshSecret first');
   }
