@@ -28,6 +28,8 @@ const CONCURRENCY = 16;
 const CURL_REQUESTS = 100;
 const FRESH_CONNECTIONS = 30;
 const PROXY_ROUNDS = 2;
+// Requests at concurrency before the first JSON round, and before each proxy round's.
+const WARM_UP = 500;
 
 const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
 const ms = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
@@ -82,6 +84,11 @@ async function client(url, n, concurrency, daemonPid) {
   const agent = new EnvHttpProxyAgent({ keepAliveTimeout: 30_000, connections: concurrency });
   const kept = [];
   for (let i = 0; i < 200; i++) kept.push(await once(agent));
+  // Each round's client is a new process, warmed at concurrency as the JSON
+  // front door's client was: its pool's other connections (a CONNECT and a
+  // TLS handshake each, ≈20 ms) open here, and neither side's code is
+  // measured while it is still being compiled.
+  await rate(WARM_UP, concurrency, () => once(agent));
   const t = await daemonCpu(daemonPid, () => rate(n, concurrency, () => once(agent)));
   await agent.close();
   const cpu = { main: t.main / n, whole: t.whole / n };
@@ -117,7 +124,7 @@ async function main() {
     // JSON, proxy, JSON, proxy, JSON: a neighbour's load or the daemon's
     // own warming spreads over both. The first proxy round's one-at-a-time
     // figures are the ones shown (its first request makes the leaf).
-    await jsonRound(b, 500);
+    await jsonRound(b, WARM_UP);
     const jsons = [];
     const proxies = [];
     for (let round = 0; round < PROXY_ROUNDS; round++) {

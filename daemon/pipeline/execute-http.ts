@@ -75,14 +75,15 @@ function deadline(ms: number): Deadline {
     abort.abort();
     expire();
   };
-  let timer = setTimeout(fire, ms);
+  const timer = setTimeout(fire, ms);
   return {
     signal: abort.signal,
     expiry,
     expired: () => timedOut,
+    // The same timer rescheduled (no new one per chunk); once fired or
+    // cleared it stays so.
     restart() {
-      clearTimeout(timer);
-      if (!timedOut) timer = setTimeout(fire, ms);
+      if (!timedOut) timer.refresh();
     },
     clear: () => clearTimeout(timer),
   };

@@ -26,7 +26,7 @@
 import type { HttpCredentialDef } from '../../shared/credential';
 import { Refusal } from '../../shared/errors';
 import { headerKey } from '../../shared/http-headers';
-import { parseTarget, type Target } from './target';
+import { DEFAULT_PORTS, parseTarget, type Target } from './target';
 import { validateRequestParts, type RequestLimits, type UncredentialedRequest } from './validate';
 import { isAwsSlot, refusePresigned, resignAws, type AwsResign } from './computed/aws-proxied';
 
@@ -103,16 +103,25 @@ function clientHeaders(parts: ProxiedParts, target: Target): [string, string][] 
   }
   const where = parts.connect ? 'the CONNECT target' : 'the URL';
   if (host === null) refuse(`header "host" is missing; it must name ${where} (${shownAuthority(target)})`);
-  // An authority alone: nothing that would make it a path, query or userinfo.
-  let named: Target | null = null;
-  try {
-    named = /[/?#@\\]/.test(host) ? null : parseTarget(`${target.scheme}://${host.trim()}/`);
-  } catch {
-    named = null;
-  }
-  if (!named || named.host !== target.host || named.port !== target.port)
+  if (!namesTarget(host, target))
     refuse(`header "host" must name ${where} (${shownAuthority(target)}); send the request to the host it is for`);
   return kept;
+}
+
+// Whether a host header names the target. The target's own authority, as
+// parseTarget normalises it, is taken as it is; any other text is parsed
+// as an authority alone (nothing that would make it a path, query or
+// userinfo) and must read as the same host and port.
+function namesTarget(host: string, target: Target): boolean {
+  if (host === shownAuthority(target) || (host === target.host && target.port === DEFAULT_PORTS[target.scheme]))
+    return true;
+  if (/[/?#@\\]/.test(host)) return false;
+  try {
+    const named = parseTarget(`${target.scheme}://${host.trim()}/`);
+    return named.host === target.host && named.port === target.port;
+  } catch {
+    return false;
+  }
 }
 
 function shownAuthority(t: Target): string {
@@ -195,8 +204,12 @@ function findPlaceholders(
   };
   const none = () => null;
   headers.forEach(([name, value], index) => {
-    add(name, () => `the name of header "${name.toLowerCase()}"`, none);
-    const basic = name.toLowerCase() === 'authorization' ? basicParts(value) : null;
+    // A header whose name and value lack the start holds no placeholder,
+    // Basic or not (its base64 is decoded only when it may hold one).
+    const lower = name.toLowerCase();
+    if (!value.includes(PLACEHOLDER_START) && !name.includes(PLACEHOLDER_START) && lower !== 'authorization') return;
+    add(name, () => `the name of header "${lower}"`, none);
+    const basic = lower === 'authorization' ? basicParts(value) : null;
     if (basic) {
       add(basic.user, () => 'the Basic user of header "authorization"', none);
       add(
@@ -219,15 +232,20 @@ function findPlaceholders(
             : null,
     );
   });
-  for (const text of new Set([target.path, percentDecoded(target.path)])) add(text, () => 'the URL path', none);
+  // A text and its percent-decoding, the second only when it differs.
+  const asSentAndDecoded = (text: string): string[] => {
+    const decoded = percentDecoded(text);
+    return decoded === text ? [text] : [text, decoded];
+  };
+  for (const text of asSentAndDecoded(target.path)) add(text, () => 'the URL path', none);
   const pairs = target.query.length > 1 ? target.query.slice(1).split('&') : [];
   pairs.forEach((pair, index) => {
     const eq = pair.indexOf('=');
     const name = eq === -1 ? pair : pair.slice(0, eq);
     const value = eq === -1 ? '' : pair.slice(eq + 1);
-    for (const text of new Set([name, percentDecoded(name)])) add(text, () => 'a query parameter name', none);
+    for (const text of asSentAndDecoded(name)) add(text, () => 'a query parameter name', none);
     const decodedName = percentDecoded(name.replace(/\+/g, ' '));
-    for (const text of new Set([value, percentDecoded(value)])) {
+    for (const text of asSentAndDecoded(value)) {
       add(
         text,
         () => `query parameter "${decodedName}"`,
@@ -300,6 +318,9 @@ export function proxiedRequest(
     const index = chosen.slot.index;
     headers = headers.filter((_h, i) => i !== index);
   }
-  const req = validateRequestParts({ method: parts.method, url: sentUrl, headers, body: parts.body }, limits);
+  const req = validateRequestParts(
+    { method: parts.method, url: sentUrl, ...(sentUrl === url ? { parsed: target } : {}), headers, body: parts.body },
+    limits,
+  );
   return { ...req, credential: chosen?.credential ?? null, ...(aws ? { aws } : {}) };
 }

@@ -70,8 +70,10 @@ const FRAMING = new Set([
 // `connection` names, and content-encoding when its coding was undone.
 function framingHeaders(headers: Record<string, string | string[]>, contentDecoded: boolean): ReadonlySet<string> {
   // Most responses name only keep-alive or close: nothing beyond FRAMING.
+  const connection = headers['connection'];
+  if (connection === undefined && !contentDecoded) return FRAMING;
   const more: string[] = [];
-  for (const value of [headers['connection'] ?? []].flat())
+  for (const value of typeof connection === 'string' ? [connection] : (connection ?? []))
     for (const n of value.split(',')) {
       const name = n.trim().toLowerCase();
       if (name !== '' && !FRAMING.has(name)) more.push(name);

@@ -191,6 +191,8 @@ export function validateHttpRequest(json: unknown, limits: RequestLimits): HttpR
 export interface RequestParts {
   method: string;
   url: string;
+  // `url` as parseTarget read it, when the caller has parsed it already.
+  parsed?: Target;
   headers: readonly [string, string][];
   body: Buffer | null;
 }
@@ -208,7 +210,7 @@ function checkHeaderList(list: readonly [string, string][]): Check<Headers> {
 
 export function validateRequestParts(p: RequestParts, limits: RequestLimits): UncredentialedRequest {
   const method = checkMethod(p.method);
-  const url = checkUrl(p.url);
+  const url = p.parsed ? ok(p.parsed) : checkUrl(p.url);
   const headers = checkHeaderList(p.headers);
   const problems: Problem[] = [];
   if (!method.ok) problems.push({ path: 'method', message: method.message });

@@ -123,6 +123,48 @@ t.test('host must name the CONNECT target', async (t) => {
   refused(t, parts({ headers: [['Host', 'api.example.com/x']] }), 'bad_request', /"host" must name/, 'a path in host');
 });
 
+// The target's own authority is taken without parsing it again; every other
+// spelling is parsed, and the two must agree on what they accept.
+t.test('host: the same answer for the target as written and for every other spelling', async (t) => {
+  const on = (host: string, port: number, header: string) =>
+    parts({ connect: { host, port }, headers: [['Host', header]] });
+  for (const [host, port, header] of [
+    ['api.example.com', 443, 'api.example.com'],
+    ['api.example.com', 443, 'api.example.com:443'],
+    ['api.example.com', 8443, 'api.example.com:8443'],
+    ['api.example.com', 443, 'API.example.COM'],
+    ['api.example.com', 443, 'api.example.com.'],
+    ['api.example.com', 8443, ' api.example.com:8443 '],
+    ['::1', 443, '[::1]'],
+    ['::1', 8443, '[::1]:8443'],
+    ['::1', 8443, '[0:0::1]:8443'],
+    ['127.0.0.1', 443, '127.0.0.1'],
+    ['127.0.0.1', 443, '2130706433'],
+  ] as const)
+    t.doesNotThrow(() => run(on(host, port, header)), `${header} names ${host} port ${port}`);
+  for (const [host, port, header] of [
+    ['api.example.com', 8443, 'api.example.com'],
+    ['api.example.com', 443, 'api.example.com:8443'],
+    ['api.example.com', 443, 'api.example.com:'],
+    ['api.example.com', 443, 'user@api.example.com'],
+    ['api.example.com', 443, 'api.example.com:443/'],
+    ['api.example.com', 443, 'api.example.com?'],
+    ['api.example.com', 443, 'api.example.com#'],
+    ['api.example.com', 443, 'api.example.com\\'],
+    ['api.example.com', 443, 'api.example.com.evil.test'],
+    ['::1', 443, '::1'],
+    ['::1', 8443, '[::1]'],
+    ['127.0.0.1', 8443, '127.0.0.1'],
+  ] as const)
+    refused(
+      t,
+      on(host, port, header),
+      'bad_request',
+      /"host" must name the CONNECT target/,
+      `${header} for ${host}:${port}`,
+    );
+});
+
 t.test('request targets: origin-form in a tunnel, absolute http:// without one', async (t) => {
   refused(
     t,
