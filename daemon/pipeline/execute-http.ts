@@ -178,14 +178,16 @@ export async function sendStreaming(
   // Closing the body early makes undici emit an abort error; unheard, it
   // would end the process. Failures while reading reach the iterator.
   res.body.on('error', () => undefined);
+  // The deadline is restarted for each chunk; when it fires, its signal
+  // aborts the request and undici destroys the body, which ends the loop
+  // with the abort (no race per chunk against the expiry, whose reactions
+  // would pile up over a long stream).
   async function* body(): AsyncGenerator<Buffer> {
-    const it = res.body[Symbol.asyncIterator]();
     try {
-      for (;;) {
+      clock.restart();
+      for await (const chunk of res.body as AsyncIterable<Buffer>) {
+        yield chunk;
         clock.restart();
-        const next = (await Promise.race([it.next(), clock.expiry])) as IteratorResult<Buffer>;
-        if (next.done) return;
-        yield next.value;
       }
     } catch (e) {
       throw upstreamFailure(e, host, clock.expired(), true);

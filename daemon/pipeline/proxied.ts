@@ -232,10 +232,12 @@ function findPlaceholders(
             : null,
     );
   });
-  // A text and its percent-decoding, the second only when it differs.
+  // A text and its percent-decoding (the second only when it differs),
+  // those of them that may hold a placeholder.
   const asSentAndDecoded = (text: string): string[] => {
     const decoded = percentDecoded(text);
-    return decoded === text ? [text] : [text, decoded];
+    const texts = decoded === text ? [text] : [text, decoded];
+    return texts.filter((t) => t.includes(PLACEHOLDER_START));
   };
   for (const text of asSentAndDecoded(target.path)) add(text, () => 'the URL path', none);
   const pairs = target.query.length > 1 ? target.query.slice(1).split('&') : [];

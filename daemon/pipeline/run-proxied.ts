@@ -41,11 +41,14 @@ export interface ProxyDoor {
   clientPid?: number | null;
 }
 
+// httpRequestFacts reads the request's fields without keeping it, so the
+// request is passed as it is (no copy to give it a credential's name): a
+// request without one has its credential left out of the facts.
 function proxiedFacts(req: ProxiedRequest, bodyHash: string | null): Facts {
-  if (req.credential !== null)
-    return { ...httpRequestFacts({ ...req, credential: req.credential }, bodyHash), via: 'proxy' };
-  const { credential: _none, ...facts } = httpRequestFacts({ ...req, credential: '' }, bodyHash);
-  return { ...facts, via: 'proxy' };
+  const facts = httpRequestFacts(req as ProxiedRequest & { credential: string }, bodyHash);
+  if (req.credential !== null) return { ...facts, via: 'proxy' };
+  const { credential: _none, ...uncredentialed } = facts;
+  return { ...uncredentialed, via: 'proxy' };
 }
 
 export async function runProxied(

@@ -39,11 +39,19 @@ function newPlaceholder(credential: string): string {
   return `postern-${credential}-${randomBytes(8).toString('hex')}`;
 }
 
-// Constant time over the bytes of two values of equal length.
+// Constant time over the bytes of two values of equal length. Every
+// placeholder of one credential has the same length, so comparing lengths
+// first tells nothing a caller does not know.
 function sameValue(a: string, b: string): boolean {
+  if (a.length !== b.length) return false;
   const x = Buffer.from(a, 'utf8');
   const y = Buffer.from(b, 'utf8');
   return x.length === y.length && timingSafeEqual(x, y);
+}
+
+// Is `key` the instance of the identity's process or of one of its ancestors?
+function inTree(identity: Identity, key: string): boolean {
+  return identity.process.key === key || identity.ancestors.some((a) => a.key === key);
 }
 
 export class Runs {
@@ -96,9 +104,10 @@ export class Runs {
     const m = PLACEHOLDER.exec(value);
     if (!m) return null;
     const credential = m[1] as string;
-    const keys = new Set([identity.process.key, ...identity.ancestors.map((a) => a.key)]);
-    for (const run of [...this.runs.values()]) {
-      if (!keys.has(run.root.key)) continue;
+    // Ending a run while iterating deletes only the entry at hand, which a
+    // Map's iteration allows.
+    for (const run of this.runs.values()) {
+      if (!inTree(identity, run.root.key)) continue;
       const mine = run.placeholders.get(credential);
       if (mine === undefined || !sameValue(mine, value)) continue;
       // The identity's own process was just checked to still run (the

@@ -64,6 +64,27 @@ t.test('proxied requests through the pipeline', async (t) => {
   const ca = makeTestCa([HOST]);
   t.teardown(() => ca.cleanup());
   const up = await startHttpsUpstream(ca, (req, _body, res) => {
+    if (req.url === '/v1/stall') {
+      // One event, then nothing for longer than http.timeout.
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: first\n\n');
+      return;
+    }
+    if (req.url === '/v1/slow') {
+      // Five events 400 ms apart: 1.6 s in all, each within http.timeout.
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      let n = 0;
+      const next = (): void => {
+        n += 1;
+        if (n === 5) res.end(`data: ${n}\n\n`);
+        else {
+          res.write(`data: ${n}\n\n`);
+          setTimeout(next, 400);
+        }
+      };
+      next();
+      return;
+    }
     res.writeHead(200, { 'content-type': 'text/event-stream', 'set-cookie': 's=1' });
     res.write(`data: ${JSON.stringify({ auth: req.headers['authorization'] ?? null })}\n\n`);
     res.end(`data: ${Buffer.from(String(req.headers['authorization'] ?? '')).toString('base64')}\n\n`);
@@ -76,7 +97,7 @@ t.test('proxied requests through the pipeline', async (t) => {
   mkdirSync(h.home, { mode: 0o700 });
   writeFileSync(
     join(h.home, 'config.toml'),
-    `[daemon]\n[http]\ndns_servers = ["127.0.0.1:${dns.port}"]\nca_file = "${ca.caFile}"\n[audit]\nrefusal_burst = 100000\n`,
+    `[daemon]\n[http]\ntimeout = "1s"\ndns_servers = ["127.0.0.1:${dns.port}"]\nca_file = "${ca.caFile}"\n[audit]\nrefusal_burst = 100000\n`,
     { mode: 0o600 },
   );
   t.equal(init(h).code, 0, 'init');
@@ -131,11 +152,11 @@ t.test('proxied requests through the pipeline', async (t) => {
     }
   };
   const limits = { maxRequestBody: 1 << 20, maxTimeout: 600_000 };
-  const request = (headers: [string, string][], host = HOST) =>
+  const request = (headers: [string, string][], host = HOST, target = '/v1/stream') =>
     proxiedRequest(
       {
         method: 'GET',
-        target: '/v1/stream',
+        target,
         headers: [['Host', `${host}:${up.port}`], ...headers],
         body: null,
         connect: { host, port: up.port },
@@ -210,5 +231,29 @@ t.test('proxied requests through the pipeline', async (t) => {
       { code: 'denied_address', via: 'proxy', host: 'inside.example.test' },
     ]);
     for (const r of refused) t.notOk('credential' in r || 'approval' in r, 'no credential, no approval');
+  });
+  // http.timeout bounds the wait for the head and then for each next piece
+  // of a streamed body: a stream may last as long as data keeps coming.
+  await t.test('a streamed body: each piece within http.timeout, a stall beyond it aborted', async (t) => {
+    const slow = new Sink();
+    await runProxied(ctx, request([['Authorization', `Bearer ${PH}`]], HOST, '/v1/slow'), slow);
+    t.equal(slow.state, 'ended', 'five events over 1.6 s, none more than 1 s apart: complete');
+    t.equal(slow.body(), [1, 2, 3, 4, 5].map((n) => `data: ${n}\n\n`).join(''));
+
+    const stalled = new Sink();
+    const started = Date.now();
+    const r = await runProxied(ctx, request([['Authorization', `Bearer ${PH}`]], HOST, '/v1/stall'), stalled);
+    const waited = Date.now() - started;
+    t.equal(stalled.head?.status, 200, 'the head went out');
+    t.equal(stalled.body(), 'data: first\n\n', 'the first event went out');
+    t.equal(stalled.state, 'aborted', 'then the message was aborted, not ended');
+    t.ok(waited >= 1000 && waited < 5000, `aborted after the timeout (${waited} ms)`);
+    const shown = await cliAsync(h, ['audit', 'show', '--json', '--passphrase-file', h.passFile]);
+    const outcome = shown.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .find((e) => e['kind'] === 'http_outcome' && e['seq'] === r.auditSeq);
+    t.match(outcome, { status: 200, error: 'upstream_timeout', maybe_executed: true }, 'the outcome says why');
   });
 });
