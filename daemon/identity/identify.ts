@@ -27,8 +27,21 @@
 // and inode) than the one the process runs (a bind mount over /usr/bin/git
 // in the agent's own namespace).
 import { createHash } from 'node:crypto';
-import { mountNs, readCmdline, readExeAndCwd, readStat, exeIdentity, sameFile, uidOf, vmExe } from '../platform/proc';
-import type { Stat } from '../platform/proc';
+import {
+  closeProcFiles,
+  exeIdentity,
+  mountNs,
+  openProcFiles,
+  readCmdline,
+  readCmdlineFrom,
+  readExeAndCwd,
+  readStat,
+  readStatFrom,
+  sameFile,
+  uidOf,
+  vmExe,
+} from '../platform/proc';
+import type { ProcFiles, Stat } from '../platform/proc';
 import { Refusal } from '../../shared/errors';
 import { EXE_MISMATCH_NOTE, NOT_READABLE, OTHER_MOUNT_NS_NOTE } from '../../shared/admin-protocol';
 
@@ -86,11 +99,14 @@ interface Instance {
 
 // The instance now running under `pid`, and its facts that identify it.
 // `uid`: the owner; another uid's process without ptrace rights is read
-// partially, the daemon's own never.
-function readInstance(pid: number, uid: number): Instance | null {
-  const stat = readStat(pid);
+// partially, the daemon's own never. With `files` (held for that process),
+// stat and cmdline are read through them: the exe, read by pid between the
+// two, is then of the same process, since its pid cannot pass to another
+// while the later read still finds it.
+function readInstance(pid: number, uid: number, files?: ProcFiles): Instance | null {
+  const stat = files ? readStatFrom(files) : readStat(pid);
   const exeId = exeIdentity(pid);
-  const raw = readCmdline(pid);
+  const raw = files ? readCmdlineFrom(files) : readCmdline(pid);
   if (!stat || !exeId || !raw) return null;
   if (exeId !== 'denied') return { stat, exeId, raw, key: instanceKey(pid, stat, exeId, raw) };
   if (uid === OWN_UID) return null;
@@ -172,9 +188,41 @@ export function readProcess(pid: number, uid: number): ProcessInfo | null {
   };
 }
 
+// The /proc files of instances checked before, kept open while the
+// instance is the one they read (proc.ts, ProcFiles): liveness is checked
+// on every request, for the connection's process and the session's root.
+// Opened by pid, they are kept only once what they read is the instance's
+// key; an instance found gone or exec'd closes them. Bounded: beyond the
+// limit the oldest are closed (and opened again when needed).
+const held = new Map<string, ProcFiles>();
+const HELD_LIMIT = 128;
+
+function hold(key: string, files: ProcFiles): void {
+  if (held.size >= HELD_LIMIT) {
+    const [oldest, f] = held.entries().next().value as [string, ProcFiles];
+    held.delete(oldest);
+    closeProcFiles(f);
+  }
+  held.set(key, files);
+}
+
 // Is this instance still the process now running under its pid?
 export function stillRunning(p: ProcessInfo): boolean {
-  return sameInstance(p.pid, p.uid, p.key);
+  const kept = held.get(p.key);
+  const files = kept ?? openProcFiles(p.pid);
+  if (!files) return false;
+  if (readInstance(p.pid, p.uid, files)?.key === p.key) {
+    if (!kept) hold(p.key, files);
+    return true;
+  }
+  if (kept) held.delete(p.key);
+  closeProcFiles(files);
+  return false;
+}
+
+// The number of instances whose /proc files are held (for tests).
+export function heldProcFiles(): number {
+  return held.size;
 }
 
 const MAX_CHAIN = 64;

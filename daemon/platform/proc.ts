@@ -69,6 +69,46 @@ export function readCmdline(pid: number): Buffer | null {
   return n === null ? null : Buffer.from(scratch.subarray(0, n));
 }
 
+// A process's stat and cmdline, opened once and read again through the same
+// descriptors. A descriptor of /proc/<pid>/ stays bound to the process it
+// was opened for: once that process is gone every read fails (ESRCH), even
+// when its pid has been given to another, and after an exec it reads what
+// the process runs now. A read costs one pread instead of open, read, close.
+export interface ProcFiles {
+  stat: number;
+  cmdline: number;
+}
+
+export function openProcFiles(pid: number): ProcFiles | null {
+  let stat: number;
+  try {
+    stat = openSync(`/proc/${pid}/stat`, 'r');
+  } catch {
+    return null;
+  }
+  try {
+    return { stat, cmdline: openSync(`/proc/${pid}/cmdline`, 'r') };
+  } catch {
+    closeSync(stat);
+    return null;
+  }
+}
+
+export function closeProcFiles(f: ProcFiles): void {
+  closeSync(f.stat);
+  closeSync(f.cmdline);
+}
+
+export function readStatFrom(f: ProcFiles): Stat | null {
+  const n = readFdIntoScratch(f.stat);
+  return n === null ? null : parseStat(scratch.toString('latin1', 0, n));
+}
+
+export function readCmdlineFrom(f: ProcFiles): Buffer | null {
+  const n = readFdIntoScratch(f.cmdline);
+  return n === null ? null : Buffer.from(scratch.subarray(0, n));
+}
+
 // readFileSync of a /proc file (size 0) reads into a fresh 64 KiB buffer
 // each time; stat and cmdline are read on every request (liveness), so one
 // scratch buffer serves every read, and each caller copies or decodes what
@@ -84,6 +124,16 @@ function readIntoScratch(file: string): number | null {
   } catch {
     return null;
   }
+  try {
+    return readFdIntoScratch(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+// The whole file from its start (positional reads: a held descriptor needs
+// no seek).
+function readFdIntoScratch(fd: number): number | null {
   try {
     // A long command line read earlier does not keep its buffer.
     if (scratch.length > 65536) scratch = Buffer.allocUnsafe(4096);
@@ -104,8 +154,6 @@ function readIntoScratch(file: string): number | null {
     }
   } catch {
     return null;
-  } finally {
-    closeSync(fd);
   }
 }
 

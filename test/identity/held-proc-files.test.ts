@@ -1,0 +1,75 @@
+// Liveness through held /proc files (daemon/identity/identify.ts): an
+// instance checked once keeps its stat and cmdline open, and later checks
+// read through them. They must answer exactly as reading by pid does: an
+// exec (same pid, even the same program) and an exit are "not running",
+// and the files of such an instance are closed; the number held is bounded,
+// and the descriptors never outgrow the bound.
+import t from 'tap';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { heldProcFiles, readProcess, stillRunning } from '../../daemon/identity/identify';
+import { eventually } from '../helpers/postern';
+
+const UID = process.getuid!();
+const fdCount = (): number => readdirSync('/proc/self/fd').length;
+
+function child(script: string): ChildProcess {
+  const c = spawn('/bin/sh', ['-c', script], { stdio: 'ignore' });
+  return c;
+}
+
+async function running(c: ChildProcess) {
+  let info = null;
+  await eventually(() => (info = readProcess(c.pid!, UID)) !== null, 5000);
+  return info!;
+}
+
+t.test('a checked instance: running while it runs, not once it execs or exits', async (t) => {
+  // sh execs sleep after a moment: the same pid, another program.
+  const c = child('sleep 0.6; exec sleep 30');
+  t.teardown(() => c.kill('SIGKILL'));
+  const before = readProcess(c.pid!, UID)!;
+  t.ok(before, 'read');
+  const held = heldProcFiles();
+  t.ok(stillRunning(before), 'running');
+  t.equal(heldProcFiles(), held + 1, 'its files are held');
+  t.ok(stillRunning(before), 'running, read through the held files');
+  t.ok(await eventually(() => !stillRunning(before), 5000), 'after the exec: not running');
+  t.equal(heldProcFiles(), held, 'and its files were closed');
+  const after = readProcess(c.pid!, UID)!;
+  t.not(after.key, before.key, 'the exec is another instance');
+  t.ok(stillRunning(after), 'which runs');
+  c.kill('SIGKILL');
+  await new Promise((r) => c.once('exit', r));
+  t.notOk(stillRunning(after), 'after the exit: not running');
+  t.notOk(stillRunning(after), 'still not, once its files are closed');
+  t.equal(heldProcFiles(), held, 'nothing held for it');
+});
+
+t.test('an exec of the same program with the same arguments is another instance too', async (t) => {
+  // The script execs /bin/sh with its own command line once.
+  const script = 'if [ -z "$AGAIN" ]; then sleep 0.6; export AGAIN=1; exec /bin/sh -c "$SCRIPT"; fi; sleep 30';
+  const c = spawn('/bin/sh', ['-c', script], { stdio: 'ignore', env: { ...process.env, SCRIPT: script } });
+  t.teardown(() => c.kill('SIGKILL'));
+  const first = await running(c);
+  t.ok(stillRunning(first), 'running');
+  t.ok(await eventually(() => !stillRunning(first), 5000), 'after the exec: not running');
+  t.same(readProcess(c.pid!, UID)?.cmdline, ['/bin/sh', '-c', script], 'the same program and arguments');
+});
+
+t.test('bounded: the oldest are closed, every answer stays right', async (t) => {
+  const children = Array.from({ length: 140 }, () => spawn('/bin/sleep', ['30'], { stdio: 'ignore' }));
+  t.teardown(() => children.forEach((c) => c.kill('SIGKILL')));
+  const infos = [];
+  for (const c of children) infos.push(await running(c));
+  const fdsBefore = fdCount();
+  for (const i of infos) t.ok(stillRunning(i), `pid ${i.pid} running`);
+  t.ok(heldProcFiles() <= 128, `at most 128 held (${heldProcFiles()})`);
+  t.ok(fdCount() - fdsBefore <= 2 * 128, `descriptors bounded (${fdCount() - fdsBefore} more)`);
+  for (const i of infos) t.ok(stillRunning(i), `pid ${i.pid} still running, held or read again`);
+  for (const c of children.slice(0, 70)) c.kill('SIGKILL');
+  await Promise.all(
+    children.slice(0, 70).map((c) => (c.exitCode === null ? new Promise((r) => c.once('exit', r)) : 0)),
+  );
+  infos.forEach((i, n) => t.equal(stillRunning(i), n >= 70, `pid ${i.pid}: ${n >= 70 ? 'running' : 'gone'}`));
+});
