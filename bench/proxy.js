@@ -4,7 +4,8 @@
 // - keep-alive throughput: a Node client under `postern run` using undici's
 //   EnvHttpProxyAgent with keep-alive, CONCURRENCY requests in flight
 //   (target: ≥ 0.8× the JSON front door at the same concurrency), the
-//   two alternated over five rounds (JSON, proxy, JSON, proxy, JSON);
+//   two alternated over nine rounds (JSON, proxy, … JSON) after a
+//   discarded round of each;
 // - curl per request: one `curl` process (a new CONNECT, TLS handshake and
 //   proxy connection) per request under one `postern run`;
 // - the first request's cost (a leaf certificate made for the host) against
