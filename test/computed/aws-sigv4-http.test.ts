@@ -211,11 +211,15 @@ t.test('the AWS CLI under postern run signs with its placeholder; postern signs 
   );
 
   // A client scope for another region, and a payload signed chunk by
-  // chunk, are refused: the endpoint sees nothing.
+  // chunk, are refused, each for its own reason: the endpoint sees nothing.
+  // An Authorization header that is no SigV4 signature (here a signature
+  // that is not 64 hex digits) is no slot for the placeholder either.
   const seenBefore = x.seen.length;
-  for (const [what, region, sha] of [
-    ['another region', 'us-east-1', 'UNSIGNED-PAYLOAD'],
-    ['a chunk-signed payload', 'eu-west-1', 'STREAMING-AWS4-HMAC-SHA256-PAYLOAD'],
+  const hex64 = '0'.repeat(64);
+  for (const [what, region, sha, signature, reason] of [
+    ['another region', 'us-east-1', 'UNSIGNED-PAYLOAD', hex64, /signed for region "us-east-1".*signs for "eu-west-1"/],
+    ['a chunk-signed payload', 'eu-west-1', 'STREAMING-AWS4-HMAC-SHA256-PAYLOAD', hex64, /signed chunk by chunk/],
+    ['an unreadable signature', 'eu-west-1', 'UNSIGNED-PAYLOAD', '00', /a placeholder is in header "authorization"/],
   ] as const) {
     const forged = await cliBytes({ ...x.s.h.env }, [
       'run',
@@ -224,9 +228,15 @@ t.test('the AWS CLI under postern run signs with its placeholder; postern signs 
       '--',
       'sh',
       '-c',
-      `curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: AWS4-HMAC-SHA256 Credential=$AWS_ACCESS_KEY_ID/20261202/${region}/s3/aws4_request, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=00" -H 'x-amz-date: 20261202T000000Z' -H 'x-amz-content-sha256: ${sha}' ${endpoint}/bucket/k`,
+      `curl -sS -w '\n%{http_code} %header{x-postern-error}' -H "Authorization: AWS4-HMAC-SHA256 Credential=$AWS_ACCESS_KEY_ID/20261202/${region}/s3/aws4_request, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=${signature}" -H 'x-amz-date: 20261202T000000Z' -H 'x-amz-content-sha256: ${sha}' ${endpoint}/bucket/k`,
     ]);
-    t.equal(forged.stdout.toString(), '400', `${what}: ${forged.stderr}`);
+    const [body, status] = forged.stdout.toString().split('\n');
+    t.equal(status, '400 bad_request', `${what}: the status and x-postern-error (${forged.stderr})`);
+    const answer = JSON.parse(body!) as { error: { code: string; message: string; audit_seq: number } };
+    t.equal(answer.error.code, 'bad_request', `${what}: the code`);
+    t.match(answer.error.message, reason, `${what}: the reason`);
+    const journaled = auditList(x.s).find((e) => e['seq'] === answer.error.audit_seq);
+    t.match(journaled, { code: 'bad_request' }, `${what}: journaled with its code`);
   }
   t.equal(x.seen.length, seenBefore, 'neither reached the endpoint');
 
