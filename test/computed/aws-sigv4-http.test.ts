@@ -251,13 +251,13 @@ t.test('the AWS CLI under postern run signs with its placeholder; postern signs 
     '--',
     'curl',
     '-sS',
-    '-o',
-    '/dev/null',
     '-w',
-    '%{http_code}',
+    '\n%{http_code} %header{x-postern-error}',
     link,
   ]);
-  t.equal(curl.stdout.toString(), '400', `${curl.stderr}`);
+  const [body, status] = curl.stdout.toString().split('\n');
+  t.equal(status, '400 bad_request', `the status and x-postern-error (${curl.stderr})`);
+  t.match(JSON.parse(body!), { error: { code: 'bad_request', message: /a presigned URL/ } }, 'refused as presigned');
   // Refused before a request is formed: journaled as the front door's refusal.
   const refused = auditList(x.s)
     .filter((e) => e['kind'] === 'agent_refused')
