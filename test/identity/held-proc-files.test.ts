@@ -7,26 +7,21 @@
 import t from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync } from 'node:fs';
-import { heldProcFiles, readProcess, stillRunning } from '../../daemon/identity/identify';
+import { heldProcFiles, readProcess, stillRunning, type ProcessInfo } from '../../daemon/identity/identify';
 import { eventually } from '../helpers/postern';
 
 const UID = process.getuid!();
 const fdCount = (): number => readdirSync('/proc/self/fd').length;
 
-function child(script: string): ChildProcess {
-  const c = spawn('/bin/sh', ['-c', script], { stdio: 'ignore' });
-  return c;
-}
-
-async function running(c: ChildProcess) {
-  let info = null;
+async function running(c: ChildProcess): Promise<ProcessInfo> {
+  let info: ProcessInfo | null = null;
   await eventually(() => (info = readProcess(c.pid!, UID)) !== null, 5000);
   return info!;
 }
 
 t.test('a checked instance: running while it runs, not once it execs or exits', async (t) => {
   // sh execs sleep after a moment: the same pid, another program.
-  const c = child('sleep 0.6; exec sleep 30');
+  const c = spawn('/bin/sh', ['-c', 'sleep 0.6; exec sleep 30'], { stdio: 'ignore' });
   t.teardown(() => c.kill('SIGKILL'));
   const before = readProcess(c.pid!, UID)!;
   t.ok(before, 'read');
