@@ -71,7 +71,9 @@ export const DEFAULT_PORTS: Readonly<Record<Scheme, number>> = { http: 80, https
 const EXAMPLE = 'e.g. "https://api.example.com/v1/items?page=2"';
 // RFC 3986 pchar plus "/": what a path can hold without encoding.
 const PATH_CHAR = /[A-Za-z0-9\-._~!$&'()*+,;=:@/%]/;
+const PATH_TEXT = /^[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*$/;
 const QUERY_CHAR = /[\x21-\x7e]/;
+const QUERY_TEXT = /^[\x21-\x7e]*$/;
 const BAD_PERCENT = /%(?![0-9A-Fa-f]{2})/;
 const HOST_NAME_CHARS = /^[a-z0-9._-]+$/;
 
@@ -161,7 +163,28 @@ function parsePort(portText: string | null, scheme: Scheme): number {
   return port;
 }
 
-function parseHost(hostText: string, scheme: Scheme): { host: string; hostKind: Target['hostKind'] } {
+interface ParsedHost {
+  host: string;
+  hostKind: Target['hostKind'];
+}
+
+// A host's parse depends on its text alone, and most requests name a host
+// seen before: the verdicts on hosts accepted are kept, a bounded number
+// (the oldest goes first). A refused host is judged afresh every time.
+const hostsParsed = new Map<string, ParsedHost>();
+const HOSTS_KEPT = 256;
+
+function parseHost(hostText: string, scheme: Scheme): ParsedHost {
+  const key = `${scheme}://${hostText}`;
+  const known = hostsParsed.get(key);
+  if (known) return known;
+  const parsed = parseHostAfresh(hostText, scheme);
+  if (hostsParsed.size >= HOSTS_KEPT) hostsParsed.delete(hostsParsed.keys().next().value as string);
+  hostsParsed.set(key, parsed);
+  return parsed;
+}
+
+function parseHostAfresh(hostText: string, scheme: Scheme): ParsedHost {
   if (hostText.startsWith('[') && hostText.includes('%')) {
     refuse('has an IPv6 zone id ("%25..." in the host); remove it: zone ids are not allowed');
   }
@@ -187,18 +210,21 @@ function parseHost(hostText: string, scheme: Scheme): { host: string; hostKind: 
     refuse(`host ${quote(hostText)} is not a valid host name; fix the host`);
   }
   const hostKind = parsed.value.ip === 4 ? 'ipv4' : parsed.value.ip === 6 ? 'ipv6' : 'name';
-  return { host, hostKind };
+  return Object.freeze({ host, hostKind });
 }
 
 function checkPath(rawPath: string): string {
   const path = rawPath === '' ? '/' : rawPath;
-  for (const ch of path) {
-    if (!PATH_CHAR.test(ch)) {
-      refuse(
-        `path contains ${shown(ch)}, which is not sent as written; percent-encode it (e.g. space as %20, "é" as %C3%A9)`,
-      );
+  // One pass over the whole text; character by character only to name
+  // the one that is refused.
+  if (!PATH_TEXT.test(path))
+    for (const ch of path) {
+      if (!PATH_CHAR.test(ch)) {
+        refuse(
+          `path contains ${shown(ch)}, which is not sent as written; percent-encode it (e.g. space as %20, "é" as %C3%A9)`,
+        );
+      }
     }
-  }
   if (BAD_PERCENT.test(path)) refuse('path has a "%" not followed by two hex digits; write a literal "%" as %25');
   if (ENCODED_SEPARATOR.test(path)) {
     refuse(
@@ -216,11 +242,12 @@ function checkPath(rawPath: string): string {
 
 function checkQuery(rawQuery: string | null): string {
   if (rawQuery === null) return '';
-  for (const ch of rawQuery) {
-    if (!QUERY_CHAR.test(ch)) {
-      refuse(`query contains ${shown(ch)}, which is not sent as written; percent-encode it (e.g. "é" as %C3%A9)`);
+  if (!QUERY_TEXT.test(rawQuery))
+    for (const ch of rawQuery) {
+      if (!QUERY_CHAR.test(ch)) {
+        refuse(`query contains ${shown(ch)}, which is not sent as written; percent-encode it (e.g. "é" as %C3%A9)`);
+      }
     }
-  }
   if (BAD_PERCENT.test(rawQuery)) refuse('query has a "%" not followed by two hex digits; write a literal "%" as %25');
   return rawQuery;
 }

@@ -415,6 +415,39 @@ t.test('refused URLs: bad_request naming the url', async (t) => {
   }
 });
 
+// Accepted hosts' verdicts are kept (a bounded number); a refused host is
+// judged afresh. Interleaved, in reverse, and after the memory has been
+// churned past its bound, every URL gets the verdict it got alone.
+t.test('the same verdict for every URL however many hosts were parsed before it', async (t) => {
+  const verdict = (url: string): string => {
+    try {
+      return JSON.stringify(parseTarget(url));
+    } catch (e) {
+      return `refused: ${(e as Error).message}`;
+    }
+  };
+  const all = [...accepted.map(([u]) => u), ...refused.map(([u]) => u)];
+  const alone = new Map(all.map((u) => [u, verdict(u)]));
+  const churn = Array.from({ length: 600 }, (_, i) => `https://host-${i}.example.com/`);
+  const wrong: string[] = [];
+  for (const order of [
+    [...all].reverse(),
+    all.flatMap((u, i) => [u, churn[i % churn.length] as string]),
+    [...churn, ...all],
+  ])
+    for (const u of order) if (alone.has(u) && verdict(u) !== alone.get(u)) wrong.push(show(u));
+  t.same(wrong, [], 'no URL changed its verdict');
+  // A host refused, then one accepted that differs only by what made the
+  // first refused, then the refused one again.
+  t.throws(() => parseTarget('https://api.exa%6dple.com/'), /percent-encoded host/);
+  t.equal(parseTarget('https://api.example.com/').host, 'api.example.com');
+  t.throws(() => parseTarget('https://api.exa%6dple.com/'), /percent-encoded host/);
+  // What a caller does with its target does not reach the next one.
+  const first = parseTarget('https://Kept.Example.com/a');
+  (first as { host: string }).host = 'changed.example';
+  t.equal(parseTarget('https://Kept.Example.com/b').host, 'kept.example.com');
+});
+
 t.test('the length limit is in bytes, and exactly the limit is accepted', async (t) => {
   const prefix = `${HOST}/`;
   const atLimit = prefix + 'a'.repeat(MAX_URL_BYTES - prefix.length);
