@@ -23,12 +23,24 @@ export function prettyWanted(format: LogFormat, fd = STDERR): boolean {
 // `peer_pid`, so no line carries the key twice with two meanings. The
 // daemon's own pid in daemon_start's payload is the same value and is dropped.
 export function ownPidOnly(fields: Record<string, unknown>): Record<string, unknown> {
-  if (!('pid' in fields)) return fields;
+  return 'pid' in fields ? logFields(fields) : fields;
+}
+
+// Payloads as the fields of one log line, later ones winning, in one copy
+// with the rule above applied (the line's formatter then leaves it as is).
+export function logFields(...parts: object[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(fields)) {
-    if (k !== 'pid') out[k] = v;
-    else if (v !== process.pid) out['peer_pid'] = v;
-  }
+  let pid: unknown;
+  for (const part of parts)
+    for (const k of Object.keys(part)) {
+      const v = (part as Record<string, unknown>)[k];
+      if (k !== 'pid') out[k] = v;
+      else {
+        pid = v;
+        out['peer_pid'] = v;
+      }
+    }
+  if (pid === process.pid) delete out['peer_pid'];
   return out;
 }
 

@@ -4,7 +4,7 @@
 import { Refusal } from '../shared/errors';
 import type { JournalEvent } from '../shared/events';
 import type { Journal } from './audit/journal';
-import type { Logger } from './logger';
+import { logFields, type Logger } from './logger';
 
 // How soon an entry written while locked is followed by a checkpoint.
 const LOCKED_CHECKPOINT_MS = 1000;
@@ -98,7 +98,7 @@ export class Recorder {
     const intent = this.intents.get(payload.intent_seq);
     if (!intent) return payload;
     this.intents.delete(payload.intent_seq);
-    return { ...intent, ...payload };
+    return logFields(intent, payload);
   }
 
   // At shutdown the journal's close writes the final checkpoint itself.
