@@ -11,7 +11,8 @@ import type { Controller } from './controller';
 import type { Logger } from './logger';
 import { identify as identifyPeer, Identity, stillRunning } from './identity/identify';
 import { serveJson } from './pipeline/entry';
-import type { PipelineServices } from './pipeline/context';
+import type { PipelineServices, RequestContext } from './pipeline/context';
+import { requesterGone, type RequesterGone } from './pipeline/requester-gone';
 import type { Slot } from './stores/budgets';
 import { journalRefusal } from './audit/refusal-summary';
 import { createRun } from './agent-runs';
@@ -188,11 +189,30 @@ function counted(
   });
 }
 
+// The request's context; its signal is made when first read.
+function contextFor(
+  s: Services,
+  identity: Identity,
+  gone: RequesterGone,
+  slot: Slot,
+  onWaiting?: (card: Card) => void,
+): RequestContext {
+  return {
+    services: s.pipeline,
+    identity,
+    get signal() {
+      return gone.signal;
+    },
+    slot,
+    ...(onWaiting ? { onWaiting } : {}),
+  };
+}
+
 type Route = (
   s: Services,
   identity: Identity,
   req: http.IncomingMessage,
-  signal: AbortSignal,
+  gone: RequesterGone,
   onWaiting?: (card: Card) => void,
 ) => Promise<unknown> | unknown;
 
@@ -204,10 +224,10 @@ const ROUTES: Record<string, Route> = {
     // Visibility is not authorisation: agents see names and allowed targets.
     return { credentials: list.map(({ name, kind, description, targets }) => ({ name, kind, description, targets })) };
   },
-  'POST /v1/http': (s, identity, req, signal, onWaiting) =>
-    counted(s, req, (raw, slot) => serveJson({ services: s.pipeline, identity, signal, slot, onWaiting }, 'http', raw)),
-  'POST /v1/ssh': (s, identity, req, signal, onWaiting) =>
-    counted(s, req, (raw, slot) => serveJson({ services: s.pipeline, identity, signal, slot, onWaiting }, 'ssh', raw)),
+  'POST /v1/http': (s, identity, req, gone, onWaiting) =>
+    counted(s, req, (raw, slot) => serveJson(contextFor(s, identity, gone, slot, onWaiting), 'http', raw)),
+  'POST /v1/ssh': (s, identity, req, gone, onWaiting) =>
+    counted(s, req, (raw, slot) => serveJson(contextFor(s, identity, gone, slot, onWaiting), 'ssh', raw)),
   'POST /v1/runs': (s, identity, req) => counted(s, req, (raw) => createRun(s.pipeline, identity, raw)),
 };
 
@@ -238,10 +258,7 @@ export function createAgentServer(
       if (isAbsoluteForm(req)) return serveAbsoluteForm(door, req, res);
       const path = (req.url ?? '').split('?')[0];
       // A requester that goes away withdraws its approval card.
-      const abort = new AbortController();
-      res.on('close', () => {
-        if (!res.writableFinished) abort.abort();
-      });
+      const gone = requesterGone(res);
       void (async () => {
         let refused = false;
         try {
@@ -253,7 +270,7 @@ export function createAgentServer(
               `no endpoint ${req.method} ${path}; see GET /v1/health, GET /v1/credentials, POST /v1/http, POST /v1/ssh, POST /v1/runs`,
             );
           controller.touch();
-          send(res, 200, await route(services, identity, req, abort.signal, waitingNotice(req, res)));
+          send(res, 200, await route(services, identity, req, gone, waitingNotice(req, res)));
         } catch (e) {
           refused = true;
           let r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');

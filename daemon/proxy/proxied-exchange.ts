@@ -13,6 +13,7 @@ import type { Identity } from '../identity/identify';
 import type { PipelineServices } from '../pipeline/context';
 import { credentialOfKind } from '../pipeline/credential';
 import { proxiedRequest, type PlaceholderLookup, type ProxiedParts } from '../pipeline/proxied';
+import { requesterGone } from '../pipeline/requester-gone';
 import { runProxied } from '../pipeline/run-proxied';
 import type { ResponseSink } from '../pipeline/stream-response';
 import { looksLikePlaceholder } from '../stores/runs';
@@ -139,10 +140,7 @@ export async function serveProxiedExchange(
 ): Promise<void> {
   const s = deps.pipeline;
   const endpoint = connect ? `${req.method} https://${connect.target.host}:${connect.port}` : `${req.method} http`;
-  const abort = new AbortController();
-  res.on('close', () => {
-    if (!res.writableFinished) abort.abort();
-  });
+  const gone = requesterGone(res);
   try {
     const identity = deps.identify(outer);
     deps.requireUnlocked();
@@ -164,7 +162,15 @@ export async function serveProxiedExchange(
         definitionOf(s),
       );
       const covered = request.credential === null ? coveredAddresses(s, request.target) : [];
-      await runProxied({ services: s, identity, signal: abort.signal, slot }, request, sinkFor(res), {
+      const ctx = {
+        services: s,
+        identity,
+        get signal() {
+          return gone.signal;
+        },
+        slot,
+      };
+      await runProxied(ctx, request, sinkFor(res), {
         coveredAddresses: covered,
         clientPid,
       });
