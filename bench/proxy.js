@@ -51,13 +51,18 @@ async function rate(n, concurrency, send) {
   return n / (ms(t0) / 1000);
 }
 
-// CPU µs of the daemon (main thread, whole process) while `work` runs.
-async function daemonCpu(pid, work) {
-  const files = [`/proc/${pid}/task/${pid}/stat`, `/proc/${pid}/stat`];
-  const before = files.map(cpuMicros);
+// CPU µs while `work` runs: of the daemon (main thread, whole process), of
+// the load generator (this process) and, through the proxy, of `postern
+// run`'s relay (the client's parent). On two cores the daemon's main thread
+// shares the machine with these: what they spend bounds throughput too.
+async function daemonCpu(pid, work, relayPid = null) {
+  const files = [`/proc/${pid}/task/${pid}/stat`, `/proc/${pid}/stat`, '/proc/self/stat', relayPid ? `/proc/${relayPid}/stat` : null];
+  const read = () => files.map((f) => (f ? cpuMicros(f) : 0));
+  const before = read();
   const result = await work();
-  const after = files.map(cpuMicros);
-  return { result, main: after[0] - before[0], whole: after[1] - before[1] };
+  const after = read();
+  const d = after.map((a, i) => a - before[i]);
+  return { result, main: d[0], whole: d[1], client: d[2], relay: d[3] };
 }
 
 // The client side, run as CMD under `postern run`: prints one JSON line.
@@ -91,9 +96,9 @@ async function client(url, n, concurrency, daemonPid) {
   // TLS handshake each, ≈20 ms) open here, and neither side's code is
   // measured while it is still being compiled.
   await rate(WARM_UP, concurrency, () => once(agent));
-  const t = await daemonCpu(daemonPid, () => rate(n, concurrency, () => once(agent)));
+  const t = await daemonCpu(daemonPid, () => rate(n, concurrency, () => once(agent)), process.ppid);
   await agent.close();
-  const cpu = { main: t.main / n, whole: t.whole / n };
+  const cpu = { main: t.main / n, whole: t.whole / n, client: t.client / n, relay: t.relay / n };
   process.stdout.write(`${JSON.stringify({ first, fresh: median(freshTimes), kept: median(kept), rate: t.result, cpu })}\n`);
 }
 
@@ -110,7 +115,7 @@ function underRun(b, cmd) {
 
 async function jsonRound(b, n) {
   const t = await daemonCpu(b.daemon.pid, () => rate(n, CONCURRENCY, b.sendPostern));
-  return { rate: t.result, cpu: { main: t.main / n, whole: t.whole / n } };
+  return { rate: t.result, cpu: { main: t.main / n, whole: t.whole / n, client: t.client / n, relay: 0 } };
 }
 
 async function main() {
@@ -145,7 +150,7 @@ async function main() {
     const jsonRates = jsons.map((j) => j.rate);
     const jsonMean = mean(jsonRates);
     const proxy = { ...first, rate: mean(proxies.map((p) => p.rate)) };
-    const cpuOf = (rounds) => ({ main: mean(rounds.map((r) => r.cpu.main)), whole: mean(rounds.map((r) => r.cpu.whole)) });
+    const cpuOf = (rounds) => Object.fromEntries(['main', 'whole', 'client', 'relay'].map((k) => [k, mean(rounds.map((r) => r.cpu[k]))]));
     const jsonCpu = cpuOf(jsons);
     const proxyCpu = cpuOf(proxies);
 
@@ -162,6 +167,7 @@ async function main() {
     const us = (c) => `${c.main.toFixed(0)} µs main thread, ${c.whole.toFixed(0)} µs whole`;
     console.log(`  daemon CPU per request: JSON ${us(jsonCpu)}; proxy ${us(proxyCpu)}`);
     console.log(`  CPU ratio JSON / proxy (whole daemon) ${(jsonCpu.whole / proxyCpu.whole).toFixed(2)}×   (rounds, µs whole: JSON ${jsons.map((j) => j.cpu.whole.toFixed(0)).join(', ')}; proxy ${proxies.map((p) => p.cpu.whole.toFixed(0)).join(', ')})`);
+    console.log(`  beside the daemon, CPU per request: JSON client ${jsonCpu.client.toFixed(0)} µs; proxy client ${proxyCpu.client.toFixed(0)} µs, postern run's relay ${proxyCpu.relay.toFixed(0)} µs`);
     console.log(`curl per request under one postern run, ${CURL_REQUESTS} in a row: ${curlMs.toFixed(1)} ms each (${(1000 / curlMs).toFixed(0)} req/s; a process, CONNECT and TLS handshake each)`);
     console.log('one request at a time through the proxy:');
     console.log(`  first (a leaf certificate made)       ${proxy.first.toFixed(2)} ms`);
