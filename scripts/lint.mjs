@@ -1,7 +1,7 @@
 // Project rules that the type checker cannot see. Each rule: where it
 // applies, what it forbids, and why.
-import { readFileSync, readdirSync, statSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
 
 const root = new URL('..', import.meta.url).pathname;
 
@@ -56,6 +56,43 @@ for (const rule of RULES) {
     }
   }
 }
+// No import cycles among the modules that run (imports of types only are
+// erased and do not count): a cycle makes a module's exports depend on
+// which of the two was loaded first, and hides which one is the lower layer.
+function valueImports(file) {
+  const out = [];
+  for (const m of readFileSync(file, 'utf8').matchAll(/^import\s+([^;]*?)\s+from\s+'(\.[^']+)'/gms)) {
+    const what = m[1];
+    if (what.startsWith('type ')) continue;
+    const braces = /^\{([^}]*)\}$/.exec(what.trim());
+    if (braces && braces[1].split(',').every((n) => n.trim() === '' || n.trim().startsWith('type '))) continue;
+    const base = join(dirname(file), m[2]);
+    const target = [`${base}.ts`, join(base, 'index.ts')].find((p) => existsSync(p));
+    if (target) out.push(target);
+  }
+  return out;
+}
+const graph = new Map();
+for (const d of ['daemon', 'shared', 'cli'])
+  for (const f of files(join(root, d))) if (f.endsWith('.ts')) graph.set(f, valueImports(f));
+const done = new Set();
+const path = [];
+function visit(f) {
+  if (done.has(f)) return;
+  const at = path.indexOf(f);
+  if (at !== -1) {
+    problems += 1;
+    const cycle = [...path.slice(at), f].map((p) => relative(root, p)).join(' -> ');
+    console.error(`import cycle: ${cycle}\n  -> move what both need into a module of its own`);
+    return;
+  }
+  path.push(f);
+  for (const g of graph.get(f) ?? []) visit(g);
+  path.pop();
+  done.add(f);
+}
+for (const f of graph.keys()) visit(f);
+
 if (problems > 0) {
   console.error(`lint: ${problems} problem(s)`);
   process.exit(1);

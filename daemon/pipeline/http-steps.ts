@@ -1,14 +1,14 @@
 // The steps of SPEC §6.1 an HTTP request takes, whichever front door it
 // came through (POST /v1/http, run-http.ts; the proxy, run-proxied.ts):
-// each runs one step, and the runners say in which order.
+// each runs one step, and the runners say in which order. Step 4 and the
+// pinned pool are in pinned-address.ts, which the token endpoints and the
+// proxy's tunnels use too.
 import type { ProxyCardFields } from '../../shared/admin-protocol';
 import type { HttpCredentialDef } from '../../shared/credential';
 import type { Approval } from '../../shared/events';
-import type { Pool } from 'undici';
 import { checkPolicy, checkHeadersForCredential, checkQueryForCredential, type PolicyMatch } from './policy';
-import { dnsServers, resolveTarget, type ResolvedAddress } from './resolve';
-import { assertAllAllowed } from './classify';
-import { formatOrigin, type Target } from './target';
+import type { ResolvedAddress } from './resolve';
+import type { Target } from './target';
 import { inject, type InjectRequest, type Injected } from './inject';
 import { githubAppToken } from './computed/github-token';
 import { oauthToken } from './computed/oauth-token';
@@ -31,26 +31,6 @@ export function checkCredentialRules(
   checkQueryForCredential(req, def);
   s.stores.budgets.check(def.name, def.rate);
   return { match, headers };
-}
-
-// 4. one resolution; every address classified (allow_addresses: the
-// credential's, none without one); the first is the one connected to.
-export async function resolveChecked(
-  s: PipelineServices,
-  target: Target,
-  allowAddresses: HttpCredentialDef['allow_addresses'],
-): Promise<{ addresses: ResolvedAddress[]; pinned: ResolvedAddress }> {
-  const cfg = s.config();
-  const resolution = await resolveTarget(target.host.replace(/^\[|\]$/g, ''), target.hostKind, {
-    dnsServers: dnsServers(cfg.http.dns_servers),
-    timeoutMs: Math.min(cfg.http.timeout, 10_000),
-  });
-  assertAllAllowed(
-    target.host,
-    resolution.addresses.map((a) => a.address),
-    allowAddresses,
-  );
-  return { addresses: resolution.addresses, pinned: resolution.addresses[0]! };
 }
 
 // 5. approval: a covering session, else a human's decision on a card that
@@ -80,22 +60,6 @@ export function approveHttp(
     ...(req.reason !== null ? { reason: req.reason } : {}),
     ...(door ?? {}),
     ...computedFacts(def),
-  });
-}
-
-// The pool of (credential, origin, checked address); a request without a
-// credential has pools of its own ('' is no credential's name).
-export function pinnedPool(
-  s: PipelineServices,
-  credential: string | null,
-  target: Target,
-  pinned: ResolvedAddress,
-): Pool {
-  return s.stores.pools.get({
-    credential: credential ?? '',
-    origin: formatOrigin(target),
-    address: pinned.address,
-    family: pinned.family,
   });
 }
 

@@ -11,14 +11,8 @@ import { credentialOfKind } from './credential';
 import type { HttpRequest } from './validate';
 import { formatOrigin } from './target';
 import { sendPinned, RawResponse } from './execute-http';
-import {
-  approveHttp,
-  checkCredentialRules,
-  pinnedPool,
-  resolveChecked,
-  responseScan,
-  sendWithSecret,
-} from './http-steps';
+import { approveHttp, checkCredentialRules, responseScan, sendWithSecret } from './http-steps';
+import { pinnedPool, resolveChecked } from './pinned-address';
 import { shapeResponse } from './response';
 import type { Outcome, Ticket } from '../stores/idempotency';
 import type { PipelineServices, RequestContext } from './context';

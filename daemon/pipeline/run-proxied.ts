@@ -21,14 +21,8 @@ import type { ProxiedRequest } from './proxied';
 import type { RequestContext } from './context';
 import { Evidence, computedFacts, httpRequestFacts, resolutionFacts, sha256, who } from './evidence';
 import { refuseAfterIntent, refuseHttp, sendFailed } from './refuse';
-import {
-  approveHttp,
-  checkCredentialRules,
-  pinnedPool,
-  resolveChecked,
-  responseScan,
-  sendWithSecret,
-} from './http-steps';
+import { approveHttp, checkCredentialRules, responseScan, sendWithSecret } from './http-steps';
+import { pinnedPool, resolveChecked } from './pinned-address';
 
 type Facts = HttpRequestFacts | UncredentialedHttpFacts;
 

@@ -8,7 +8,7 @@ import { Refusal } from '../../shared/errors';
 import type { Identity } from '../identity/identify';
 import type { PipelineServices } from '../pipeline/context';
 import { who } from '../pipeline/evidence';
-import { resolveChecked } from '../pipeline/http-steps';
+import { resolveChecked } from '../pipeline/pinned-address';
 import type { ConnectTarget } from './connect-target';
 
 function connectTo(address: string, port: number, timeoutMs: number): Promise<net.Socket> {

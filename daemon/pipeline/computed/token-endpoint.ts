@@ -7,7 +7,7 @@ import { Refusal } from '../../../shared/errors';
 import type { HttpCredentialDef } from '../../../shared/credential';
 import type { PipelineServices } from '../context';
 import { parseTarget, type Target } from '../target';
-import { pinnedPool, resolveChecked } from '../http-steps';
+import { pinnedPool, resolveChecked } from '../pinned-address';
 import { sendPinned, type RawResponse } from '../execute-http';
 
 const TOKEN_TIMEOUT_MS = 10_000;
