@@ -20,6 +20,7 @@ import { createAgentServer, identify, journalAgentRefusal } from './agent-server
 import { createSshAgentServer } from './ssh-agent/server';
 import { createPipelineServices } from './request-services';
 import { Journal } from './audit/journal';
+import { limitHeapGrowth } from './heap-growth';
 
 export interface DaemonOptions {
   configFlag: string | undefined;
@@ -122,6 +123,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
 
 // `postern daemon`: run in the foreground until a signal.
 export async function runDaemon(opts: DaemonOptions): Promise<void> {
+  limitHeapGrowth();
   let daemon: RunningDaemon;
   try {
     daemon = await startDaemon(opts);
