@@ -6,7 +6,7 @@ import net from 'node:net';
 import { HeadProblem, headerValues, readRequestHead, relayedHead } from './request-head';
 import { proxyAnswer, REALM } from './proxy-answer';
 import { proxyCredentialsProblem } from './proxy-token';
-import { connectionClient } from './client-pid';
+import { connectionClient, SocketTables } from './client-pid';
 
 export interface RelayOptions {
   agentSocket: string;
@@ -48,7 +48,8 @@ function refuse(client: net.Socket, status: number, code: string, message: strin
   setTimeout(() => client.destroy(), LINGER_MS).unref();
 }
 
-async function serve(client: net.Socket, o: RelayOptions, port: number): Promise<void> {
+async function serve(client: net.Socket, o: RelayOptions, port: number, tables: SocketTables): Promise<void> {
+  const ticket = tables.accepted();
   client.on('error', () => client.destroy());
   let head;
   try {
@@ -69,7 +70,7 @@ async function serve(client: net.Socket, o: RelayOptions, port: number): Promise
     );
     return;
   }
-  const who = connectionClient(o.root(), client.remotePort ?? 0, port);
+  const who = connectionClient(tables, ticket, o.root(), client.remotePort ?? 0, port);
   const daemon = net.connect({ path: o.agentSocket, allowHalfOpen: true });
   // Before the connection is made: nothing was relayed, so the client is
   // told; afterwards the relay's own handlers take over.
@@ -93,11 +94,12 @@ async function serve(client: net.Socket, o: RelayOptions, port: number): Promise
 export function startRelay(o: RelayOptions): Promise<Relay> {
   return new Promise((resolve, reject) => {
     const sockets = new Set<net.Socket>();
+    const tables = new SocketTables();
     // Half-open: a client that has sent all it will still reads the answer.
     const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (client) => {
       sockets.add(client);
       client.on('close', () => sockets.delete(client));
-      void serve(client, o, (server.address() as net.AddressInfo).port);
+      void serve(client, o, (server.address() as net.AddressInfo).port, tables);
     });
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {

@@ -4,10 +4,18 @@
 // descendant's or is gone; and the request head's bounds (size, time,
 // shape), each a HeadProblem saying what is wrong.
 import t from 'tap';
+import type { Test } from 'tap';
 import net from 'node:net';
 import { spawn, ChildProcess } from 'node:child_process';
-import { connectionClient } from '../../cli/run/client-pid';
+import { connectionClient as lookUp, SocketTables } from '../../cli/run/client-pid';
 import { HeadProblem, readRequestHead } from '../../cli/run/request-head';
+
+// One lookup as the relay makes it: a ticket taken for the connection,
+// then the lookup (each with tables of its own, so no read is shared).
+function connectionClient(root: number | null, clientPort: number, serverPort: number): string {
+  const tables = new SocketTables();
+  return lookUp(tables, tables.accepted(), root, clientPort, serverPort);
+}
 
 function listen(): Promise<net.Server> {
   return new Promise((resolve) => {
@@ -35,7 +43,8 @@ function connector(
   );
 }
 
-t.test('the client of a proxy connection is found among the descendants of CMD', async (t) => {
+// A listening server for the test, its connections closed at the end.
+async function serverPort(t: Test): Promise<number> {
   const server = await listen();
   const sockets = new Set<net.Socket>();
   server.on('connection', (s) => sockets.add(s));
@@ -43,7 +52,25 @@ t.test('the client of a proxy connection is found among the descendants of CMD',
     for (const s of sockets) s.destroy();
     server.close();
   });
-  const port = (server.address() as net.AddressInfo).port;
+  return (server.address() as net.AddressInfo).port;
+}
+
+// `n` connectors at once, killed at the end; and each one's lookup with a
+// ticket taken for it now, all against the same tables.
+async function connectors(t: Test, port: number, host: string, n: number) {
+  const all = await Promise.all(Array.from({ length: n }, () => connector(port, host, false)));
+  t.teardown(() => {
+    for (const c of all) c.proc.kill('SIGKILL');
+  });
+  return all;
+}
+function lookUpAll(tables: SocketTables, clients: { localPort: number }[], port: number): string[] {
+  const tickets = clients.map(() => tables.accepted());
+  return clients.map((c, i) => lookUp(tables, tickets[i]!, process.pid, c.localPort, port));
+}
+
+t.test('the client of a proxy connection is found among the descendants of CMD', async (t) => {
+  const port = await serverPort(t);
 
   const child = await connector(port, '127.0.0.1', false);
   t.teardown(() => child.proc.kill('SIGKILL'));
@@ -62,7 +89,11 @@ t.test('the client of a proxy connection is found among the descendants of CMD',
     nested.proc.kill('SIGKILL');
   });
   t.not(nested.pid, nested.proc.pid, 'the connector is the shell’s child');
-  t.equal(connectionClient(nested.proc.pid!, nested.localPort, port), String(nested.pid), 'a grandchild is named');
+  t.equal(
+    await connectionClient(nested.proc.pid!, nested.localPort, port),
+    String(nested.pid),
+    'a grandchild is named',
+  );
   t.equal(connectionClient(child.pid, nested.localPort, port), 'unknown', "another process's connection");
 
   const mine = net.connect(port, '127.0.0.1');
@@ -77,6 +108,41 @@ t.test('the client of a proxy connection is found among the descendants of CMD',
   child.proc.kill('SIGKILL');
   await new Promise((r) => child.proc.once('exit', r));
   t.equal(connectionClient(process.pid, child.localPort, port), 'unknown', 'a client that is gone');
+});
+
+t.test('a read of the tables answers the lookups of connections accepted before it began', async (t) => {
+  const port = await serverPort(t);
+  const clients = await connectors(t, port, '127.0.0.1', 16);
+
+  // Sixteen connections accepted, then looked up: one read of the IPv4
+  // table answers all of them, each with its own client.
+  const tables = new SocketTables();
+  t.same(
+    lookUpAll(tables, clients, port),
+    clients.map((c) => String(c.pid)),
+    'each connection named by its own client',
+  );
+  t.same(tables.reads(), [1, 0], 'one read of /proc/net/tcp, none of tcp6');
+
+  // A connection accepted after a read began is not answered by it: that
+  // read may have passed its socket by. It gets a read of its own.
+  const late = await connector(port, '127.0.0.1', false);
+  t.teardown(() => late.proc.kill('SIGKILL'));
+  const lateTicket = tables.accepted();
+  t.equal(lookUp(tables, lateTicket, process.pid, late.localPort, port), String(late.pid), 'the later connection');
+  t.same(tables.reads(), [2, 0], 'found by a read of its own');
+  t.equal(lookUp(tables, 4, process.pid, clients[3]!.localPort, port), String(clients[3]!.pid));
+  t.same(tables.reads(), [2, 0], 'an earlier connection again: the last read answers it');
+
+  // Not found in the IPv4 table: the IPv6 one is read, also once for many.
+  const v6 = await connectors(t, port, '::ffff:127.0.0.1', 4);
+  const six = new SocketTables();
+  t.same(
+    lookUpAll(six, v6, port),
+    v6.map((c) => String(c.pid)),
+    'each dual-stack connection named',
+  );
+  t.same(six.reads(), [1, 1], 'one read of each table for four dual-stack connections');
 });
 
 // A server-side socket fed by a client the test writes to.
