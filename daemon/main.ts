@@ -31,7 +31,13 @@ export interface RunningDaemon {
   stop(reason: string): Promise<void>;
 }
 
-export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
+// `armed` is called with the running daemon just before it says it is
+// ready (daemon_ready): whoever runs it installs its signal handling there,
+// so a SIGTERM sent on seeing that line always finds a handler.
+export async function startDaemon(
+  opts: DaemonOptions,
+  armed: (d: RunningDaemon) => void = () => undefined,
+): Promise<RunningDaemon> {
   harden('daemon');
   loadNative();
   process.umask(0o077);
@@ -109,6 +115,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     })();
     return stopping;
   };
+  const running: RunningDaemon = { stop };
+  armed(running);
   log.info(
     {
       event: 'daemon_ready',
@@ -118,24 +126,25 @@ export async function startDaemon(opts: DaemonOptions): Promise<RunningDaemon> {
     },
     'daemon started, locked',
   );
-  return { stop };
+  return running;
 }
 
 // `postern daemon`: run in the foreground until a signal.
 export async function runDaemon(opts: DaemonOptions): Promise<void> {
   limitHeapGrowth();
-  let daemon: RunningDaemon;
+  const onSignals = (daemon: RunningDaemon): void => {
+    const onSignal = (sig: string): void => {
+      void daemon.stop(sig).then(() => process.exit(0));
+    };
+    process.on('SIGTERM', () => onSignal('SIGTERM'));
+    process.on('SIGINT', () => onSignal('SIGINT'));
+  };
   try {
-    daemon = await startDaemon(opts);
+    await startDaemon(opts, onSignals);
   } catch (e) {
     const msg = e instanceof Refusal ? e.message : `could not start: ${(e as Error).message}`;
     // Hardening refusals already begin with "postern daemon refuses to run".
     process.stderr.write(msg.startsWith('postern ') ? `${msg}\n` : `postern daemon: ${msg}\n`);
     process.exit(1);
   }
-  const onSignal = (sig: string): void => {
-    void daemon.stop(sig).then(() => process.exit(0));
-  };
-  process.on('SIGTERM', () => onSignal('SIGTERM'));
-  process.on('SIGINT', () => onSignal('SIGINT'));
 }
