@@ -1,7 +1,7 @@
 // SPEC §6.1 step 4 and what step 8 connects through: one resolution with
 // every address classified, and the connection pool pinned to the address
 // found. Used by every HTTP request, whichever front door it came through
-// (http-steps.ts), by the token endpoints of computed credentials
+// (run-http.ts, run-proxied.ts), by the token endpoints of computed credentials
 // (computed/token-endpoint.ts) and by the proxy's tunnels (proxy/tunnel.ts).
 import type { Pool } from 'undici';
 import type { HttpCredentialDef } from '../../shared/credential';
