@@ -11,8 +11,8 @@ import type { Controller } from './controller';
 import type { Logger } from './logger';
 import { identify as identifyPeer, Identity, stillRunning } from './identity/identify';
 import { serveJson } from './pipeline/entry';
-import type { PipelineServices, RequestContext } from './pipeline/context';
-import { requesterGone, type RequesterGone } from './pipeline/requester-gone';
+import type { PipelineServices } from './pipeline/context';
+import { requestContext, requesterGone, type RequesterGone } from './pipeline/requester-gone';
 import type { Slot } from './stores/budgets';
 import { journalRefusal } from './audit/refusal-summary';
 import { createRun } from './agent-runs';
@@ -189,25 +189,6 @@ function counted(
   });
 }
 
-// The request's context; its signal is made when first read.
-function contextFor(
-  s: Services,
-  identity: Identity,
-  gone: RequesterGone,
-  slot: Slot,
-  onWaiting?: (card: Card) => void,
-): RequestContext {
-  return {
-    services: s.pipeline,
-    identity,
-    get signal() {
-      return gone.signal;
-    },
-    slot,
-    ...(onWaiting ? { onWaiting } : {}),
-  };
-}
-
 type Route = (
   s: Services,
   identity: Identity,
@@ -225,9 +206,9 @@ const ROUTES: Record<string, Route> = {
     return { credentials: list.map(({ name, kind, description, targets }) => ({ name, kind, description, targets })) };
   },
   'POST /v1/http': (s, identity, req, gone, onWaiting) =>
-    counted(s, req, (raw, slot) => serveJson(contextFor(s, identity, gone, slot, onWaiting), 'http', raw)),
+    counted(s, req, (raw, slot) => serveJson(requestContext(s.pipeline, identity, gone, slot, onWaiting), 'http', raw)),
   'POST /v1/ssh': (s, identity, req, gone, onWaiting) =>
-    counted(s, req, (raw, slot) => serveJson(contextFor(s, identity, gone, slot, onWaiting), 'ssh', raw)),
+    counted(s, req, (raw, slot) => serveJson(requestContext(s.pipeline, identity, gone, slot, onWaiting), 'ssh', raw)),
   'POST /v1/runs': (s, identity, req) => counted(s, req, (raw) => createRun(s.pipeline, identity, raw)),
 };
 

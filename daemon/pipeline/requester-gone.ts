@@ -5,6 +5,10 @@
 // already gone by then (two signals per request were a measurable part of
 // the request path's cost).
 import type { ServerResponse } from 'node:http';
+import type { Identity } from '../identity/identify';
+import type { Card } from '../sessions/approvals';
+import type { Slot } from '../stores/budgets';
+import type { PipelineServices, RequestContext } from './context';
 
 export interface RequesterGone {
   readonly signal: AbortSignal;
@@ -26,5 +30,25 @@ export function requesterGone(res: ServerResponse): RequesterGone {
       }
       return controller.signal;
     },
+  };
+}
+
+// A request's context for either front door, its signal the requester's
+// (made only if a step asks for it).
+export function requestContext(
+  services: PipelineServices,
+  identity: Identity,
+  gone: RequesterGone,
+  slot: Slot,
+  onWaiting?: (card: Card) => void,
+): RequestContext {
+  return {
+    services,
+    identity,
+    get signal() {
+      return gone.signal;
+    },
+    slot,
+    ...(onWaiting ? { onWaiting } : {}),
   };
 }

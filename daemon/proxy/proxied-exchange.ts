@@ -13,7 +13,7 @@ import type { Identity } from '../identity/identify';
 import type { PipelineServices } from '../pipeline/context';
 import { credentialOfKind } from '../pipeline/credential';
 import { proxiedRequest, type PlaceholderLookup, type ProxiedParts } from '../pipeline/proxied';
-import { requesterGone } from '../pipeline/requester-gone';
+import { requestContext, requesterGone } from '../pipeline/requester-gone';
 import { runProxied } from '../pipeline/run-proxied';
 import type { ResponseSink } from '../pipeline/stream-response';
 import { looksLikePlaceholder } from '../stores/runs';
@@ -162,15 +162,7 @@ export async function serveProxiedExchange(
         definitionOf(s),
       );
       const covered = request.credential === null ? coveredAddresses(s, request.target) : [];
-      const ctx = {
-        services: s,
-        identity,
-        get signal() {
-          return gone.signal;
-        },
-        slot,
-      };
-      await runProxied(ctx, request, sinkFor(res), {
+      await runProxied(requestContext(s, identity, gone, slot), request, sinkFor(res), {
         coveredAddresses: covered,
         clientPid,
       });

@@ -6,7 +6,9 @@ import t from 'tap';
 import http from 'node:http';
 import net from 'node:net';
 import { once } from 'node:events';
-import { requesterGone, type RequesterGone } from '../../daemon/pipeline/requester-gone';
+import { requestContext, requesterGone, type RequesterGone } from '../../daemon/pipeline/requester-gone';
+import type { PipelineServices } from '../../daemon/pipeline/context';
+import type { Identity } from '../../daemon/identity/identify';
 
 async function withServer(
   handle: (res: http.ServerResponse, gone: RequesterGone) => Promise<void>,
@@ -70,4 +72,36 @@ t.test('a finished response: never aborted, read before or after', async (t) => 
       },
     );
   }
+});
+
+// Both front doors build their request's context with requestContext: its
+// signal is the requester's own, read through, and a waiting notice is
+// carried only when one is given.
+t.test('requestContext: the signal read through, onWaiting only when given', async (t) => {
+  const services = {} as PipelineServices;
+  const identity = {} as Identity;
+  const slot = { release: () => undefined } as never;
+  await withServer(async (res, gone) => {
+    const ctx = requestContext(services, identity, gone, slot);
+    t.notOk('onWaiting' in ctx, 'no waiting notice given, none carried');
+    t.equal(ctx.services, services);
+    t.equal(ctx.identity, identity);
+    t.equal(ctx.slot, slot);
+    await once(res, 'close');
+    t.equal(ctx.signal.aborted, true, 'aborted: the requester left before its response');
+    t.equal(ctx.signal, gone.signal, 'the requester-gone signal itself');
+  }, leaveAfterHead);
+  await withServer(
+    async (res, gone) => {
+      const onWaiting = (): void => undefined;
+      const ctx = requestContext(services, identity, gone, slot, onWaiting);
+      t.equal(ctx.onWaiting, onWaiting);
+      res.end('ok');
+      await once(res, 'close');
+      t.equal(ctx.signal.aborted, false, 'a finished response: not aborted');
+    },
+    async (port) => {
+      await (await fetch(`http://127.0.0.1:${port}/`)).text();
+    },
+  );
 });
