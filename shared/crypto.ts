@@ -1,6 +1,6 @@
 // The few libsodium calls postern makes, named for what they do. Everything
 // secret stays in Buffers/Uint8Arrays (never strings) so it can be wiped.
-import { createHash, randomFillSync } from 'node:crypto';
+import { hash, randomFillSync } from 'node:crypto';
 // `import = require` keeps the live module object: the wrapper adds its
 // functions to it only once `ready` resolves, so a namespace copy would miss them.
 import libsodium = require('libsodium-wrappers-sumo');
@@ -134,8 +134,10 @@ export function blake2b(data: Uint8Array, len = 32): Buffer {
   return asBuffer(lib().crypto_generichash(len, data, null));
 }
 
+// One-shot: no Hash object per call (about a third of the time of
+// createHash().update().digest() for short input).
 export function sha256hex(data: Uint8Array | string): string {
-  return createHash('sha256').update(data).digest('hex');
+  return hash('sha256', data, 'hex');
 }
 
 // Ed25519 detached signatures (audit checkpoints). The private key is

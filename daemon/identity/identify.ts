@@ -26,7 +26,7 @@
 // executable whose path, looked up by the daemon, is another file (device
 // and inode) than the one the process runs (a bind mount over /usr/bin/git
 // in the agent's own namespace).
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import {
   closeProcFiles,
   exeIdentity,
@@ -78,7 +78,7 @@ export interface Identity {
 const OWN_UID = process.getuid?.() ?? -1;
 
 function argvHash(cmdline: Buffer): string {
-  return createHash('sha256').update(cmdline).digest('hex').slice(0, 16);
+  return hash('sha256', cmdline, 'hex').slice(0, 16);
 }
 
 function instanceKey(pid: number, stat: Stat, exeId: { dev: number; ino: number }, cmdline: Buffer): string {
