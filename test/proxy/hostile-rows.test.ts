@@ -11,101 +11,14 @@
 // headers and accept-encoding are removed, not refused. The secret is in no
 // byte the client received, nor the journal, nor the daemon's log.
 import t, { type Test } from 'tap';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { startStack } from '../helpers/stack';
-import { cliBytes } from '../helpers/cli-bytes';
+import { parseRaw, sendRaw, type Wire } from '../helpers/proxy-raw-client';
 import { makeCanary, journalText, journalBytes } from '../helpers/canary';
 import { exposures } from '../helpers/exposure';
 import type { Row } from '../helpers/request-rows';
 import { hostilePathRows, hostileRequestRows, hostileUrlRows } from '../helpers/hostile-rows';
 
 const HOST = 'api.example.test';
-
-// The client run under `postern run`: reads the requests from the file named
-// by its argument, sends each on its own CONNECT tunnel, and prints one JSON
-// line per request with the raw response bytes (or none, when the
-// connection closed without one). `@@PH:VAR@@` in a request stands for the
-// placeholder in $VAR, `@@B64:USER:VAR@@` for base64("USER:" + $VAR).
-const CLIENT = String.raw`
-const fs = require('node:fs');
-const net = require('node:net');
-const tls = require('node:tls');
-const proxy = new URL(process.env.HTTPS_PROXY);
-const auth = Buffer.from(decodeURIComponent(proxy.username) + ':' + decodeURIComponent(proxy.password)).toString('base64');
-const ca = fs.readFileSync(process.env.SSL_CERT_FILE);
-const fill = (text) =>
-  text
-    .replace(/@@PH:([A-Z_]+)@@/g, (_m, v) => process.env[v])
-    .replace(/@@B64:([a-z]+):([A-Z_]+)@@/g, (_m, u, v) => Buffer.from(u + ':' + process.env[v]).toString('base64'));
-
-// A response is complete at its content-length, at the last chunk, or at close.
-function complete(buf) {
-  const end = buf.indexOf('\r\n\r\n');
-  if (end === -1) return false;
-  const head = buf.subarray(0, end).toString('latin1');
-  const body = buf.subarray(end + 4);
-  const cl = /\r\ncontent-length: *(\d+)/i.exec(head);
-  if (cl) return body.length >= Number(cl[1]);
-  if (/\r\ntransfer-encoding: *chunked/i.test(head)) return body.includes('\r\n0\r\n\r\n') || body.subarray(0, 5).toString() === '0\r\n\r\n';
-  return false;
-}
-
-function send(r) {
-  return new Promise((resolve) => {
-    const c = net.connect(Number(proxy.port), proxy.hostname);
-    let got = Buffer.alloc(0);
-    let done = false;
-    const finish = (what) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      c.destroy();
-      resolve({ id: r.id, ...what });
-    };
-    const timer = setTimeout(() => finish({ error: 'timeout', raw: got.toString('base64') }), 15000);
-    c.on('error', (e) => finish({ error: String(e) }));
-    c.once('connect', () => c.write('CONNECT ' + r.connect + ' HTTP/1.1\r\nHost: ' + r.connect + '\r\nProxy-Authorization: Basic ' + auth + '\r\n\r\n'));
-    let head = Buffer.alloc(0);
-    const onHead = (d) => {
-      head = Buffer.concat([head, d]);
-      if (head.indexOf('\r\n\r\n') === -1) return;
-      c.off('data', onHead);
-      if (!/^HTTP\/1\.1 200 /.test(head.toString('latin1'))) return finish({ error: 'CONNECT refused: ' + head.toString('latin1') });
-      const s = tls.connect({ socket: c, servername: r.connect.split(':')[0], ca, ALPNProtocols: ['http/1.1'] });
-      s.on('error', (e) => finish({ error: String(e), raw: got.toString('base64') }));
-      s.on('secureConnect', () => {
-        s.write(Buffer.from(fill(r.head), 'utf8'));
-        if (r.body) s.write(Buffer.from(r.body, 'base64'));
-      });
-      s.on('data', (d) => {
-        got = Buffer.concat([got, d]);
-        if (complete(got)) finish({ raw: got.toString('base64') });
-      });
-      s.on('close', () => finish({ raw: got.toString('base64'), closed: true }));
-    };
-    c.on('data', onHead);
-  });
-}
-
-(async () => {
-  for (const r of JSON.parse(fs.readFileSync(process.argv[2], 'utf8'))) process.stdout.write(JSON.stringify(await send(r)) + '\n');
-})();
-`;
-
-interface Wire {
-  id: number;
-  connect: string;
-  head: string;
-  body?: string;
-}
-
-interface Answer {
-  id: number;
-  raw?: string;
-  closed?: boolean;
-  error?: string;
-}
 
 // Where each credential of the rows takes its placeholder.
 const SLOTS: Record<string, { header?: string; query?: string }> = {
@@ -132,37 +45,6 @@ function wire(id: number, row: Row, P: number): Wire {
   lines.push(`x-row: ${id}`);
   for (const [name, value] of Object.entries(req.headers ?? {})) lines.push(`${name}: ${value}`);
   return { id, connect: `${HOST}:${P}`, head: lines.join('\r\n') + '\r\n\r\n' };
-}
-
-interface Parsed {
-  status: number;
-  head: string;
-  headers: Record<string, string>;
-  body: string;
-}
-
-function parse(raw: Buffer): Parsed {
-  const end = raw.indexOf('\r\n\r\n');
-  const head = raw.subarray(0, end).toString('latin1');
-  const headers: Record<string, string> = {};
-  for (const line of head.split('\r\n').slice(1)) {
-    const i = line.indexOf(':');
-    headers[line.slice(0, i).toLowerCase()] = line.slice(i + 1).trim();
-  }
-  let body = raw.subarray(end + 4);
-  if (/chunked/i.test(headers['transfer-encoding'] ?? '')) {
-    const parts: Buffer[] = [];
-    let at = 0;
-    for (;;) {
-      const eol = body.indexOf('\r\n', at);
-      const n = parseInt(body.subarray(at, eol).toString(), 16);
-      if (!(n > 0)) break;
-      parts.push(body.subarray(eol + 2, eol + 2 + n));
-      at = eol + 2 + n + 2;
-    }
-    body = Buffer.concat(parts);
-  }
-  return { status: Number(head.split(' ')[1]), head, headers, body: body.toString('utf8') };
 }
 
 // What a row expects through the proxy, where SPEC §11 says otherwise than
@@ -268,18 +150,10 @@ t.test('the hostile header and path rows through the proxy front door', async (t
 
   const table = selectRows(t, P, secret);
   const requests = table.map((row, id) => wire(id, row, P));
-  const file = join(s.h.dir, 'rows.json');
-  writeFileSync(file, JSON.stringify(requests));
-  const script = join(s.h.dir, 'client.js');
-  writeFileSync(script, CLIENT);
-  const run = await cliBytes(s.h.env, ['run', '--', process.execPath, script, file]);
+  const run = await sendRaw(s.h, requests);
   const out = run.stdout.toString();
   t.equal(run.code, 0, run.stderr);
-  const answers = new Map<number, Answer>();
-  for (const line of out.split('\n').filter(Boolean)) {
-    const a = JSON.parse(line) as Answer;
-    answers.set(a.id, a);
-  }
+  const answers = run.answers;
   t.equal(answers.size, table.length, 'an answer for every row');
 
   let lastSeq = 0;
@@ -290,7 +164,7 @@ t.test('the hostile header and path rows through the proxy front door', async (t
       const raw = Buffer.from(a?.raw ?? '', 'base64');
       received.push(raw);
       t.notOk(a?.error, `answered (${a?.error})`);
-      const r = parse(raw);
+      const r = parseRaw(raw);
       const seen = s.up.requests.filter((q) => q.headers['x-row'] === String(id));
       const expect = throughProxy(row);
       if (row.code === undefined || (expect && 'removed' in expect)) {
