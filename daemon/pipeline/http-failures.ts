@@ -2,7 +2,7 @@
 // undici's error codes, Node's errno and OpenSSL's certificate verdicts, as
 // one table read top to bottom. `sent` is the line between "not sent" and
 // "may have executed": undici had begun writing the request.
-import type { Refusal } from '../../shared/errors';
+import { Refusal } from '../../shared/errors';
 import { unreachableRows } from './connect-errors';
 import { codeIs, codeLike, refusalFor, type FailureTable } from './failure-table';
 
@@ -121,4 +121,17 @@ export function httpFailure(e: unknown, host: string, timedOut: boolean, sent: b
 
 export function upstreamFailure(e: unknown, host: string, timedOut: boolean, sent: boolean): Refusal {
   return refusalFor(HTTP_FAILURES, httpFailure(e, host, timedOut, sent));
+}
+
+// A response that failed once it had begun to arrive (decoding it, or
+// writing it on to the client): the request reached the upstream. The
+// error's code (Node's, zlib's or undici's) is named; its message, which
+// may quote response bytes, is not.
+export function responseFailure(e: unknown, host: string): Refusal {
+  const { code } = httpFailure(e, host, false, true);
+  return new Refusal(
+    'upstream_error',
+    `the response from ${host} could not be passed on (${code}); the request reached ${host} — check before retrying`,
+    { maybe_executed: true },
+  );
 }

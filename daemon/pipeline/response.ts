@@ -30,13 +30,30 @@ export function isText(contentType: string | undefined, body: Buffer): boolean {
 const WIRE_HEADERS_WHEN_CONTENT_DECODED = ['content-encoding', 'content-length'];
 const WIRE_HEADERS_WHEN_TRANSFER_DECODED = ['transfer-encoding', 'content-length'];
 
+// A header name on the wire is a token (RFC 9110 §5.6.2), and the mark
+// "[REDACTED:<credential>]" is not one: where a name is written as an HTTP
+// header (the proxy front door), its marks are written "redacted-<credential>"
+// (lower case, as undici gives every other name; credential names are
+// tokens). Redaction puts nothing else into a name,
+// so the result is a token; a name that is not one anyway is left out
+// rather than make the whole response unwritable.
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const MARK_IN_NAME = /\[REDACTED:([a-z0-9._-]+)\]/g;
+
+function tokenName(shown: string): string | null {
+  const name = shown.includes('[') ? shown.replace(MARK_IN_NAME, 'redacted-$1') : shown;
+  return TOKEN.test(name) ? name : null;
+}
+
 // The headers passed on: Set-Cookie only when the credential passes it,
-// none of `dropped`, names and values redacted.
+// none of `dropped`, names and values redacted; with `wireNames`, names
+// written as tokens (above).
 export function shapeHeaders(
   upstream: Record<string, string | string[]>,
   passSetCookie: boolean,
   redactor: Redactor | null,
   dropped: ReadonlySet<string>,
+  wireNames = false,
 ): { headers: Record<string, string | string[]>; redactions: number } {
   let redactions = 0;
   const scrub = (v: string): string => {
@@ -49,7 +66,9 @@ export function shapeHeaders(
     if (name === 'set-cookie' && !passSetCookie) continue;
     if (dropped.has(name)) continue;
     // An upstream may echo the secret as a header name, too.
-    const shown = scrub(name);
+    const scrubbed = scrub(name);
+    const shown = wireNames ? tokenName(scrubbed) : scrubbed;
+    if (shown === null) continue;
     const values = Array.isArray(value) ? value.map(scrub) : scrub(value);
     const before = headers[shown];
     headers[shown] = before === undefined ? values : [...[before].flat(), ...[values].flat()];

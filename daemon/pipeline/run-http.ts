@@ -4,6 +4,7 @@
 // later step is journaled and carries its audit_seq; the secret is opened
 // only at step 8, after everything before it passed.
 import { Refusal } from '../../shared/errors';
+import { responseFailure } from './http-failures';
 import { canonicalJson } from '../../shared/canonical-json';
 import type { HttpRequestFacts } from '../../shared/events';
 import type { HttpReply } from '../../shared/protocol';
@@ -109,12 +110,7 @@ export async function runHttp(ctx: RequestContext, req: HttpRequest): Promise<Ht
     try {
       reply = await shapeResponse(raw, def, scan.redactor, cap, readLimit, req.target.host);
     } catch (e) {
-      const r =
-        e instanceof Refusal
-          ? e
-          : new Refusal('upstream_error', 'the response could not be read; see the daemon log', {
-              maybe_executed: true,
-            });
+      const r = e instanceof Refusal ? e : responseFailure(e, req.target.host);
       throw settle(
         ticket,
         await refuseAfterIntent(s, intent, r, {

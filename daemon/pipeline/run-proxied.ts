@@ -13,6 +13,7 @@
 // aborts the message and is the outcome's error.
 import type { HttpCredentialDef } from '../../shared/credential';
 import { Refusal } from '../../shared/errors';
+import { responseFailure } from './http-failures';
 import type { HttpRequestFacts, JournalEvent, UncredentialedHttpFacts } from '../../shared/events';
 import { credentialOfKind } from './credential';
 import { sendStreaming, type StreamingResponse } from './execute-http';
@@ -130,12 +131,7 @@ export async function runProxied(
         sink,
       );
     } catch (e) {
-      const r =
-        e instanceof Refusal
-          ? e
-          : new Refusal('upstream_error', 'the response could not be read; see the daemon log', {
-              maybe_executed: true,
-            });
+      const r = e instanceof Refusal ? e : responseFailure(e, req.target.host);
       throw await refuseAfterIntent(s, intent, r, {
         kind: 'http_outcome',
         intent_seq: intent.seq,

@@ -16,6 +16,7 @@
 //   so the client sees it incomplete) and the outcome records the error.
 import { createHash } from 'node:crypto';
 import { Refusal } from '../../shared/errors';
+import { responseFailure } from './http-failures';
 import { decodeStream, parseContentEncoding, parseTransferEncoding, type Coding } from './decode';
 import type { Redactor } from './redact';
 import { streamRedactor } from './redact/stream';
@@ -104,7 +105,13 @@ export async function streamResponse(res: UpstreamResponse, o: StreamLimits, sin
   }
   const codings = [...transfer, ...content];
   const contentDecoded = content.length > 0;
-  const head = shapeHeaders(res.headers, o.passSetCookie, o.redactor, framingHeaders(res.headers, contentDecoded));
+  const head = shapeHeaders(
+    res.headers,
+    o.passSetCookie,
+    o.redactor,
+    framingHeaders(res.headers, contentDecoded),
+    true,
+  );
   let bytes = 0;
   async function* counted(): AsyncGenerator<Buffer> {
     for await (const chunk of res.body) {
@@ -135,12 +142,7 @@ export async function streamResponse(res: UpstreamResponse, o: StreamLimits, sin
     }
     await give(scanner.end());
   } catch (e) {
-    error =
-      e instanceof Refusal
-        ? e
-        : new Refusal('upstream_error', 'the response could not be read; see the daemon log', {
-            maybe_executed: true,
-          });
+    error = e instanceof Refusal ? e : responseFailure(e, o.host);
   } finally {
     res.close();
   }

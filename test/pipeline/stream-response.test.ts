@@ -11,7 +11,7 @@
 import t from 'tap';
 import zlib from 'node:zlib';
 import { createHash, randomBytes } from 'node:crypto';
-import type { ServerResponse } from 'node:http';
+import http, { type ServerResponse } from 'node:http';
 import { Refusal } from '../../shared/errors';
 import { PinnedPools } from '../../daemon/stores/pinned-pools';
 import { sendStreaming } from '../../daemon/pipeline/execute-http';
@@ -68,7 +68,7 @@ function redactorFor(): ReturnType<typeof buildRedactor> {
   return buildRedactor([Buffer.from(SECRET), Buffer.from(`Bearer ${SECRET}`)], 'api');
 }
 
-async function fetchStreamed(limits: Partial<StreamLimits> = {}) {
+async function fetchStreamed(limits: Partial<StreamLimits> = {}, sink = new RecordingSink()) {
   const up = await upstreamReady;
   const pool = pools.get({ credential: 'api', origin: `https://${HOST}:${up.port}`, address: '127.0.0.1', family: 4 });
   const res = await sendStreaming(pool, HOST, {
@@ -78,7 +78,6 @@ async function fetchStreamed(limits: Partial<StreamLimits> = {}) {
     body: null,
     timeoutMs: 10_000,
   });
-  const sink = new RecordingSink();
   const options: StreamLimits = { passSetCookie: false, redactor: redactorFor(), cap: 1 << 20, host: HOST, ...limits };
   const streamed = streamResponse(res, options, sink);
   return { sink, streamed };
@@ -298,3 +297,51 @@ t.test('bytes beyond the declared length are never scanned apart: the message is
 });
 
 t.teardown(async () => (await upstreamReady).close());
+
+t.test('header names are written as tokens: a mark in a name becomes redacted-<credential>', async (t) => {
+  const hex = Buffer.from(SECRET).toString('hex');
+  handler = (_req, _body, res) => {
+    // A name echoing the secret (as hex, since a name is a token), and one
+    // that is already what the first becomes once redacted.
+    res.setHeader(`x-name-${hex}`, 'one');
+    res.setHeader('x-name-redacted-api', 'two');
+    res.setHeader('x-value', `Bearer ${SECRET}`);
+    res.end('ok');
+  };
+  const { sink, streamed } = await fetchStreamed();
+  const out = await streamed;
+  t.equal(out.error, null);
+  const headers = sink.head?.headers ?? {};
+  for (const name of Object.keys(headers)) {
+    t.doesNotThrow(() => http.validateHeaderName(name), `${name}: a valid header name`);
+    t.notOk(name.toLowerCase().includes(hex), `${name}: no hex of the secret`);
+  }
+  t.same(headers['x-name-redacted-api'], ['one', 'two'], 'both values, under the one token name');
+  t.equal(headers['x-value'], '[REDACTED:api]', 'a value keeps the mark as it is');
+  t.equal(out.redactions, 2, 'the name and the value, each counted');
+});
+
+t.test('a failure once the head is out names its code, not "see the log"', async (t) => {
+  // The client's side fails as Node's streams do when written after they
+  // were destroyed.
+  handler = (_req, _body, res) => {
+    res.end('a body');
+  };
+  class GoneSink extends RecordingSink {
+    override write(): void {
+      throw Object.assign(new Error(`write after a destroy, with ${SECRET} in its message`), {
+        code: 'ERR_STREAM_DESTROYED',
+      });
+    }
+  }
+  const { sink, streamed } = await fetchStreamed({}, new GoneSink());
+  const out = await streamed;
+  t.ok(sink.head !== null && sink.aborted, 'head sent, message aborted');
+  t.equal(out.error?.code, 'upstream_error');
+  t.equal(
+    out.error?.message,
+    'the response from api.stream.test could not be passed on (ERR_STREAM_DESTROYED); the request reached api.stream.test — check before retrying',
+    "the error's code, never its message",
+  );
+  t.equal(out.error?.detail?.['maybe_executed'], true);
+});
