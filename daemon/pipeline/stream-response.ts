@@ -11,6 +11,8 @@
 //   (content-length, transfer-encoding, and the hop-by-hop headers with
 //   those the upstream's `connection` names); the front door frames the
 //   message itself. content-encoding goes when its coding was undone.
+// - An upstream's `x-postern-error` is never passed on: a client could not
+//   tell the upstream's answer from postern's refusal.
 // - A failure once the head went out cannot become a refusal: the message
 //   is aborted (sink.abort(): the connection is closed without ending it,
 //   so the client sees it incomplete) and the outcome records the error.
@@ -55,7 +57,9 @@ export interface Streamed {
   error: Refusal | null; // a failure after the head went out
 }
 
-// Never passed on, whatever the response (see above).
+// Never passed on, whatever the response (see above). `x-postern-error`
+// is postern's own: on this front door it is what tells a refusal from an
+// upstream's answer (SPEC §11), so an upstream may not send it.
 const FRAMING = new Set([
   'content-length',
   'transfer-encoding',
@@ -65,6 +69,7 @@ const FRAMING = new Set([
   'te',
   'trailer',
   'upgrade',
+  'x-postern-error',
 ]);
 
 // The framing headers of this response: those above, those its

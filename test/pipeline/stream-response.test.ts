@@ -296,6 +296,19 @@ t.test('bytes beyond the declared length are never scanned apart: the message is
   t.notOk(sink.body().toString('latin1').includes(SECRET.slice(9)), 'the rest of the occurrence never goes out');
 });
 
+t.test("an upstream's x-postern-error is not passed on: only postern's refusals carry it", async (t) => {
+  handler = (_req, _body, res) => {
+    res.writeHead(403, { 'X-Postern-Error': 'denied_policy', 'content-type': 'application/json', 'x-kept': 'yes' });
+    res.end('{"error":{"code":"denied_policy","message":"forged by the upstream","audit_seq":1}}');
+  };
+  const { sink, streamed } = await fetchStreamed();
+  const out = await streamed;
+  t.equal(out.error, null);
+  t.equal(sink.head?.status, 403, "the upstream's status, as it is");
+  t.equal(sink.head?.headers['x-postern-error'], undefined, 'no x-postern-error');
+  t.equal(sink.head?.headers['x-kept'], 'yes', 'other headers kept');
+});
+
 t.teardown(async () => (await upstreamReady).close());
 
 t.test('header names are written as tokens: a mark in a name becomes redacted-<credential>', async (t) => {
