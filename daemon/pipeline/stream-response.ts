@@ -4,7 +4,9 @@
 // a zlib stream), drop Set-Cookie unless the credential passes it, redact
 // headers and body (the body by the streaming scanner, which holds back only
 // what may begin an occurrence), and cut at max_response_body: then the
-// message is ended and the outcome says truncated.
+// message is closed unfinished (sink.abort(): the client has every byte
+// up to the cut and knows the body is not whole) and the outcome says
+// truncated.
 //
 // Decisions where the SPEC is silent:
 // - The headers that frame the bytes on the wire are never passed on
@@ -16,6 +18,9 @@
 // - A failure once the head went out cannot become a refusal: the message
 //   is aborted (sink.abort(): the connection is closed without ending it,
 //   so the client sees it incomplete) and the outcome records the error.
+// - So is a body cut at max_response_body: ended as if whole, a truncated
+//   download or clone would pass for a complete one (curl would exit 0
+//   with half a file); unfinished, every HTTP/1.1 client reports it.
 import { createHash } from 'node:crypto';
 import { Refusal } from '../../shared/errors';
 import { responseFailure } from './http-failures';
@@ -29,7 +34,8 @@ export interface ResponseSink {
   // May return a promise when the client is slow to take more.
   write(chunk: Buffer): void | Promise<void>;
   end(): void;
-  // The message cannot be completed: close without ending it.
+  // The message cannot be completed: close without ending it, after the
+  // bytes written so far.
   abort(): void;
 }
 
@@ -151,7 +157,7 @@ export async function streamResponse(res: UpstreamResponse, o: StreamLimits, sin
   } finally {
     res.close();
   }
-  if (error) sink.abort();
+  if (error || scanner.truncated) sink.abort();
   else sink.end();
   return {
     status: res.status,

@@ -107,9 +107,29 @@ function sinkFor(res: http.ServerResponse): ResponseSink {
       gather();
       res.end();
     },
-    abort: () => res.destroy(),
+    // What was written goes out first (the bytes of a cut body are the
+    // client's), then the connection closes without the message's end.
+    abort: () => {
+      const socket = res.socket;
+      if (!socket || socket.destroyed) {
+        res.destroy();
+        return;
+      }
+      if (corked) {
+        corked = false;
+        res.uncork();
+      }
+      socket.end();
+      const timer = setTimeout(() => res.destroy(), ABORT_FLUSH_MS);
+      timer.unref();
+      socket.once('close', () => clearTimeout(timer));
+    },
   };
 }
+
+// How long a closing connection may take to flush what was written to a
+// client that does not read it.
+const ABORT_FLUSH_MS = 5_000;
 
 function lookupFor(s: PipelineServices, identity: Identity): PlaceholderLookup {
   return (value) => {

@@ -152,7 +152,9 @@ t.test('every coding: decoded, redacted as the whole body would be, cut at the c
         createHash('sha256').update(sink.body()).digest('hex'),
         `${label}: hash of what was sent`,
       );
-      t.ok(sink.ended && !sink.aborted, `${label}: the message is ended`);
+      // A cut body is closed unfinished, so the client cannot take it as whole.
+      if (whole.cut) t.ok(sink.aborted && !sink.ended, `${label}: cut, the message is closed unfinished`);
+      else t.ok(sink.ended && !sink.aborted, `${label}: the message is ended`);
       t.same(exposures(sink.body(), SECRET), [], `${label}: no form of the secret reaches the client`);
       t.same(
         canaryForms(SECRET).filter((f) => sink.body().toString('latin1').includes(f)),
