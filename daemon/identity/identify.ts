@@ -26,7 +26,6 @@
 // executable whose path, looked up by the daemon, is another file (device
 // and inode) than the one the process runs (a bind mount over /usr/bin/git
 // in the agent's own namespace).
-import { hash } from 'node:crypto';
 import {
   closeProcFiles,
   exeIdentity,
@@ -43,6 +42,7 @@ import {
 } from '../platform/proc';
 import type { ProcFiles, Stat } from '../platform/proc';
 import { Refusal } from '../../shared/errors';
+import { sha256hex } from '../../shared/crypto';
 import { EXE_MISMATCH_NOTE, NOT_READABLE, OTHER_MOUNT_NS_NOTE } from '../../shared/admin-protocol';
 
 export interface ProcessInfo {
@@ -78,7 +78,7 @@ export interface Identity {
 const OWN_UID = process.getuid?.() ?? -1;
 
 function argvHash(cmdline: Buffer): string {
-  return hash('sha256', cmdline, 'hex').slice(0, 16);
+  return sha256hex(cmdline).slice(0, 16);
 }
 
 function instanceKey(pid: number, stat: Stat, exeId: { dev: number; ino: number }, cmdline: Buffer): string {

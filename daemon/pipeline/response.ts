@@ -5,6 +5,7 @@
 // read beyond the cap), then truncate at max_response_body.
 import type { HttpCredentialDef } from '../../shared/credential';
 import type { HttpResponseReply } from '../../shared/protocol';
+import { HEADER_TOKEN } from '../../shared/http-headers';
 import type { RawResponse } from './execute-http';
 import { parseContentEncoding, parseTransferEncoding, decodeBody } from './decode';
 import { Redactor, redact, redactText } from './redact';
@@ -37,12 +38,11 @@ const WIRE_HEADERS_WHEN_TRANSFER_DECODED = ['transfer-encoding', 'content-length
 // tokens). Redaction puts nothing else into a name,
 // so the result is a token; a name that is not one anyway is left out
 // rather than make the whole response unwritable.
-const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const MARK_IN_NAME = /\[REDACTED:([a-z0-9._-]+)\]/g;
 
 function tokenName(shown: string): string | null {
   const name = shown.includes('[') ? shown.replace(MARK_IN_NAME, 'redacted-$1') : shown;
-  return TOKEN.test(name) ? name : null;
+  return HEADER_TOKEN.test(name) ? name : null;
 }
 
 // The headers passed on: Set-Cookie only when the credential passes it,

@@ -66,7 +66,7 @@ export interface Streamed {
 // Never passed on, whatever the response (see above). `x-postern-error`
 // is postern's own: on this front door it is what tells a refusal from an
 // upstream's answer (SPEC §11), so an upstream may not send it.
-const FRAMING = new Set([
+const NOT_PASSED_ON = new Set([
   'content-length',
   'transfer-encoding',
   'connection',
@@ -78,20 +78,20 @@ const FRAMING = new Set([
   'x-postern-error',
 ]);
 
-// The framing headers of this response: those above, those its
+// The headers of this response not passed on: those above, those its
 // `connection` names, and content-encoding when its coding was undone.
-function framingHeaders(headers: Record<string, string | string[]>, contentDecoded: boolean): ReadonlySet<string> {
-  // Most responses name only keep-alive or close: nothing beyond FRAMING.
+function headersNotPassedOn(headers: Record<string, string | string[]>, contentDecoded: boolean): ReadonlySet<string> {
+  // Most responses name only keep-alive or close: nothing beyond NOT_PASSED_ON.
   const connection = headers['connection'];
-  if (connection === undefined && !contentDecoded) return FRAMING;
+  if (connection === undefined && !contentDecoded) return NOT_PASSED_ON;
   const more: string[] = [];
   for (const value of typeof connection === 'string' ? [connection] : (connection ?? []))
     for (const n of value.split(',')) {
       const name = n.trim().toLowerCase();
-      if (name !== '' && !FRAMING.has(name)) more.push(name);
+      if (name !== '' && !NOT_PASSED_ON.has(name)) more.push(name);
     }
   if (contentDecoded) more.push('content-encoding');
-  return more.length === 0 ? FRAMING : new Set([...FRAMING, ...more]);
+  return more.length === 0 ? NOT_PASSED_ON : new Set([...NOT_PASSED_ON, ...more]);
 }
 
 // The body's declared length when nothing is to be decoded: the chunk that
@@ -120,7 +120,7 @@ export async function streamResponse(res: UpstreamResponse, o: StreamLimits, sin
     res.headers,
     o.passSetCookie,
     o.redactor,
-    framingHeaders(res.headers, contentDecoded),
+    headersNotPassedOn(res.headers, contentDecoded),
     true,
   );
   let bytes = 0;

@@ -24,6 +24,7 @@
 import { z } from 'zod';
 import { Refusal, Problem } from '../../shared/errors';
 import { REFUSED_METHODS } from '../../shared/credential/fields';
+import { HEADER_TOKEN } from '../../shared/http-headers';
 import { quote } from '../../shared/credential/text';
 import {
   Check,
@@ -75,14 +76,13 @@ export const HTTP_REQUEST_FIELDS = [
   'reason',
 ] as const;
 
-const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,128}$/;
 const MAX_METHOD_LENGTH = 32;
 
 function checkMethod(v: unknown): Check<string> {
   if (v === undefined) return bad('is required; give the HTTP method, e.g. "GET"');
   if (typeof v !== 'string') return bad('must be a string, e.g. "GET"');
-  if (v.length > MAX_METHOD_LENGTH || !TOKEN.test(v)) {
+  if (v.length > MAX_METHOD_LENGTH || !HEADER_TOKEN.test(v)) {
     return bad(`${quote(v)} is not an HTTP method; give one word such as "GET" or "POST"`);
   }
   const upper = v.toUpperCase();

@@ -8,9 +8,15 @@
 // apart with boundaries inside the secret's forms; `type=bin`, an
 // octet-stream body. Shared by the redaction suites of both front doors.
 import zlib from 'node:zlib';
+import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { base32 } from './exposure';
+
+// ---- The secrets: "/", "+", "=", a space, a quote, a backslash, "%", "&".
+export function makeSecret(prefix: string): string {
+  return `${prefix}_${randomBytes(8).toString('hex')}/+= "q\\%&~${randomBytes(8).toString('hex')}+/=`;
+}
 
 // ---- Encodings of a value, as an upstream may print it.
 // every = 2: one ASCII byte in two left as it is; bytes above ASCII always

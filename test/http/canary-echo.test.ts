@@ -16,20 +16,14 @@
 // agent, the daemon log or the journal; redaction off really returns the
 // secret, each form on its own line where the detector sees it.
 import t, { Test } from 'tap';
-import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { startStack, Stack } from '../helpers/stack';
 import { cli } from '../helpers/postern';
 import { filesUnder, journalBytes, journalText } from '../helpers/canary';
 import { exposures } from '../helpers/exposure';
-import { CODINGS, echoHandler, encodings, type Coding } from '../helpers/echo-upstream';
+import { CODINGS, echoHandler, encodings, makeSecret, type Coding } from '../helpers/echo-upstream';
 import type { AgentResponse } from '../../daemon/pipeline/response';
-
-// ---- The secrets: "/", "+", "=", a space, a quote, a backslash, "%", "&".
-function makeSecret(prefix: string): string {
-  return `${prefix}_${randomBytes(8).toString('hex')}/+= "q\\%&~${randomBytes(8).toString('hex')}+/=`;
-}
 
 // The encodings added by SPEC §6.4 revision 2, and where the detector must
 // find each when it comes back unredacted (a view or form of its own).

@@ -14,21 +14,15 @@
 // the journal; redaction off really returns the secret, so the search can
 // fail.
 import t, { Test } from 'tap';
-import { randomBytes } from 'node:crypto';
 import { startStack, Stack } from '../helpers/stack';
 import { cli } from '../helpers/postern';
 import { journalBytes, journalText } from '../helpers/canary';
 import { exposures } from '../helpers/exposure';
-import { CODINGS, echoHandler, type Coding } from '../helpers/echo-upstream';
+import { CODINGS, echoHandler, makeSecret, type Coding } from '../helpers/echo-upstream';
 import { parseRaw, sendRaw, type Answer, type Parsed, type Wire } from '../helpers/proxy-raw-client';
 
 const HOST = 'api.example.test';
 const AGENT_BODY = 'the agent body, nothing secret';
-
-// "/", "+", "=", a space, a quote, a backslash, "%", "&".
-function makeSecret(prefix: string): string {
-  return `${prefix}_${randomBytes(8).toString('hex')}/+= "q\\%&~${randomBytes(8).toString('hex')}+/=`;
-}
 
 interface Cred {
   name: string;
