@@ -110,11 +110,33 @@ function dispatch(via: Dispatcher, o: SendOptions, clock: Deadline): Promise<Dis
   return Promise.race([pending, clock.expiry]);
 }
 
+// A response that has no body whatever its headers say (RFC 9110 §6.4.1):
+// to HEAD, and a 204 or 304. A 304 may carry the Content-Length a 200 would
+// have had (§8.6, as ASP.NET, Tornado and others send it); undici takes it
+// for the body's and fails the body as a length mismatch when no byte
+// follows, so such a body is drained, not read, and its failure ignored
+// (undici has already closed that connection).
+function bodiless(method: string, status: number): boolean {
+  return method === 'HEAD' || status === 204 || status === 304;
+}
+
+function drain(res: Dispatcher.ResponseData): Promise<void> {
+  return res.body.dump().then(
+    () => undefined,
+    () => undefined,
+  );
+}
+
 export async function sendPinned(pool: Pool, host: string, o: SendOptions): Promise<RawResponse> {
   const clock = deadline(o.timeoutMs);
   const via = tracked(pool);
   try {
     const res = await dispatch(via.dispatcher, o, clock);
+    const headers = res.headers as Record<string, string | string[]>;
+    if (bodiless(o.method, res.statusCode)) {
+      await Promise.race([drain(res), clock.expiry]);
+      return { status: res.statusCode, headers, body: Buffer.alloc(0), complete: true };
+    }
     const chunks: Buffer[] = [];
     let size = 0;
     let complete = true;
@@ -136,7 +158,7 @@ export async function sendPinned(pool: Pool, host: string, o: SendOptions): Prom
     await Promise.race([reading, clock.expiry]);
     return {
       status: res.statusCode,
-      headers: res.headers as Record<string, string | string[]>,
+      headers,
       body: Buffer.concat(chunks),
       complete,
     };
@@ -182,7 +204,13 @@ export async function sendStreaming(
   // aborts the request and undici destroys the body, which ends the loop
   // with the abort (no race per chunk against the expiry, whose reactions
   // would pile up over a long stream).
+  const empty = bodiless(o.method, res.statusCode);
   async function* body(): AsyncGenerator<Buffer> {
+    if (empty) {
+      clock.clear();
+      await drain(res);
+      return;
+    }
     try {
       clock.restart();
       for await (const chunk of res.body as AsyncIterable<Buffer>) {
