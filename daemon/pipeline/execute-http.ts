@@ -176,6 +176,8 @@ export interface StreamingResponse {
   body: AsyncIterable<Buffer>;
   // Closes the body without reading it (a response refused on its head).
   close(): void;
+  // The answer to HEAD, a 204 or a 304: no body, whatever the headers say.
+  bodiless: boolean;
 }
 
 // As sendPinned, for a response passed on as it arrives (the proxy front
@@ -232,5 +234,6 @@ export async function sendStreaming(
       clock.clear();
       res.body.destroy();
     },
+    bodiless: empty,
   };
 }

@@ -44,6 +44,7 @@ export interface UpstreamResponse {
   headers: Record<string, string | string[]>;
   body: AsyncIterable<Buffer>;
   close(): void;
+  bodiless?: boolean; // the answer to HEAD, a 204 or a 304
 }
 
 export interface StreamLimits {
@@ -78,20 +79,32 @@ const NOT_PASSED_ON = new Set([
   'x-postern-error',
 ]);
 
+// The answer to HEAD and a 304 carry no body: their content-length frames
+// nothing and tells the length of what a GET would get (RFC 9110 §8.6), as
+// long as no coding is undone (a GET through postern would then come back
+// decoded, of a length not known in advance). Clients use it (`curl -I`,
+// the size of a download before it begins).
+const NOT_PASSED_ON_BODILESS = new Set([...NOT_PASSED_ON].filter((n) => n !== 'content-length'));
+
 // The headers of this response not passed on: those above, those its
 // `connection` names, and content-encoding when its coding was undone.
-function headersNotPassedOn(headers: Record<string, string | string[]>, contentDecoded: boolean): ReadonlySet<string> {
-  // Most responses name only keep-alive or close: nothing beyond NOT_PASSED_ON.
+function headersNotPassedOn(
+  headers: Record<string, string | string[]>,
+  contentDecoded: boolean,
+  lengthKept: boolean,
+): ReadonlySet<string> {
+  const base = lengthKept ? NOT_PASSED_ON_BODILESS : NOT_PASSED_ON;
+  // Most responses name only keep-alive or close: nothing beyond the base.
   const connection = headers['connection'];
-  if (connection === undefined && !contentDecoded) return NOT_PASSED_ON;
+  if (connection === undefined && !contentDecoded) return base;
   const more: string[] = [];
   for (const value of typeof connection === 'string' ? [connection] : (connection ?? []))
     for (const n of value.split(',')) {
       const name = n.trim().toLowerCase();
-      if (name !== '' && !NOT_PASSED_ON.has(name)) more.push(name);
+      if (name !== '' && !base.has(name)) more.push(name);
     }
   if (contentDecoded) more.push('content-encoding');
-  return more.length === 0 ? NOT_PASSED_ON : new Set([...NOT_PASSED_ON, ...more]);
+  return more.length === 0 ? base : new Set([...base, ...more]);
 }
 
 // The body's declared length when nothing is to be decoded: the chunk that
@@ -116,11 +129,12 @@ export async function streamResponse(res: UpstreamResponse, o: StreamLimits, sin
   }
   const codings = [...transfer, ...content];
   const contentDecoded = content.length > 0;
+  const lengthKept = res.bodiless === true && res.status !== 204 && codings.length === 0;
   const head = shapeHeaders(
     res.headers,
     o.passSetCookie,
     o.redactor,
-    headersNotPassedOn(res.headers, contentDecoded),
+    headersNotPassedOn(res.headers, contentDecoded, lengthKept),
     true,
   );
   let bytes = 0;

@@ -9,7 +9,10 @@
 // got an empty reply. Asserted: the agent gets the status and headers with
 // an empty body, the journal's outcome has the status and no error, the
 // upstream saw each request once, and a request after each, on the same
-// connections, is answered as usual.
+// connections, is answered as usual. Through the proxy, the content-length
+// of the answer to HEAD and of a 304 is passed on (it frames nothing there
+// and tells the size of what a GET would get: `curl -I`, a download's
+// size before it begins); a 204's is not.
 import t from 'tap';
 import type { Test } from 'tap';
 import { startProxyStack, sh, ProxyStack } from '../helpers/proxy-stack';
@@ -48,11 +51,25 @@ function handler(req: { url?: string; method?: string }, res: import('node:http'
   }
 }
 
-const ROWS: { path: string; method: 'GET' | 'HEAD'; status: number; headers?: Record<string, string> }[] = [
-  { path: '/v1/not-modified-length', method: 'GET', status: 304, headers: { etag: ETAG } },
-  { path: '/v1/not-modified', method: 'GET', status: 304, headers: { etag: ETAG } },
-  { path: '/v1/no-content', method: 'GET', status: 204, headers: { 'x-done': 'yes' } },
-  { path: '/v1/file', method: 'HEAD', status: 200, headers: { etag: ETAG } },
+// `length`: the content-length the client of the proxy gets (what a GET
+// would get), or none.
+const ROWS: {
+  path: string;
+  method: 'GET' | 'HEAD';
+  status: number;
+  headers: Record<string, string>;
+  length: string | null;
+}[] = [
+  {
+    path: '/v1/not-modified-length',
+    method: 'GET',
+    status: 304,
+    headers: { etag: ETAG },
+    length: String(FULL_LENGTH),
+  },
+  { path: '/v1/not-modified', method: 'GET', status: 304, headers: { etag: ETAG }, length: null },
+  { path: '/v1/no-content', method: 'GET', status: 204, headers: { 'x-done': 'yes' }, length: null },
+  { path: '/v1/file', method: 'HEAD', status: 200, headers: { etag: ETAG }, length: String(FULL_LENGTH) },
 ];
 
 function outcomes(s: ProxyStack): Outcome[] {
@@ -87,7 +104,7 @@ t.test('POST /v1/http: the status and headers, an empty body, no error', async (
       t.equal(reply.status, row.status, 'the upstream status');
       t.equal(reply.body, '', 'no body');
       t.equal(reply.truncated, false, 'not truncated');
-      for (const [k, v] of Object.entries(row.headers ?? {})) t.equal(reply.headers[k], v, `header ${k}`);
+      for (const [k, v] of Object.entries(row.headers)) t.equal(reply.headers[k], v, `header ${k}`);
       t.equal(lastOutcome(s)?.status, row.status, 'the outcome has the status');
       t.equal(lastOutcome(s)?.error, undefined, 'and no error');
       t.equal(seen(s, row.path), 1, 'the upstream saw it once');
@@ -123,7 +140,10 @@ t.test('through postern run: curl gets the status and headers, and exits 0', asy
         new RegExp(`^HTTP/1\\.1 200 Connection Established\\r\\n\\r\\nHTTP/1\\.1 ${row.status} `),
         'the status',
       );
-      for (const [k, v] of Object.entries(row.headers ?? {})) t.match(out, `\n${k}: ${v}\r\n`, `header ${k}`);
+      for (const [k, v] of Object.entries(row.headers)) t.match(out, `\n${k}: ${v}\r\n`, `header ${k}`);
+      const length = /\r\ncontent-length: *([^\r]*)\r\n/i.exec(out)?.[1] ?? null;
+      t.equal(length, row.length, 'the content-length a GET would get, where the upstream gave one');
+      t.notMatch(out, /transfer-encoding/i, 'no transfer-encoding on a message without a body');
       t.match(out, /after=200 reused=0/, 'the next request on the same connection is answered');
       t.same(
         outcomes(s).filter((o) => o.error !== undefined),

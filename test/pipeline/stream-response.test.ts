@@ -68,11 +68,11 @@ function redactorFor(): ReturnType<typeof buildRedactor> {
   return buildRedactor([Buffer.from(SECRET), Buffer.from(`Bearer ${SECRET}`)], 'api');
 }
 
-async function fetchStreamed(limits: Partial<StreamLimits> = {}, sink = new RecordingSink()) {
+async function fetchStreamed(limits: Partial<StreamLimits> = {}, sink = new RecordingSink(), method = 'GET') {
   const up = await upstreamReady;
   const pool = pools.get({ credential: 'api', origin: `https://${HOST}:${up.port}`, address: '127.0.0.1', family: 4 });
   const res = await sendStreaming(pool, HOST, {
-    method: 'GET',
+    method,
     pathAndQuery: '/',
     headers: { host: `${HOST}:${up.port}`, 'accept-encoding': 'identity' },
     body: null,
@@ -309,6 +309,41 @@ t.test("an upstream's x-postern-error is not passed on: only postern's refusals 
   t.equal(sink.head?.status, 403, "the upstream's status, as it is");
   t.equal(sink.head?.headers['x-postern-error'], undefined, 'no x-postern-error');
   t.equal(sink.head?.headers['x-kept'], 'yes', 'other headers kept');
+});
+
+t.test('no body after HEAD, a 204 or a 304: the length a GET would get is passed on where it can be', async (t) => {
+  const rows: { method: string; status: number; headers: Record<string, string>; length: string | undefined }[] = [
+    { method: 'GET', status: 304, headers: { 'content-length': '1234', etag: '"a"' }, length: '1234' },
+    { method: 'GET', status: 304, headers: { etag: '"a"' }, length: undefined },
+    { method: 'GET', status: 204, headers: { 'content-length': '0' }, length: undefined },
+    { method: 'HEAD', status: 200, headers: { 'content-length': '1234' }, length: '1234' },
+    // A GET would come back decoded, of a length not known in advance.
+    {
+      method: 'HEAD',
+      status: 200,
+      headers: { 'content-length': '1234', 'content-encoding': 'gzip' },
+      length: undefined,
+    },
+  ];
+  for (const row of rows) {
+    handler = (_req, _body, res) => {
+      res.writeHead(row.status, row.headers);
+      res.end();
+    };
+    const { sink, streamed } = await fetchStreamed({}, new RecordingSink(), row.method);
+    const out = await streamed;
+    const what = `${row.method} ${row.status} ${JSON.stringify(row.headers)}`;
+    t.equal(out.error, null, `${what}: no error`);
+    t.equal(sink.head?.status, row.status, `${what}: the status`);
+    t.equal(
+      sink.head?.headers['content-length'],
+      row.length,
+      `${what}: content-length ${row.length ?? 'not passed on'}`,
+    );
+    t.equal(sink.head?.headers['content-encoding'], undefined, `${what}: no content-encoding`);
+    t.equal(sink.body().length, 0, `${what}: no body`);
+    t.ok(sink.ended && !sink.aborted, `${what}: ended`);
+  }
 });
 
 t.teardown(async () => (await upstreamReady).close());
