@@ -69,7 +69,17 @@ async function setup(t: Test, o: { token?: boolean; service?: string } = {}): Pr
       if (req.method === 'PUT') {
         objects.set(key, /aws-chunked/.test(String(req.headers['content-encoding'])) ? unchunk(body) : body);
         res.writeHead(200, { etag: '"1"' }).end();
-      } else if (objects.has(key))
+      } else if (objects.has(key) && req.method === 'HEAD')
+        // As S3 answers HeadObject: the object's length, no body.
+        res
+          .writeHead(200, {
+            'content-type': 'application/octet-stream',
+            'content-length': String(objects.get(key)!.length),
+            etag: '"1"',
+            'last-modified': 'Wed, 02 Dec 2026 10:00:00 GMT',
+          })
+          .end();
+      else if (objects.has(key))
         res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(objects.get(key));
       else
         res
@@ -187,6 +197,16 @@ t.test('the AWS CLI under postern run signs with its placeholder; postern signs 
   const get = await run(['s3api', 'get-object', '--bucket', 'bucket', '--key', 'dir/hello world.txt', out]);
   t.equal(get.code, 0, `${get.stderr} ${JSON.stringify(x.seen.slice(-2))}`);
   t.equal(readFileSync(out, 'utf8'), readFileSync('/etc/hostname', 'utf8'), 'the object read back');
+  // `aws s3 cp` asks for the object's size first (HeadObject reads it from
+  // the answer to HEAD's content-length), then gets it.
+  const copied = x.s.h.file('copied.txt', '');
+  const cp = await run(['s3', 'cp', 's3://bucket/dir/hello world.txt', copied]);
+  t.equal(cp.code, 0, `aws s3 cp: ${cp.stderr} ${JSON.stringify(x.seen.slice(-2))}`);
+  t.equal(readFileSync(copied, 'utf8'), readFileSync('/etc/hostname', 'utf8'), 'the object copied by aws s3 cp');
+  t.ok(
+    x.seen.some((r) => r.method === 'HEAD'),
+    'aws s3 cp asked with HEAD first',
+  );
   t.ok(x.seen.length >= 2 && x.seen.every((r) => r.status === 200), JSON.stringify(x.seen));
   t.ok(
     x.seen.every((r) => r.auth.includes(`Credential=${ACCESS_KEY}/`)),
@@ -199,6 +219,8 @@ t.test('the AWS CLI under postern run signs with its placeholder; postern signs 
     Buffer.from(put.stderr),
     get.stdout,
     Buffer.from(get.stderr),
+    cp.stdout,
+    Buffer.from(cp.stderr),
     Buffer.from(x.s.d.logs()),
     Buffer.from(await journalText(x.s.h)),
   ]);
