@@ -161,6 +161,24 @@ export function findAll(r: Redactor, data: Buffer): [number, number][] {
   return scanFrom(r, data, 0, data.length - MIN_FORM + 1).found;
 }
 
+// Whether the scan stops at i to try the forms: the look-up of i's pair,
+// and for a raw start the next pair (reads i, i + 1 and i + 2).
+export function mayStartAt(pairs: Uint8Array, data: Uint8Array, i: number): boolean {
+  const b = data[i + 1] as number;
+  const here = pairs[((data[i] as number) << 8) | b] as number;
+  return (
+    (here & ESCAPE_START) !== 0 ||
+    ((here & RAW_START) !== 0 && ((pairs[(b << 8) | (data[i + 2] as number)] as number) & NEXT) !== 0)
+  );
+}
+
+// Where the longest occurrence that starts at i ends, or -1.
+export function longestAt(r: Redactor, data: Uint8Array, i: number): number {
+  let end = -1;
+  for (const f of candidates(r, data, i)) end = Math.max(end, matchFrom(f, data, 0, i));
+  return end;
+}
+
 // The scan of findAll over the start positions [from, until): what it
 // found, and the first position it has not decided (past `until` when an
 // occurrence that starts before it ends beyond). A match reads nothing
@@ -178,6 +196,7 @@ export function scanFrom(
   const n = until;
   let i = from;
   while (i < n) {
+    // mayStartAt, written out: this loop runs once per byte of the body.
     for (; i < n; i++) {
       const b = data[i + 1] as number;
       const here = pairs[((data[i] as number) << 8) | b] as number;
@@ -185,8 +204,7 @@ export function scanFrom(
         break;
     }
     if (i >= n) break;
-    let end = -1;
-    for (const f of candidates(r, data, i)) end = Math.max(end, matchFrom(f, data, 0, i));
+    const end = longestAt(r, data, i);
     if (end > i) {
       found.push([i, end]);
       i = end;
