@@ -70,7 +70,7 @@ function rssMiB(pid) {
   }
 }
 
-async function startHttpBench({ concurrency, name }) {
+async function startHttpBench({ concurrency, name, httpConfig = '' }) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `postern-bench-${name}-`));
   const children = [];
   const env = { ...process.env };
@@ -88,7 +88,7 @@ async function startHttpBench({ concurrency, name }) {
 
     const home = path.join(dir, 'home');
     fs.mkdirSync(home, { mode: 0o700 });
-    fs.writeFileSync(path.join(home, 'config.toml'), `[http]\ndns_servers = ["127.0.0.1:${dnsPort}"]\nca_file = "${certs.ca}"\n`, { mode: 0o600 });
+    fs.writeFileSync(path.join(home, 'config.toml'), `[http]\ndns_servers = ["127.0.0.1:${dnsPort}"]\nca_file = "${certs.ca}"\n${httpConfig}\n`, { mode: 0o600 });
     const passFile = path.join(dir, 'pass');
     fs.writeFileSync(passFile, PASSPHRASE, { mode: 0o600 });
     const penv = { ...env, POSTERN_HOME: home };
@@ -151,7 +151,7 @@ async function startHttpBench({ concurrency, name }) {
     }, 'approval of the benchmark session');
     const closeClients = () => Promise.all([direct.close(), agent.close()]).catch(() => undefined);
     children.unshift({ kill: () => void closeClients() });
-    return { dir, home, passFile, penv, daemon, cli, host: HOST, httpsPort, sendDirect, sendPostern, sendDirectPost: sendDirectPost(false), sendDirectPostFresh: sendDirectPost(true), sendPosternPost, closeClients, cleanup };
+    return { dir, home, passFile, penv, daemon, cli, host: HOST, httpsPort, ca: certs.ca, sendDirect, sendPostern, sendDirectPost: sendDirectPost(false), sendDirectPostFresh: sendDirectPost(true), sendPosternPost, closeClients, cleanup };
   } catch (e) {
     await cleanup();
     throw e;

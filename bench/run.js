@@ -12,6 +12,7 @@ const BENCHES = [
   ['HTTP through postern versus direct undici', 'http.js'],
   ['yardsticks: direct undici, nginx, a null proxy and postern side by side', 'yardsticks.js'],
   ['HTTP through the proxy front door versus POST /v1/http', 'proxy.js'],
+  ['32 MiB downloads through postern run versus direct', 'large-body.js'],
   ['load: 10,000 requests at 64 concurrency, journal on', 'load.js'],
   ['SSH commands with and without connection reuse', 'ssh.ts'],
 ];
