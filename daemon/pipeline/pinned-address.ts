@@ -30,16 +30,20 @@ export async function resolveChecked(
   return { addresses: resolution.addresses, pinned: resolution.addresses[0]! };
 }
 
-// The pool of (credential, origin, checked address); a request without a
-// credential has pools of its own ('' is no credential's name).
+// The pool of (credential, requester, origin, checked address); a request
+// without a credential has pools of its own ('' is no credential's name).
+// The requester: the process instance whose requests it carries
+// (daemon/stores/pinned-pools.ts says why).
 export function pinnedPool(
   s: PipelineServices,
   credential: string | null,
+  requester: string,
   target: Target,
   pinned: ResolvedAddress,
 ): Pool {
   return s.stores.pools.get({
     credential: credential ?? '',
+    requester,
     origin: formatOrigin(target),
     address: pinned.address,
     family: pinned.family,

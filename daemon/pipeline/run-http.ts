@@ -85,7 +85,7 @@ export async function runHttp(ctx: RequestContext, req: HttpRequest): Promise<Ht
     const started = Date.now();
     const timeoutMs = req.timeoutMs ?? cfg.http.timeout;
     const cap = cfg.http.max_response_body;
-    const pool = pinnedPool(s, def.name, req.target, pinned);
+    const pool = pinnedPool(s, def.name, ctx.identity.process.key, req.target, pinned);
     let raw: RawResponse;
     // Taken while the secret is open; released once the response is shaped.
     const scan = responseScan();

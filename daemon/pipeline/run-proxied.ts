@@ -93,7 +93,7 @@ export async function runProxied(
     const intent = await s.journal.record(intentEvent);
     // 8. connect to the checked address, inject (with a credential), send
     const started = Date.now();
-    const pool = pinnedPool(s, def?.name ?? null, req.target, pinned);
+    const pool = pinnedPool(s, def?.name ?? null, ctx.identity.process.key, req.target, pinned);
     const scan = responseScan();
     const send = (headers: Record<string, string>, pathAndQuery: string): Promise<StreamingResponse> =>
       sendStreaming(pool, req.target.host, {

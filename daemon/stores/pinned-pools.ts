@@ -3,14 +3,25 @@
 // connector's lookup answers with that address and nothing else, so no
 // second resolution can happen between check and connect. TLS SNI,
 // certificate verification and Host keep the name. Connections are pooled
-// per (credential, origin, checked address): no two credentials ever share a
-// connection, and a new address never reuses an old pool.
+// per (credential, requester, origin, checked address): no two credentials
+// ever share a connection, and a new address never reuses an old pool.
+//
+// The requester is the agent-socket peer's process instance (for the proxy
+// front door, the `postern run`), or the daemon itself for its own token
+// requests. An upstream that writes bytes after a complete response (a
+// wrong Content-Length, a forged response a moment later) makes HTTP/1.1
+// attribute them to the next request on that connection, and every later
+// answer on it to the request after its own. Shared between requesters,
+// that put one agent's answers (what a human approved for it alone) in
+// another's hands; per requester, a broken upstream can only confuse the
+// answers of the process that keeps using it.
 import { Pool } from 'undici';
 import { rootCertificates, createSecureContext, SecureContext } from 'node:tls';
 import type { LookupAddress } from 'node:dns';
 
 export interface PinKey {
   credential: string;
+  requester: string; // the process instance key, or DAEMON_REQUESTER
   origin: string; // scheme://host:port as the request names it
   address: string;
   family: 4 | 6;
@@ -42,6 +53,10 @@ export function caList(caFile: Buffer | null): string[] {
   return list;
 }
 
+// The requester of the daemon's own requests (tokens fetched for a
+// computed credential): no process instance key has this form.
+export const DAEMON_REQUESTER = 'postern-daemon';
+
 // Pools kept at most; beyond it the least recently used one is closed (its
 // idle connections go; a request still on it finishes first).
 export const MAX_POOLS = 256;
@@ -72,7 +87,7 @@ export class PinnedPools {
   }
 
   get(key: PinKey): Pool {
-    const id = `${key.credential}\n${key.origin}\n${key.address}`;
+    const id = `${key.credential}\n${key.requester}\n${key.origin}\n${key.address}`;
     const known = this.pools.get(id);
     if (known && !known.pool.destroyed && !known.pool.closed) {
       this.pools.delete(id);

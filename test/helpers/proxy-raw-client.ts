@@ -145,3 +145,330 @@ export async function sendRaw(
   }
   return { answers, code: run.code, stdout: run.stdout, stderr: run.stderr };
 }
+
+// A client of the proxy front door that keeps ONE connection alive across
+// its requests, so a response that runs into the next one shows: it opens a
+// CONNECT tunnel (the run's proxy token, TLS trusting only SSL_CERT_FILE),
+// writes each request in turn on it and reads exactly one response with a
+// strict HTTP/1.1 parser of its own (status line and header lines as RFC
+// 9112 writes them, no obs-fold; 1xx responses other than 101 recorded and
+// read past; no body for HEAD, 204 and 304; one Content-Length of digits;
+// chunked, last, with extensions and trailers, never beside a
+// Content-Length; otherwise until the close). Then it waits STRAY_MS and
+// keeps what else arrives: bytes beyond the message's end ("stray"). A
+// request after a closed connection (or one it gave up on: a parse error, a
+// timeout) goes on a new tunnel. Input: {connect, requests: [{id, head}]};
+// `@@PH:VAR@@` in a head stands for the placeholder in $VAR. Output: one
+// JSON line per request (see KeptAliveAnswer).
+export const KEPT_ALIVE_PROXY_CLIENT = String.raw`
+const fs = require('node:fs');
+const net = require('node:net');
+const tls = require('node:tls');
+const proxy = new URL(process.env.HTTPS_PROXY);
+const auth = Buffer.from(decodeURIComponent(proxy.username) + ':' + decodeURIComponent(proxy.password)).toString('base64');
+const ca = fs.readFileSync(process.env.SSL_CERT_FILE);
+const fill = (text) => text.replace(/@@PH:([A-Z_]+)@@/g, (_m, v) => process.env[v]);
+const input = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+const READ_MS = 15000;
+const STRAY_MS = 150;
+const TOKEN = /^[!#$%&'*+.^_\x60|~0-9A-Za-z-]+$/;
+const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
+function fail(kind, message) {
+  const e = new Error(message);
+  e.kind = kind; // 'incomplete' (closed too soon), 'malformed' or 'timeout'
+  return e;
+}
+
+// One tunnel's bytes after TLS, read in order.
+class Conn {
+  constructor(s, n) {
+    this.s = s;
+    this.n = n;
+    this.buf = Buffer.alloc(0);
+    this.raw = [];
+    this.closed = false;
+    this.waiter = null;
+    s.on('data', (d) => {
+      this.raw.push(d);
+      this.buf = Buffer.concat([this.buf, d]);
+      this.wake();
+    });
+    s.on('close', () => {
+      this.closed = true;
+      this.wake();
+    });
+    s.on('error', () => undefined); // the close follows
+  }
+  wake() {
+    const w = this.waiter;
+    this.waiter = null;
+    if (w) w();
+  }
+  // true on more bytes or the close; false after ms without either.
+  more(ms) {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.waiter = null;
+        resolve(false);
+      }, Math.max(0, ms));
+      this.waiter = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+    });
+  }
+  take(n) {
+    const out = Buffer.from(this.buf.subarray(0, n));
+    this.buf = this.buf.subarray(n);
+    return out;
+  }
+}
+
+async function wait(c, deadline, what) {
+  if (c.closed) throw fail('incomplete', 'the connection closed ' + what);
+  if (!(await c.more(deadline - Date.now()))) throw fail('timeout', 'nothing more in time ' + what);
+}
+
+async function line(c, deadline) {
+  for (;;) {
+    const at = c.buf.indexOf('\r\n');
+    if (at >= 0) return c.take(at + 2).subarray(0, at).toString('latin1');
+    if (c.buf.length > 65536) throw fail('malformed', 'a line longer than 64 KiB');
+    await wait(c, deadline, 'inside a line');
+  }
+}
+
+// n bytes; on a close before them, what came is pushed to keep first.
+async function exactly(c, n, deadline, keep) {
+  while (c.buf.length < n) {
+    if (c.closed) keep.push(c.take(c.buf.length));
+    await wait(c, deadline, (n - c.buf.length) + ' bytes short');
+  }
+  return c.take(n);
+}
+
+async function untilClose(c, deadline) {
+  while (!c.closed) await wait(c, deadline, '');
+  return c.take(c.buf.length);
+}
+
+function fieldLine(l) {
+  const colon = l.indexOf(':');
+  if (colon <= 0) throw fail('malformed', 'not a field line: ' + JSON.stringify(l.slice(0, 80)));
+  const name = l.slice(0, colon);
+  const value = l.slice(colon + 1).replace(/^[ \t]+|[ \t]+$/g, '');
+  if (!TOKEN.test(name)) throw fail('malformed', 'a field name that is not a token: ' + JSON.stringify(name));
+  if (!FIELD_VALUE.test(value)) throw fail('malformed', 'a control character in the value of ' + name);
+  return [name.toLowerCase(), value];
+}
+
+async function head(c, deadline) {
+  const lines = [await line(c, deadline)];
+  const m = /^HTTP\/1\.1 ([1-5][0-9]{2}) [\t\x20-\x7e\x80-\xff]*$/.exec(lines[0]);
+  if (!m) throw fail('malformed', 'not an HTTP/1.1 status line: ' + JSON.stringify(lines[0].slice(0, 80)));
+  const fields = [];
+  for (;;) {
+    const l = await line(c, deadline);
+    if (l === '') break;
+    if (/^[ \t]/.test(l)) throw fail('malformed', 'an obs-fold continuation line');
+    lines.push(l);
+    fields.push(fieldLine(l));
+  }
+  return { status: Number(m[1]), fields, text: lines.join('\r\n') };
+}
+
+// RFC 9112 section 6.3, strictly.
+function framing(method, status, fields) {
+  if (method === 'HEAD' || status === 204 || status === 304) return { kind: 'none' };
+  if (status === 101) return { kind: 'close' };
+  const te = fields.filter(([k]) => k === 'transfer-encoding').map(([, v]) => v);
+  const cl = fields.filter(([k]) => k === 'content-length').map(([, v]) => v);
+  if (te.length > 0 && cl.length > 0) throw fail('malformed', 'both transfer-encoding and content-length');
+  if (te.length > 0) {
+    const codings = te.join(',').split(',').map((x) => x.trim().toLowerCase());
+    return codings[codings.length - 1] === 'chunked' ? { kind: 'chunked' } : { kind: 'close' };
+  }
+  if (cl.length > 1 || (cl.length === 1 && !/^[0-9]{1,15}$/.test(cl[0])))
+    throw fail('malformed', 'content-length ' + JSON.stringify(cl));
+  return cl.length === 1 ? { kind: 'length', n: Number(cl[0]) } : { kind: 'close' };
+}
+
+async function chunks(c, deadline, body) {
+  for (;;) {
+    const l = await line(c, deadline);
+    const m = /^([0-9a-fA-F]{1,15})((?:[ \t]*;[^\r\n]*)?)$/.exec(l);
+    if (!m) throw fail('malformed', 'a chunk size line ' + JSON.stringify(l.slice(0, 40)));
+    const n = parseInt(m[1], 16);
+    if (n === 0) break;
+    body.push(await exactly(c, n, deadline, body));
+    if ((await exactly(c, 2, deadline, [])).toString('latin1') !== '\r\n') throw fail('malformed', 'no CRLF after chunk data');
+  }
+  const trailers = [];
+  for (;;) {
+    const l = await line(c, deadline);
+    if (l === '') return trailers;
+    fieldLine(l);
+    trailers.push(l);
+  }
+}
+
+async function response(c, method) {
+  const deadline = Date.now() + READ_MS;
+  const r = { status: null, interim: [], head: null, framing: null, body: [], trailers: [], complete: false, error: null };
+  try {
+    for (;;) {
+      const h = await head(c, deadline);
+      if (h.status < 200 && h.status !== 101) {
+        r.interim.push(h.text);
+        continue;
+      }
+      r.status = h.status;
+      r.head = h.text;
+      const f = framing(method, h.status, h.fields);
+      r.framing = f.kind;
+      if (f.kind === 'length') r.body.push(await exactly(c, f.n, deadline, r.body));
+      else if (f.kind === 'chunked') r.trailers = await chunks(c, deadline, r.body);
+      else if (f.kind === 'close') r.body.push(await untilClose(c, deadline));
+      r.complete = true;
+      return r;
+    }
+  } catch (e) {
+    r.error = (e.kind || 'error') + ': ' + e.message;
+    return r;
+  }
+}
+
+// What arrives within STRAY_MS after a message's end.
+async function strays(c) {
+  const until = Date.now() + STRAY_MS;
+  while (!c.closed && Date.now() < until) await c.more(until - Date.now());
+  return c.take(c.buf.length);
+}
+
+let tunnels = 0;
+function open(connect) {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(Number(proxy.port), proxy.hostname);
+    const timer = setTimeout(() => {
+      sock.destroy();
+      reject(new Error('the tunnel did not open in time'));
+    }, READ_MS);
+    const failed = (e) => {
+      clearTimeout(timer);
+      sock.destroy();
+      reject(e);
+    };
+    sock.on('error', failed);
+    sock.once('connect', () =>
+      sock.write('CONNECT ' + connect + ' HTTP/1.1\r\nHost: ' + connect + '\r\nProxy-Authorization: Basic ' + auth + '\r\n\r\n'),
+    );
+    let got = Buffer.alloc(0);
+    const onHead = (d) => {
+      got = Buffer.concat([got, d]);
+      const end = got.indexOf('\r\n\r\n');
+      if (end === -1) return;
+      sock.off('data', onHead);
+      if (!/^HTTP\/1\.1 200 /.test(got.toString('latin1')) || got.length !== end + 4)
+        return failed(new Error('CONNECT answered: ' + got.toString('latin1').slice(0, 300)));
+      const s = tls.connect({ socket: sock, servername: connect.split(':')[0], ca, ALPNProtocols: ['http/1.1'] });
+      const c = new Conn(s, ++tunnels);
+      s.once('error', failed);
+      s.once('secureConnect', () => {
+        clearTimeout(timer);
+        s.off('error', failed);
+        resolve(c);
+      });
+    };
+    sock.on('data', onHead);
+  });
+}
+
+(async () => {
+  let c = null;
+  for (const req of input.requests) {
+    const reopened = c !== null && c.closed;
+    if (c === null || c.closed) {
+      try {
+        c = await open(input.connect);
+      } catch (e) {
+        process.stdout.write(JSON.stringify({ id: req.id, error: 'open: ' + e.message, reopened }) + '\n');
+        c = null;
+        continue;
+      }
+    }
+    c.s.write(Buffer.from(fill(req.head), 'utf8'));
+    const r = await response(c, req.head.split(' ')[0]);
+    const stray = r.complete ? await strays(c) : c.take(c.buf.length);
+    const closed = c.closed;
+    if (!r.complete && !c.closed) {
+      // Given up on: nothing after it can be read on this connection.
+      c.s.destroy();
+      c.closed = true;
+    }
+    const out = {
+      id: req.id,
+      tunnel: c.n,
+      reopened,
+      status: r.status,
+      interim: r.interim,
+      head: r.head,
+      framing: r.framing,
+      body: Buffer.concat(r.body).toString('base64'),
+      trailers: r.trailers,
+      complete: r.complete,
+      stray: stray.toString('base64'),
+      raw: Buffer.concat(c.raw.splice(0)).toString('base64'),
+      closed,
+      error: r.error,
+    };
+    process.stdout.write(JSON.stringify(out) + '\n');
+  }
+  if (c && !c.closed) c.s.end();
+})();
+`;
+
+export interface KeptAliveRequest {
+  id: string;
+  head: string; // the whole request (no body), `@@PH:VAR@@` for a placeholder
+}
+
+export interface KeptAliveAnswer {
+  id: string;
+  tunnel?: number; // 1, 2, … in the order the client opened them
+  reopened: boolean; // sent on a new tunnel because the last one closed
+  status?: number | null; // the final response's
+  interim?: string[]; // heads of 1xx responses before it
+  head?: string | null; // status line and field lines, CRLF-joined
+  framing?: 'none' | 'length' | 'chunked' | 'close' | null;
+  body?: string; // base64, chunk framing undone
+  trailers?: string[];
+  complete?: boolean; // the message reached the end its framing gives
+  stray?: string; // base64: bytes after the message's end
+  raw?: string; // base64: every byte received during this exchange
+  closed?: boolean; // the connection was closed after it
+  error: string | null; // why it is not complete ('incomplete: …', 'malformed: …', 'timeout: …')
+}
+
+let keptAliveRuns = 0;
+
+// One kept-alive client under `postern run` with `args` before `--`: its
+// answers in the order sent, and what the run printed.
+export async function sendKeptAlive(
+  h: Home,
+  connect: string,
+  requests: KeptAliveRequest[],
+  args: string[] = [],
+): Promise<{ answers: KeptAliveAnswer[]; code: number | null; stdout: Buffer; stderr: string }> {
+  keptAliveRuns += 1;
+  const stem = join(h.dir, `kept-alive-${process.pid}-${keptAliveRuns}`);
+  writeFileSync(`${stem}.json`, JSON.stringify({ connect, requests }));
+  writeFileSync(`${stem}.js`, KEPT_ALIVE_PROXY_CLIENT);
+  const run = await cliBytes(h.env, ['run', ...args, '--', process.execPath, `${stem}.js`, `${stem}.json`]);
+  const answers = run.stdout
+    .toString()
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as KeptAliveAnswer);
+  return { answers, code: run.code, stdout: run.stdout, stderr: run.stderr };
+}

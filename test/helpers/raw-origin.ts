@@ -54,6 +54,11 @@ export interface RouteAnswer {
   respond(req: ParsedRequest): Buffer | null;
   // End the connection after the response (a body delimited by the close).
   close?: boolean;
+  // More bytes written `ms` after the response, as a server that sends a
+  // second message unasked or the rest of a broken one would (nothing, if
+  // the connection is gone by then); `written` is called as they are.
+  // With `close`, the connection ends after them.
+  later?: { ms: number; bytes: Buffer; written?: () => void };
 }
 
 export type RawRoute = (head: Omit<ParsedRequest, 'body' | 'raw'>, conn: RawConnection) => RouteAnswer;
@@ -223,6 +228,19 @@ export async function startRawOrigin(o: RawOriginOptions, route: RawRoute): Prom
         if (out && !socket.destroyed) socket.write(out);
         const close =
           answer.close === true || (o.honourClose && /(^|,)\s*close\s*(,|$)/i.test(header(head, 'connection') ?? ''));
+        if (answer.later) {
+          const later = answer.later;
+          const wrote = new Promise<void>((resolve) =>
+            setTimeout(() => {
+              if (!socket.destroyed) {
+                socket.write(later.bytes);
+                later.written?.();
+              }
+              resolve();
+            }, later.ms),
+          );
+          if (close) await wrote;
+        }
         if (close) {
           finish();
           return;

@@ -1,6 +1,6 @@
 // Upstream connection pooling through the real daemon (SPEC §6.2):
-// connections are HTTP/1.1 and pooled per (credential, origin, checked
-// address). Sequential requests with one credential reuse one connection;
+// connections are HTTP/1.1 and pooled per (credential, requester, origin,
+// checked address). Sequential requests with one credential reuse one connection;
 // two credentials never share one, even under concurrency; a name that now
 // resolves to another address gets a new connection to that address; a lock
 // closes every connection, and a credential update closes that

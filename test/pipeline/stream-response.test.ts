@@ -70,7 +70,13 @@ function redactorFor(): ReturnType<typeof buildRedactor> {
 
 async function fetchStreamed(limits: Partial<StreamLimits> = {}, sink = new RecordingSink(), method = 'GET') {
   const up = await upstreamReady;
-  const pool = pools.get({ credential: 'api', origin: `https://${HOST}:${up.port}`, address: '127.0.0.1', family: 4 });
+  const pool = pools.get({
+    credential: 'api',
+    requester: 'test',
+    origin: `https://${HOST}:${up.port}`,
+    address: '127.0.0.1',
+    family: 4,
+  });
   const res = await sendStreaming(pool, HOST, {
     method,
     pathAndQuery: '/',

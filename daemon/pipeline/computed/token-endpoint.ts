@@ -9,6 +9,7 @@ import type { PipelineServices } from '../context';
 import { parseTarget, type Target } from '../target';
 import { pinnedPool, resolveChecked } from '../pinned-address';
 import { sendPinned, type RawResponse } from '../execute-http';
+import { DAEMON_REQUESTER } from '../../stores/pinned-pools';
 
 const TOKEN_TIMEOUT_MS = 10_000;
 
@@ -36,7 +37,7 @@ export async function callTokenEndpoint(
 ): Promise<RawResponse> {
   const target = endpointTarget(call.url);
   const { pinned } = await resolveChecked(s, target, def.allow_addresses);
-  return sendPinned(pinnedPool(s, def.name, target, pinned), target.host, {
+  return sendPinned(pinnedPool(s, def.name, DAEMON_REQUESTER, target, pinned), target.host, {
     method: 'POST',
     pathAndQuery: target.path + target.query,
     headers: call.headers,
