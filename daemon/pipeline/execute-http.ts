@@ -202,11 +202,11 @@ export async function sendStreaming(
   // Closing the body early makes undici emit an abort error; unheard, it
   // would end the process. Failures while reading reach the iterator.
   res.body.on('error', () => undefined);
+  const empty = bodiless(o.method, res.statusCode);
   // The deadline is restarted for each chunk; when it fires, its signal
   // aborts the request and undici destroys the body, which ends the loop
   // with the abort (no race per chunk against the expiry, whose reactions
   // would pile up over a long stream).
-  const empty = bodiless(o.method, res.statusCode);
   async function* body(): AsyncGenerator<Buffer> {
     if (empty) {
       clock.clear();

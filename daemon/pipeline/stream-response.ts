@@ -44,7 +44,7 @@ export interface UpstreamResponse {
   headers: Record<string, string | string[]>;
   body: AsyncIterable<Buffer>;
   close(): void;
-  bodiless?: boolean; // the answer to HEAD, a 204 or a 304
+  bodiless: boolean; // the answer to HEAD, a 204 or a 304
 }
 
 export interface StreamLimits {
@@ -129,7 +129,7 @@ export async function streamResponse(res: UpstreamResponse, o: StreamLimits, sin
   }
   const codings = [...transfer, ...content];
   const contentDecoded = content.length > 0;
-  const lengthKept = res.bodiless === true && res.status !== 204 && codings.length === 0;
+  const lengthKept = res.bodiless && res.status !== 204 && codings.length === 0;
   const head = shapeHeaders(
     res.headers,
     o.passSetCookie,

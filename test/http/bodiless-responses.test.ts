@@ -17,6 +17,7 @@ import t from 'tap';
 import type { Test } from 'tap';
 import { startProxyStack, sh, ProxyStack } from '../helpers/proxy-stack';
 import { auditList } from '../helpers/stack';
+import { exposures } from '../helpers/exposure';
 
 const ETAG = '"v1-0123456789"';
 const FULL_LENGTH = 1234;
@@ -85,6 +86,7 @@ function seen(s: ProxyStack, path: string): number {
 }
 
 let s: ProxyStack;
+const replies: string[] = [];
 t.before(async () => {
   s = await startProxyStack({ methods: ['GET', 'HEAD'], handler: (req, _body, res) => handler(req, res) });
 });
@@ -99,6 +101,7 @@ t.test('POST /v1/http: the status and headers, an empty body, no error', async (
         url: s.url('api.example.test', row.path),
         headers: { 'if-none-match': ETAG },
       });
+      replies.push(r.text);
       t.equal(r.status, 200, r.text);
       const reply = r.json as { status: number; body: string; headers: Record<string, string>; truncated: boolean };
       t.equal(reply.status, row.status, 'the upstream status');
@@ -158,5 +161,6 @@ t.test('through postern run: curl gets the status and headers, and exits 0', asy
       s.up.requests.length = 0;
     });
   }
-  t.same(await s.exposed(), [], 'no form of the secret anywhere');
+  t.same(exposures(replies.join('\n'), s.secret), [], 'no form of the secret in the JSON replies');
+  t.same(await s.exposed(), [], "nor in curl's output, the daemon log or the journal");
 });

@@ -10,13 +10,17 @@
 // for itself) send GETs on the same credential. Each of the four gets the
 // answer to each of its own requests, never the forgery, never another
 // process's; with one pool for every requester they got the forger's and
-// each other's answers. Every request reached the origin once.
+// each other's answers. Every request reached the origin once, and no form
+// of the secret is in what the agents printed, the daemon log or the
+// journal.
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startStack, Stack } from '../helpers/stack';
 import { header, rawResponse, startRawOrigin, type RawOrigin } from '../helpers/raw-origin';
+import { findCanary, journalBytes, journalText, makeCanary } from '../helpers/canary';
+import { exposures } from '../helpers/exposure';
 
 const HOST = 'api.example.test';
 const LATER_MS = 50;
@@ -58,6 +62,8 @@ interface Line {
   got: string;
 }
 
+const printed: string[] = [];
+
 function agent(s: Stack, script: string, port: number, who: string, paths: string[]): Promise<Line[]> {
   return new Promise((resolve, reject) => {
     const p = spawn(process.execPath, [script, s.sock, String(port), who, JSON.stringify(paths)], {
@@ -67,16 +73,17 @@ function agent(s: Stack, script: string, port: number, who: string, paths: strin
     let err = '';
     p.stdout.on('data', (d: Buffer) => (out += d.toString()));
     p.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    p.on('close', (code) =>
-      code === 0
+    p.on('close', (code) => {
+      printed.push(out, err);
+      return code === 0
         ? resolve(
             out
               .split('\n')
               .filter(Boolean)
               .map((l) => JSON.parse(l) as Line),
           )
-        : reject(new Error(`agent ${who} exited ${code}: ${err}`)),
-    );
+        : reject(new Error(`agent ${who} exited ${code}: ${err}`));
+    });
   });
 }
 
@@ -95,6 +102,7 @@ function json(tag: string): Buffer {
 let s: Stack;
 let origin: RawOrigin;
 const seen: string[] = [];
+const secret = makeCanary('LATE');
 
 t.before(async () => {
   s = await startStack();
@@ -108,7 +116,7 @@ t.before(async () => {
   s.addCredential(
     'late',
     `name = "late"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "${HOST}"\nports = [${origin.port}]\nmethods = ["GET"]\npaths = ["/*"]\n`,
-    'late-secret-0123456789abcdef',
+    secret,
   );
   await s.approver();
 });
@@ -146,4 +154,13 @@ t.test('forty late forgeries beside four busy agent processes: each process gets
     [],
     'every request reached the origin once',
   );
+});
+
+t.test('no form of the secret in what the agents printed, the daemon log or the journal', async (t) => {
+  t.ok(printed.length >= 10, `${printed.length} outputs`);
+  t.same(exposures(printed.join('\n'), secret), [], 'what the agents printed');
+  await s.d.stop();
+  t.same(exposures(s.d.logs(), secret), [], 'the daemon log');
+  t.same(findCanary(journalBytes(s.h.home), secret), [], 'the journal files');
+  t.same(exposures(await journalText(s.h), secret), [], 'the decrypted journal');
 });

@@ -292,6 +292,7 @@ t.test('bytes beyond the declared length are never scanned apart: the message is
       yield Buffer.from(SECRET.slice(9));
     })(),
     close: () => undefined,
+    bodiless: false,
   };
   const sink = new RecordingSink();
   const out = await streamResponse(
