@@ -146,9 +146,15 @@ type Slot =
 // substring search instead of a regular-expression scan.
 const PLACEHOLDER_START = 'postern-';
 
+// PLACEHOLDER's own lastIndex walks the text (matchAll would copy the
+// expression on every call); it is left at 0, ready for the next text.
 function occurrences(text: string): { placeholder: string; named: string }[] {
   if (!text.includes(PLACEHOLDER_START)) return [];
-  return [...text.matchAll(PLACEHOLDER)].map((m) => ({ placeholder: m[0], named: m[1] as string }));
+  const out: { placeholder: string; named: string }[] = [];
+  PLACEHOLDER.lastIndex = 0;
+  for (let m = PLACEHOLDER.exec(text); m !== null; m = PLACEHOLDER.exec(text))
+    out.push({ placeholder: m[0], named: m[1] as string });
+  return out;
 }
 
 function percentDecoded(text: string): string {

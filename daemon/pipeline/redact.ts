@@ -35,7 +35,7 @@
 //
 // The forms are built in redact/forms.ts, matched in redact/match.ts, and
 // indexed and scanned for in redact/redactor.ts.
-import { findAll, type Redactor } from './redact/redactor';
+import { findAll, markOf, type Redactor } from './redact/redactor';
 
 export { buildRedactor, MIN_NEEDLE, type Redactor } from './redact/redactor';
 export { MAX_REF_DIGITS } from './redact/match';
@@ -51,14 +51,18 @@ export interface Redacted {
 // most `cut` bytes of output. Truncating in input positions means no part of
 // an occurrence that began beyond the cut can be pulled forward into what is
 // returned by replacements shorter than what they replace.
+// Nothing is copied when nothing is found: most bodies and header values
+// hold no occurrence, and are returned as they came (up to the cut).
 export function redact(r: Redactor | null, data: Buffer, cut = Infinity): Redacted {
   const keepInput = Math.min(cut, data.length);
-  if (!r) return { data: data.subarray(0, keepInput), count: 0, cut: keepInput < data.length };
-  const mark = Buffer.from(`[REDACTED:${r.label}]`);
+  const found = r ? findAll(r, data) : [];
+  if (!r || found.length === 0 || (found[0] as [number, number])[0] >= keepInput)
+    return { data: data.subarray(0, keepInput), count: 0, cut: keepInput < data.length };
+  const mark = markOf(r);
   const parts: Buffer[] = [];
   let from = 0;
   let count = 0;
-  for (const [start, end] of findAll(r, data)) {
+  for (const [start, end] of found) {
     if (start >= keepInput) break;
     parts.push(data.subarray(from, start), mark);
     count += 1;
@@ -74,5 +78,5 @@ export function redact(r: Redactor | null, data: Buffer, cut = Infinity): Redact
 export function redactText(r: Redactor | null, text: string): { text: string; count: number } {
   if (!r) return { text, count: 0 };
   const res = redact(r, Buffer.from(text, 'latin1'));
-  return { text: res.data.toString('latin1'), count: res.count };
+  return res.count === 0 ? { text, count: 0 } : { text: res.data.toString('latin1'), count: res.count };
 }

@@ -21,13 +21,16 @@
 // - So is a body cut at max_response_body: ended as if whole, a truncated
 //   download or clone would pass for a complete one (curl would exit 0
 //   with half a file); unfinished, every HTTP/1.1 client reports it.
-import { createHash } from 'node:crypto';
+import { createHash, type Hash } from 'node:crypto';
+import { sha256hex } from '../../shared/crypto';
 import { Refusal } from '../../shared/errors';
 import { responseFailure } from './http-failures';
 import { decodeStream, parseContentEncoding, parseTransferEncoding, type Coding } from './decode';
 import type { Redactor } from './redact';
 import { streamRedactor } from './redact/stream';
 import { shapeHeaders } from './response';
+
+const EMPTY = Buffer.alloc(0);
 
 export interface ResponseSink {
   respond(status: number, headers: Record<string, string | string[]>): void;
@@ -148,14 +151,23 @@ export async function streamResponse(res: UpstreamResponse, o: StreamLimits, sin
   const decoding = codings.length > 0;
   const declared = declaredLength(res, codings);
   const scanner = streamRedactor(o.redactor, o.cap);
-  const hash = createHash('sha256');
+  // Most bodies reach the client in one piece: hashed in one call, and a
+  // Hash object made only for a second piece.
+  let first: Buffer | null = null;
+  let hash: Hash | null = null;
   let sent = 0;
   const give = async (b: Buffer): Promise<void> => {
     if (b.length === 0) return;
-    hash.update(b);
+    if (hash) hash.update(b);
+    else if (first === null) first = b;
+    else {
+      hash = createHash('sha256').update(first).update(b);
+      first = null;
+    }
     sent += b.length;
     await sink.write(b);
   };
+  const digest = (): string => (hash ? hash.digest('hex') : sha256hex(first ?? EMPTY));
   sink.respond(res.status, head.headers);
   let error: Refusal | null = null;
   try {
@@ -179,7 +191,7 @@ export async function streamResponse(res: UpstreamResponse, o: StreamLimits, sin
     sent,
     redactions: head.redactions + scanner.count,
     truncated: scanner.truncated,
-    bodySha256: hash.digest('hex'),
+    bodySha256: digest(),
     error,
   };
 }

@@ -14,24 +14,34 @@ export interface Stat {
 
 // /proc/<pid>/stat: the command name (field 2) is in parentheses and may
 // contain anything, so the fields are counted after the LAST ')'.
+// Only the four fields wanted are cut out (it is read twice a request; a
+// split made some fifty strings each time).
 export function parseStat(text: string): Stat | null {
   const close = text.lastIndexOf(')');
   if (close < 0) return null;
-  const rest = text.slice(close + 2).split(' ');
-  // rest[0] is field 3 (state); field N is rest[N - 3].
-  const ppid = Number(rest[1]);
-  const sid = Number(rest[3]);
-  const startTime = rest[19];
-  const argStart = rest[45] ?? '0';
+  // Field 3 (state) starts two characters after the ')'.
+  const wanted: (string | undefined)[] = [];
+  let start = close + 2;
+  for (let field = 3; field <= 48 && start <= text.length; field++) {
+    let end = text.indexOf(' ', start);
+    if (end < 0) end = text.length;
+    if (field === 4 || field === 6 || field === 22 || field === 48) wanted.push(text.slice(start, end));
+    start = end + 1;
+  }
+  const [ppidText, sidText, startTime, argStartText] = wanted;
+  const argStart = argStartText ?? '0';
+  const digits = /^\d+$/;
   if (
-    !Number.isInteger(ppid) ||
-    !Number.isInteger(sid) ||
-    !startTime ||
-    !/^\d+$/.test(startTime) ||
-    !/^\d+$/.test(argStart)
+    ppidText === undefined ||
+    sidText === undefined ||
+    startTime === undefined ||
+    !digits.test(ppidText) ||
+    !digits.test(sidText) ||
+    !digits.test(startTime) ||
+    !digits.test(argStart)
   )
     return null;
-  return { ppid, sid, startTime, argStart };
+  return { ppid: Number(ppidText), sid: Number(sidText), startTime, argStart };
 }
 
 export function readStat(pid: number): Stat | null {

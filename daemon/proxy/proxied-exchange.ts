@@ -36,8 +36,12 @@ export interface FrontDoorDeps {
 }
 
 // Beyond the limit the rest is read and dropped: the refusal is answered
-// and the connection then closed (the client may still be sending).
-function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer | null> {
+// and the connection then closed (the client may still be sending). A
+// request without content-length or transfer-encoding has no body (RFC 9112
+// §6.3): it is not read here, and the server drains its end when the
+// response finishes.
+function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer | null> | null {
+  if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) return null;
   return new Promise((resolve, reject) => {
     let chunks: Buffer[] | null = [];
     let size = 0;
@@ -166,7 +170,8 @@ export async function serveProxiedExchange(
     deps.requireUnlocked();
     deps.touch();
     const cfg = s.config();
-    const body = await readBody(req, cfg.http.max_request_body);
+    const reading = readBody(req, cfg.http.max_request_body);
+    const body = reading === null ? null : await reading;
     const parts: ProxiedParts = {
       method: req.method ?? '',
       target: req.url ?? '',

@@ -7,7 +7,7 @@
 // bytes that have arrived, so only what may begin an occurrence waits.
 import { AMPERSAND, BACKSLASH, MIN_FORM, PERCENT, PLUS } from './forms';
 import { NONE } from './match';
-import { longestAt, mayStartAt, scanFrom, type Redactor } from './redactor';
+import { longestAt, markOf, mayStartAt, scanFrom, type Redactor } from './redactor';
 
 export interface StreamRedactor {
   // What may be sent now for this piece of the body (possibly nothing).
@@ -27,7 +27,7 @@ export interface StreamRedactor {
 }
 
 export function streamRedactor(r: Redactor | null, cut = Infinity): StreamRedactor {
-  const mark = r ? Buffer.from(`[REDACTED:${r.label}]`) : Buffer.alloc(0);
+  let mark: Buffer | null = null; // made at the first occurrence
   const hold = r ? r.maxMatchLength : 0;
   let held: Buffer = Buffer.alloc(0); // input from position `base`, not yet decided
   let base = 0; // input position of held[0]
@@ -70,6 +70,7 @@ export function streamRedactor(r: Redactor | null, cut = Infinity): StreamRedact
     const parts: Buffer[] = [];
     let from = 0;
     for (const [start, end] of found) {
+      mark ??= markOf(r as Redactor);
       parts.push(held.subarray(from, start), mark);
       count += 1;
       from = end;
