@@ -17,6 +17,7 @@ import type { Slot } from './stores/budgets';
 import { journalRefusal } from './audit/refusal-summary';
 import { createRun } from './agent-runs';
 import type { LeafCertificates } from './proxy/leaf-certs';
+import { afterWholeRequests, trackExchange } from './exchanges-open';
 import { isAbsoluteForm, serveAbsoluteForm, serveConnect, type FrontDoorDeps } from './proxy/front-door';
 
 const peers = new WeakMap<net.Socket, Identity | Refusal>();
@@ -236,6 +237,7 @@ export function createAgentServer(
     { headersTimeout: limit, requestTimeout: limit + 1000, connectionsCheckingInterval: 1000 },
     (req, res) => {
       started.set(req, Date.now());
+      trackExchange(req, res);
       if (isAbsoluteForm(req)) return serveAbsoluteForm(door, req, res);
       const path = (req.url ?? '').split('?')[0];
       // A requester that goes away withdraws its approval card.
@@ -274,17 +276,21 @@ export function createAgentServer(
   server.on('connect', (req: http.IncomingMessage, sock: net.Socket, head: Buffer) => {
     void serveConnect(door, req, sock, head);
   });
+  // Answered after the requests that arrived whole before the failure
+  // (exchanges-open.ts).
   server.on('clientError', (e: NodeJS.ErrnoException, sock) => {
     const message =
       e.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? `the request did not arrive within daemon.agent_request_timeout (${limit} ms); send the whole request at once`
         : 'malformed HTTP request; send HTTP/1.1 with a JSON body';
     const body = JSON.stringify({ error: { code: 'bad_request', message } });
-    if (sock.writable)
-      sock.end(
-        `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-      );
-    else sock.destroy();
+    void afterWholeRequests(sock)?.then(() => {
+      if (sock.writable)
+        sock.end(
+          `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+        );
+      else sock.destroy();
+    });
   });
   return server;
 }

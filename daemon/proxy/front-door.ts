@@ -18,7 +18,7 @@ import { coveringCredentials } from './coverage';
 import { runClientPid, serveProxiedExchange, type FrontDoorDeps } from './proxied-exchange';
 import { refuseOnSocket, refuseResponse } from './refusal-response';
 import { parseFailure, unmetExpectation } from './malformed';
-import { unparsed } from './proxied-exchange';
+import { afterWholeRequests, trackExchange } from '../exchanges-open';
 import { openTunnel } from './tunnel';
 
 export type { FrontDoorDeps } from './proxied-exchange';
@@ -41,20 +41,23 @@ function serveInner(
   clientPid: number | null,
 ): void {
   const inner = http.createServer({ keepAlive: true }, (req, res) => {
+    trackExchange(req, res);
     void serveProxiedExchange(deps, outer, t, req, res, clientPid);
   });
   const endpoint = `HTTPS ${t.target.host}:${t.port}`;
+  // Answered after the requests that arrived whole before the failure; one
+  // it cut short stays quiet, this is its answer (exchanges-open.ts).
   inner.on('clientError', (e: NodeJS.ErrnoException, sock: Duplex) => {
-    // The exchange already running on this socket (if any) stays quiet: this is its answer.
-    unparsed.add(sock);
-    if (e.code === 'ECONNRESET' || !sock.writable) {
+    if (e.code === 'ECONNRESET') {
       sock.destroy();
       return;
     }
-    deps.journalRefusal(outer, parseFailure(e), endpoint).then(
-      (r) => refuseOnSocket(sock, r),
-      () => sock.destroy(),
-    );
+    void afterWholeRequests(sock)
+      ?.then(() => (sock.writable ? deps.journalRefusal(outer, parseFailure(e), endpoint) : null))
+      .then(
+        (r) => (r ? refuseOnSocket(sock, r) : sock.destroy()),
+        () => sock.destroy(),
+      );
   });
   inner.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
     const value = String(req.headers['expect'] ?? '');

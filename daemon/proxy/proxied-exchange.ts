@@ -20,10 +20,7 @@ import { looksLikePlaceholder } from '../stores/runs';
 import type { ConnectTarget } from './connect-target';
 import { coveredAddresses } from './coverage';
 import { refuseResponse } from './refusal-response';
-
-// Sockets whose request the HTTP parser rejected: the front door's parse
-// failure answer (front-door.ts) is theirs, not the exchange's.
-export const unparsed = new WeakSet<object>();
+import { cutByParseFailure } from '../exchanges-open';
 
 export interface FrontDoorDeps {
   pipeline: PipelineServices;
@@ -193,7 +190,8 @@ export async function serveProxiedExchange(
       });
     });
   } catch (e) {
-    if (!(e instanceof Refusal) && unparsed.has(req.socket)) return;
+    // Cut short by a parse failure: the failure's answer is this request's.
+    if (!(e instanceof Refusal) && cutByParseFailure(req)) return;
     let r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
     if (res.headersSent) {
       res.destroy();
