@@ -7,7 +7,8 @@
 // request was malformed while it runs, and cut off its real answer. A
 // request the failure cut short (its body never ended) never reaches the
 // pipeline's send: the failure's answer is its answer, and its exchange
-// stays quiet.
+// stays quiet. A CONNECT on a connection waits for the answers before it
+// in the same way.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
 type Open = { req: IncomingMessage; res: ServerResponse };
@@ -16,6 +17,8 @@ const open = new WeakMap<object, Set<Open>>();
 const cut = new WeakSet<IncomingMessage>();
 const failed = new WeakSet<object>();
 
+const closed = (res: ServerResponse): Promise<void> => new Promise((resolve) => res.once('close', () => resolve()));
+
 // From the request's handler, before anything else.
 export function trackExchange(req: IncomingMessage, res: ServerResponse): void {
   let set = open.get(req.socket);
@@ -23,6 +26,15 @@ export function trackExchange(req: IncomingMessage, res: ServerResponse): void {
   const entry = { req, res };
   set.add(entry);
   res.once('close', () => set.delete(entry));
+}
+
+// Resolves once every request open on `sock` has its response finished (or
+// its connection gone): what a CONNECT's answer waits for, since the
+// tunnel's bytes follow it on the same connection.
+export function whenAnswered(sock: object): Promise<void> {
+  const set = open.get(sock);
+  if (!set || set.size === 0) return Promise.resolve();
+  return Promise.all([...set].map(({ res }) => closed(res))).then(() => undefined);
 }
 
 // Whether the connection's parse failure cut this request short.
@@ -40,7 +52,7 @@ export function afterWholeRequests(sock: object): Promise<void> | null {
   const whole: Promise<void>[] = [];
   for (const { req, res } of open.get(sock) ?? []) {
     if (!req.complete) cut.add(req);
-    else whole.push(new Promise((resolve) => res.once('close', () => resolve())));
+    else whole.push(closed(res));
   }
   return Promise.all(whole).then(() => undefined);
 }

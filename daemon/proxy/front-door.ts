@@ -18,7 +18,7 @@ import { coveringCredentials } from './coverage';
 import { runClientPid, serveProxiedExchange, type FrontDoorDeps } from './proxied-exchange';
 import { refuseOnSocket, refuseResponse } from './refusal-response';
 import { parseFailure, unmetExpectation } from './malformed';
-import { afterWholeRequests, trackExchange } from '../exchanges-open';
+import { afterWholeRequests, trackExchange, whenAnswered } from '../exchanges-open';
 import { openTunnel } from './tunnel';
 
 export type { FrontDoorDeps } from './proxied-exchange';
@@ -95,6 +95,8 @@ export async function serveConnect(
   const outer = req.socket;
   const authority = req.url ?? '';
   sock.on('error', () => sock.destroy());
+  // Requests sent before the CONNECT on this connection are answered first.
+  await whenAnswered(outer);
   try {
     const identity = deps.identify(outer);
     deps.requireUnlocked();

@@ -42,6 +42,23 @@ async function stackWithApi(t: Test, canary: string): Promise<{ s: Stack; P: num
   return { s, P, secret };
 }
 
+// Writes `wire` in one write on the agent socket; every byte read until the
+// daemon closes, `until` is seen, or 15 s pass.
+function exchange(sock: string, wire: string, until?: string): Promise<Buffer> {
+  return new Promise<Buffer>((resolve, reject) => {
+    const c = net.connect(sock);
+    const got: Buffer[] = [];
+    c.on('data', (d: Buffer) => {
+      got.push(d);
+      if (until && Buffer.concat(got).includes(until)) c.destroy();
+    });
+    c.on('error', reject);
+    c.on('close', () => resolve(Buffer.concat(got)));
+    c.write(wire);
+    setTimeout(() => c.destroy(), 15_000).unref();
+  });
+}
+
 const bytesOf = (a: KeptAliveAnswer | undefined): Buffer =>
   Buffer.concat([a?.raw, a?.body, a?.stray].map((b) => Buffer.from(b ?? '', 'base64')));
 
@@ -120,15 +137,7 @@ t.test('on the agent socket: a whole request, then bytes that are not HTTP', asy
   const wire =
     `POST /v1/http HTTP/1.1\r\nHost: postern\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}` +
     'not http\r\n\r\n';
-  const raw = await new Promise<Buffer>((resolve, reject) => {
-    const c = net.connect(s.sock);
-    const got: Buffer[] = [];
-    c.on('data', (d: Buffer) => got.push(d));
-    c.on('error', reject);
-    c.on('close', () => resolve(Buffer.concat(got)));
-    c.write(wire);
-    setTimeout(() => c.destroy(), 15_000).unref();
-  });
+  const raw = await exchange(s.sock, wire);
   const text = raw.toString('latin1');
   const second = text.indexOf('HTTP/1.1 400');
   t.ok(text.startsWith('HTTP/1.1 200 '), `the request's reply is first (${text.slice(0, 200)})`);
@@ -140,5 +149,25 @@ t.test('on the agent socket: a whole request, then bytes that are not HTTP', asy
   const refusal = parseRaw(raw.subarray(second));
   t.equal((JSON.parse(refusal.body) as { error: { code: string } }).error.code, 'bad_request', 'the JSON code');
   t.equal(s.up.requests.length, 1, 'the upstream saw the request once');
+  t.same(exposures(raw, secret), [], 'the client received no form of the secret');
+});
+
+// A whole POST /v1/http and a CONNECT in one write: the reply to the POST
+// goes out before the CONNECT's answer, never after it (where the client
+// expects its tunnel's TLS).
+t.test('on the agent socket: a whole request, then a CONNECT', async (t) => {
+  const { s, P, secret } = await stackWithApi(t, 'BEFORECONNECT');
+  const body = JSON.stringify({ credential: 'api', method: 'GET', url: s.url(HOST, '/v1/first') });
+  const wire =
+    `POST /v1/http HTTP/1.1\r\nHost: postern\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}` +
+    `CONNECT ${HOST}:${P} HTTP/1.1\r\nHost: ${HOST}:${P}\r\n\r\n`;
+  const raw = await exchange(s.sock, wire, 'Connection Established\r\n\r\n');
+  const text = raw.toString('latin1');
+  const tunnel = text.indexOf('HTTP/1.1 200 Connection Established');
+  t.ok(text.startsWith('HTTP/1.1 200 OK'), `the POST's reply is first (${text.slice(0, 200)})`);
+  t.ok(tunnel > 0, "then the CONNECT's answer");
+  const answer = JSON.parse(parseRaw(raw.subarray(0, tunnel)).body) as { status?: number; body?: string };
+  t.equal(answer.status, 200, 'the upstream answered the POST');
+  t.match(answer.body, /\/v1\/first/, 'whole, before the tunnel');
   t.same(exposures(raw, secret), [], 'the client received no form of the secret');
 });
