@@ -48,11 +48,12 @@ function serveInner(
   // Answered after the requests that arrived whole before the failure; one
   // it cut short stays quiet, this is its answer (exchanges-open.ts).
   inner.on('clientError', (e: NodeJS.ErrnoException, sock: Duplex) => {
+    const after = afterWholeRequests(sock);
     if (e.code === 'ECONNRESET') {
       sock.destroy();
       return;
     }
-    void afterWholeRequests(sock)
+    void after
       ?.then(() => (sock.writable ? deps.journalRefusal(outer, parseFailure(e), endpoint) : null))
       .then(
         (r) => (r ? refuseOnSocket(sock, r) : sock.destroy()),

@@ -152,14 +152,14 @@ export function buildRedactor(needles: Buffer[], label: string): Redactor | null
   };
 }
 
-// Occurrences as [start, end) byte ranges, in order, not overlapping; at
-// each position the longest match wins (forms with edges match more or
-// less of their optional part).
 // The mark that replaces an occurrence, made only when one is found.
 export function markOf(r: Redactor): Buffer {
   return Buffer.from(`[REDACTED:${r.label}]`);
 }
 
+// Occurrences as [start, end) byte ranges, in order, not overlapping; at
+// each position the longest match wins (forms with edges match more or
+// less of their optional part).
 export function findAll(r: Redactor, data: Buffer): [number, number][] {
   // Every element takes at least a byte: no occurrence starts later (and
   // the next two bytes are always there).
