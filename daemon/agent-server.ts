@@ -284,13 +284,15 @@ export function createAgentServer(
         ? `the request did not arrive within daemon.agent_request_timeout (${limit} ms); send the whole request at once`
         : 'malformed HTTP request; send HTTP/1.1 with a JSON body';
     const body = JSON.stringify({ error: { code: 'bad_request', message } });
-    void afterWholeRequests(sock)?.then(() => {
-      if (sock.writable)
-        sock.end(
-          `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-        );
-      else sock.destroy();
-    });
+    void afterWholeRequests(sock)
+      ?.then(() => {
+        if (sock.writable)
+          sock.end(
+            `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+          );
+        else sock.destroy();
+      })
+      .catch(() => sock.destroy());
   });
   return server;
 }

@@ -56,7 +56,8 @@ export interface Redacted {
 export function redact(r: Redactor | null, data: Buffer, cut = Infinity): Redacted {
   const keepInput = Math.min(cut, data.length);
   const found = r ? findAll(r, data) : [];
-  if (!r || found.length === 0 || (found[0] as [number, number])[0] >= keepInput)
+  const first = found[0];
+  if (!r || !first || first[0] >= keepInput)
     return { data: data.subarray(0, keepInput), count: 0, cut: keepInput < data.length };
   const mark = markOf(r);
   const parts: Buffer[] = [];

@@ -55,10 +55,8 @@ function serveInner(
     }
     void after
       ?.then(() => (sock.writable ? deps.journalRefusal(outer, parseFailure(e), endpoint) : null))
-      .then(
-        (r) => (r ? refuseOnSocket(sock, r) : sock.destroy()),
-        () => sock.destroy(),
-      );
+      .then((r) => (r ? refuseOnSocket(sock, r) : sock.destroy()))
+      .catch(() => sock.destroy());
   });
   inner.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
     const value = String(req.headers['expect'] ?? '');

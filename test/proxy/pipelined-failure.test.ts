@@ -42,6 +42,15 @@ async function stackWithApi(t: Test, canary: string): Promise<{ s: Stack; P: num
   return { s, P, secret };
 }
 
+// The daemon stopped, its log, journal files and decrypted journal hold no
+// form of the secret.
+async function noSecretLeft(t: Test, s: Stack, secret: string): Promise<void> {
+  await s.d.stop();
+  t.same(exposures(s.d.logs(), secret), [], 'the daemon log holds no form of the secret');
+  t.same(exposures(journalBytes(s.h.home), secret), [], 'the journal files hold no form of the secret');
+  t.same(exposures(await journalText(s.h), secret), [], 'no decrypted journal entry holds a form of the secret');
+}
+
 // Writes `wire` in one write on the agent socket; every byte read until the
 // daemon closes, `until` is seen, or 15 s pass.
 function exchange(sock: string, wire: string, until?: string): Promise<Buffer> {
@@ -118,14 +127,11 @@ t.test('unframed bytes after a request are the next message, never its body', as
     'the upstream saw the two requests, nothing else',
   );
 
-  await s.d.stop();
   const received = [run.stdout, Buffer.from(run.stderr), bytesOf(first), bytesOf(after)];
   received.forEach((bytes, i) =>
     t.same(exposures(bytes, secret), [], `the client received no form of the secret (${i})`),
   );
-  t.same(exposures(s.d.logs(), secret), [], 'the daemon log holds no form of the secret');
-  t.same(exposures(journalBytes(s.h.home), secret), [], 'the journal files hold no form of the secret');
-  t.same(exposures(await journalText(s.h), secret), [], 'no decrypted journal entry holds a form of the secret');
+  await noSecretLeft(t, s, secret);
 });
 
 // The JSON front door, the same way: a whole POST /v1/http and, in the same
@@ -150,6 +156,7 @@ t.test('on the agent socket: a whole request, then bytes that are not HTTP', asy
   t.equal((JSON.parse(refusal.body) as { error: { code: string } }).error.code, 'bad_request', 'the JSON code');
   t.equal(s.up.requests.length, 1, 'the upstream saw the request once');
   t.same(exposures(raw, secret), [], 'the client received no form of the secret');
+  await noSecretLeft(t, s, secret);
 });
 
 // A whole POST /v1/http and a CONNECT in one write: the reply to the POST
@@ -170,4 +177,5 @@ t.test('on the agent socket: a whole request, then a CONNECT', async (t) => {
   t.equal(answer.status, 200, 'the upstream answered the POST');
   t.match(answer.body, /\/v1\/first/, 'whole, before the tunnel');
   t.same(exposures(raw, secret), [], 'the client received no form of the secret');
+  await noSecretLeft(t, s, secret);
 });
