@@ -10,6 +10,7 @@ import { peerCredOfSocket } from '../shared/native';
 import type { Controller } from './controller';
 import type { Logger } from './logger';
 import { identify as identifyPeer, Identity, stillRunning } from './identity/identify';
+import { identifyAtConnect } from './identify-at-connect';
 import { serveJson } from './pipeline/entry';
 import type { PipelineServices } from './pipeline/context';
 import { requestContext, requesterGone, type RequesterGone } from './pipeline/requester-gone';
@@ -273,6 +274,7 @@ export function createAgentServer(
       })();
     },
   );
+  server.on('connection', (sock: net.Socket) => identifyAtConnect(door.identify, sock));
   server.on('connect', (req: http.IncomingMessage, sock: net.Socket, head: Buffer) => {
     void serveConnect(door, req, sock, head);
   });

@@ -122,6 +122,14 @@ function signatureAlgorithm(type: string, flags: number): string {
   );
 }
 
+// The signature algorithm a sign request with this public key and these
+// flags gets, known before any secret is opened.
+export function signatureAlgorithmFor(keyBlob: Buffer, flags: number): string {
+  const type = keyTypeOf(keyBlob);
+  if (type === null) throw new AgentKeyError('the key asked to sign with is not a key type postern can use');
+  return signatureAlgorithm(type, flags);
+}
+
 // The signature blob an agent answers with: string algorithm, string signature.
 export function signAsAgent(privateKeyText: Buffer, data: Buffer, flags: number): Buffer {
   const parsed = parseStored(privateKeyText);

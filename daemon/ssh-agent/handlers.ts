@@ -13,7 +13,7 @@ import { sha256, who } from '../pipeline/evidence';
 import { agentCredentials, type AgentCredential } from './agent-credentials';
 import { ConnectionBindings } from './bindings';
 import { checkSignRequest, signRequestFacts } from './sign-check';
-import { AgentKeyError, signAsAgent, verifyHostSignature } from './agent-keys';
+import { AgentKeyError, signAsAgent, signatureAlgorithmFor, verifyHostSignature } from './agent-keys';
 import {
   FAILURE,
   MSG,
@@ -163,6 +163,10 @@ async function sign(c: AgentConnection, body: Buffer, identity: Identity): Promi
     const def = cred.def;
     Object.assign(known, { credential: def.name, host: def.host });
     const allowed = checkSignRequest(def, c.bindings, req.data, cred.blob);
+    // A login that names another algorithm than the flags ask for cannot
+    // succeed: refused before a human is asked about it.
+    const algorithm = signatureAlgorithmFor(cred.blob, req.flags);
+    if (algorithm !== allowed.login.algorithm) throw algorithmMismatch(allowed.login.algorithm);
     const approval = await approve({ services: c.services, identity, signal: c.signal }, def.name, def.approve, {
       kind: 'ssh-agent',
       host: def.host,
@@ -174,11 +178,7 @@ async function sign(c: AgentConnection, body: Buffer, identity: Identity): Promi
     const signature = await vault.withCredentialSecret(def.name, async (secret) =>
       signAsAgent(secret.bytes, req.data, req.flags),
     );
-    if (new WireReader(signature).text() !== allowed.login.algorithm)
-      throw new Refusal(
-        'denied_policy',
-        `the login names signature algorithm ${JSON.stringify(allowed.login.algorithm.slice(0, 64))}, which the sign request's flags do not ask for`,
-      );
+    if (new WireReader(signature).text() !== allowed.login.algorithm) throw algorithmMismatch(allowed.login.algorithm);
     // Durable before the signature leaves: a login the journal cannot
     // record does not happen.
     await c.services.journal.record({
@@ -205,6 +205,13 @@ async function sign(c: AgentConnection, body: Buffer, identity: Identity): Promi
             : new Refusal('internal_error', 'unexpected error; see the daemon log');
     throw new AgentRefusal(r, known);
   }
+}
+
+function algorithmMismatch(named: string): Refusal {
+  return new Refusal(
+    'denied_policy',
+    `the login names signature algorithm ${JSON.stringify(named.slice(0, 64))}, which the sign request's flags do not ask for`,
+  );
 }
 
 function malformed(e: unknown, what: string): Refusal {

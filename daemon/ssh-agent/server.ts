@@ -15,6 +15,7 @@ import { journalRefusal } from '../audit/refusal-summary';
 import { ConnectionBindings } from './bindings';
 import { AgentRefusal, FAILURE, HANDLERS, facts, unknownMessage, type AgentConnection } from './handlers';
 import { FrameSplitter, WireError } from './wire';
+import { identifyAtConnect } from '../identify-at-connect';
 
 export interface SshAgentDeps {
   pipeline: PipelineServices;
@@ -115,7 +116,21 @@ function serveConnection(deps: SshAgentDeps, sock: net.Socket): void {
     try {
       while (queue.length > 0 && !sock.destroyed) {
         const reply = await answer(deps, conn, sock, queue.shift() as Buffer);
-        if (!sock.destroyed) sock.write(reply);
+        // A client that does not read its answers is not read either: its
+        // answers would pile up in the daemon's memory.
+        if (!sock.destroyed && !sock.write(reply)) {
+          sock.pause();
+          await new Promise<void>((resolve) => {
+            const done = (): void => {
+              sock.off('drain', done);
+              sock.off('close', done);
+              resolve();
+            };
+            sock.on('drain', done);
+            sock.on('close', done);
+          });
+          if (!sock.destroyed) sock.resume();
+        }
       }
     } finally {
       busy = false;
@@ -153,5 +168,8 @@ function serveConnection(deps: SshAgentDeps, sock: net.Socket): void {
 }
 
 export function createSshAgentServer(deps: SshAgentDeps): net.Server {
-  return net.createServer((sock) => serveConnection(deps, sock));
+  return net.createServer((sock) => {
+    identifyAtConnect(deps.identify, sock);
+    serveConnection(deps, sock);
+  });
 }

@@ -113,25 +113,43 @@ export function message(type: number, ...parts: Buffer[]): Buffer {
 // a message split across many, or many in one. After a WireError the stream
 // cannot be resynchronised; the caller closes the connection.
 export class FrameSplitter {
-  private pending: Buffer = Buffer.alloc(0);
+  // Chunks of the message not yet whole, joined only once it is (joining at
+  // every chunk would cost the square of the message's length to a client
+  // that sends a byte at a time).
+  private parts: Buffer[] = [];
+  private held = 0;
 
   push(chunk: Buffer): Buffer[] {
-    this.pending = this.pending.length === 0 ? chunk : Buffer.concat([this.pending, chunk]);
+    this.parts.push(chunk);
+    this.held += chunk.length;
     const bodies: Buffer[] = [];
-    while (this.pending.length >= 4) {
-      const n = this.pending.readUInt32BE(0);
+    while (this.held >= 4) {
+      const head = this.peekHead();
+      const n = head.readUInt32BE(0);
       if (n === 0) throw new WireError('message length is 0; a message has at least its type byte');
       if (n > MAX_MESSAGE) throw new WireError(`message length ${n} is more than the limit of ${MAX_MESSAGE} bytes`);
-      if (this.pending.length < 4 + n) break;
+      if (this.held < 4 + n) break;
+      const all = this.parts.length === 1 ? (this.parts[0] as Buffer) : Buffer.concat(this.parts, this.held);
       // A copy: the body outlives the chunk it came in.
-      bodies.push(Buffer.from(this.pending.subarray(4, 4 + n)));
-      this.pending = this.pending.subarray(4 + n);
+      bodies.push(Buffer.from(all.subarray(4, 4 + n)));
+      const rest = all.subarray(4 + n);
+      this.parts = rest.length > 0 ? [rest] : [];
+      this.held = rest.length;
     }
     return bodies;
   }
 
+  // The first four bytes held, joined only when the first chunk is shorter.
+  private peekHead(): Buffer {
+    const first = this.parts[0] as Buffer;
+    if (first.length >= 4) return first;
+    const head = Buffer.concat(this.parts, this.held);
+    this.parts = [head];
+    return head;
+  }
+
   // Bytes of an incomplete message held back so far.
   get buffered(): number {
-    return this.pending.length;
+    return this.held;
   }
 }
