@@ -5,6 +5,7 @@
 // stores are emptied or retired when the authority behind them goes: at
 // lock, when a session ends, when a credential changes, and when the CA
 // list or the DNS servers change.
+import type { SealedSecret } from './vault/sealed-secrets';
 import type { Controller } from './controller';
 import { Refusal } from '../shared/errors';
 import type { HttpReply } from '../shared/protocol';
@@ -76,13 +77,20 @@ export function createPipelineServices(controller: Controller): PipelineServices
   // The vault write bracket (journal, vault, journal), as for admin writes;
   // the stores keep what they hold: the definition did not change.
   const secrets = {
-    replace: async (credential: string, secret: Buffer): Promise<void> => {
+    replace: async (credential: string, secret: Buffer, spent: SealedSecret): Promise<void> => {
       const vault = controller.requireUnlocked();
       const sealed = vault.sealSecret(secret);
       // Read at the write, after any write queued before it.
       await controller.writes.write(vault, { kind: 'oauth_refresh_rotated', credential }, (m) => {
         const current = m.get(credential);
         if (!current) throw new Refusal('unknown_credential', `credential "${credential}" was removed meanwhile`);
+        // A human stored another secret while the token was obtained: theirs
+        // stays (the rotated token belongs to the one they replaced).
+        if (current.secret !== spent)
+          throw new Refusal(
+            'busy',
+            `credential "${credential}" was changed while its access token was being obtained; the request was not sent — retry it`,
+          );
         m.set(credential, {
           ...current,
           entry: { ...current.entry, updated_at: new Date().toISOString() },

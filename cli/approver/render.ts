@@ -42,11 +42,12 @@ const agentWords: Show = (v) =>
   typeof v === 'string'
     ? `${quoteArg(v)}  <- the agent's words, not checked by postern${hasHidden(v) ? '; holds escaped characters' : ''}`
     : plain(v);
-// A request through the proxy front door: the connecting descendant of
-// `postern run` is its word only (the card's process is `postern run`).
-const via: Show = (v) => (v === 'proxy' ? 'the proxy front door (postern run)' : plain(v));
+// A request through the proxy front door: the connecting descendant is the
+// word of the card's process, the root of a run (normally `postern run`;
+// any process may start a run), which the daemon does not check.
+const via: Show = (v) => (v === 'proxy' ? 'the proxy front door' : plain(v));
 const reportedPid: Show = (v) =>
-  `${typeof v === 'number' ? `pid ${v}` : 'unknown'}  <- reported by postern run, not checked by the kernel`;
+  `${typeof v === 'number' ? `pid ${v}` : 'unknown'}  <- reported by the requester (the run's root, normally postern run), not checked by the kernel`;
 const computedKind: Show = (v) =>
   v === 'aws_sigv4'
     ? 'AWS Signature V4: postern signs the request'

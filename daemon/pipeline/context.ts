@@ -7,6 +7,7 @@
 import type { Config } from '../../shared/config';
 import type { JournalEvent } from '../../shared/events';
 import type { HttpReply } from '../../shared/protocol';
+import type { SealedSecret } from '../vault/sealed-secrets';
 import type { Identity } from '../identity/identify';
 import type { UnlockedVault } from '../vault/unlocked-vault';
 import type { SessionStore } from '../sessions/sessions';
@@ -51,7 +52,9 @@ export interface RequestStores {
 // A credential's secret replaced by the daemon itself (a refresh token the
 // authorization server rotated): durable, journaled, before it resolves.
 export interface SecretRotation {
-  replace(credential: string, secret: Buffer): Promise<void>;
+  // Replaces the stored secret only while it is still `spent`, the one the
+  // rotation was obtained with (refused as busy when it changed meanwhile).
+  replace(credential: string, secret: Buffer, spent: SealedSecret): Promise<void>;
 }
 
 export interface PipelineServices {

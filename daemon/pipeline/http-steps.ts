@@ -3,18 +3,21 @@
 // each runs one step, and the runners say in which order. Step 4 and the
 // pinned pool are in pinned-address.ts, which the token endpoints and the
 // proxy's tunnels use too.
+import { Refusal } from '../../shared/errors';
 import type { ProxyCardFields } from '../../shared/admin-protocol';
-import type { HttpCredentialDef } from '../../shared/credential';
+import { definitionHash, type HttpCredentialDef } from '../../shared/credential';
 import type { Approval } from '../../shared/events';
 import { checkPolicy, checkHeadersForCredential, checkQueryForCredential, type PolicyMatch } from './policy';
 import type { ResolvedAddress } from './resolve';
 import type { Target } from './target';
-import { inject, type InjectRequest, type Injected } from './inject';
+import { inject, standingNeedles, type InjectRequest, type Injected } from './inject';
 import { githubAppToken } from './computed/github-token';
 import { oauthToken } from './computed/oauth-token';
+import type { Obtained } from './computed/github-app';
 import { computedFacts } from './evidence';
-import type { Redactor } from './redact';
-import { NO_REDACTION } from '../stores/redactors';
+import { buildRedactor, type Redactor } from './redact';
+import { joinRedactors } from './redact/redactor';
+import { NO_REDACTION, type RedactorLease } from '../stores/redactors';
 import { approve } from './approve';
 import type { PipelineServices, RequestContext } from './context';
 import type { HttpRequest } from './validate';
@@ -75,9 +78,101 @@ export function responseScan(): ResponseScan {
   return { ...NO_REDACTION };
 }
 
+// The credential's cached redactor joined with one for the values made for
+// this request (Injected.ownNeedles), built here and wiped at release.
+function withOwnNeedles(lease: RedactorLease, own: Buffer[], label: string): RedactorLease {
+  const mine = own.length > 0 ? buildRedactor(own, label) : null;
+  if (!mine) return lease;
+  const redactor = lease.redactor ? joinRedactors([lease.redactor, mine], label, mine) : mine;
+  let held = true;
+  return {
+    redactor,
+    release: () => {
+      if (!held) return;
+      held = false;
+      redactor.wipe();
+      lease.release();
+    },
+  };
+}
+
+// A proxied request without a placeholder to a host some credentials cover
+// (SPEC §11: sent as it is, no approval) has its response searched for
+// those credentials' values too (docs/proxy.md): such a host may keep a
+// secret an earlier request injected and show it to any later request.
+// Each credential's shared redactor when it has one, else one built from
+// its secret now; a host several credentials cover marks with all their
+// names. Handed to `scan` as sendWithSecret does, for the caller to release.
+export async function scanForCovering(
+  s: PipelineServices,
+  covering: HttpCredentialDef[],
+  scan: ResponseScan,
+): Promise<void> {
+  const leases: RedactorLease[] = [];
+  const names: string[] = [];
+  try {
+    for (const def of covering) {
+      if (!def.redact_response) continue;
+      const lease = s.stores.redactors.current(def.name) ?? (await standingLease(s, def));
+      leases.push(lease);
+      if (lease.redactor) names.push(def.name);
+    }
+  } catch (e) {
+    for (const l of leases) l.release();
+    throw e;
+  }
+  const parts = leases.flatMap((l) => (l.redactor ? [l.redactor] : []));
+  const joined = parts.length > 1 ? joinRedactors(parts, names.join('|')) : null;
+  let held = true;
+  scan.redactor = joined ?? parts[0] ?? null;
+  scan.release = () => {
+    if (!held) return;
+    held = false;
+    joined?.wipe();
+    for (const l of leases) l.release();
+  };
+}
+
+function standingLease(s: PipelineServices, def: HttpCredentialDef): Promise<RedactorLease> {
+  return s.vault().withCredentialSecret(def.name, async (secret) => {
+    const inj = def.inject;
+    const token =
+      'github_app' in inj || 'oauth2' in inj ? s.stores.tokens.get(def.name, definitionHash(def), new Date()) : null;
+    const needles = standingNeedles(def, secret.bytes, token);
+    try {
+      return s.stores.redactors.acquire(def.name, needles);
+    } finally {
+      for (const n of needles) n.fill(0);
+    }
+  });
+}
+
+// The token step counts against the request's timeout: a slow token
+// endpoint times the request out as a slow upstream would, with nothing
+// sent. The token request goes on (other requests may wait for it, and its
+// token is kept for the next).
+function tokenWithin(token: Promise<Obtained>, ms: number, def: HttpCredentialDef): Promise<Obtained> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => {
+      const from = computedFacts(def).token_endpoint ?? 'its token endpoint';
+      reject(
+        new Refusal(
+          'upstream_timeout',
+          `no access token for credential "${def.name}" from ${from} within the request's timeout (${ms} ms); the request was not sent — retry later, or give it a longer timeout_ms`,
+          { maybe_executed: false },
+        ),
+      );
+    }, ms);
+  });
+  token.catch(() => undefined);
+  return Promise.race([token, late]).finally(() => clearTimeout(timer));
+}
+
 // 8. the secret, opened only around injection and the send; the redactor
 // of the response is taken while it is open (see ResponseScan).
-// A GitHub App or OAuth credential obtains its token first, with its secret open.
+// A GitHub App or OAuth credential obtains its token first, with its secret
+// open, within `timeoutMs` (the request's timeout).
 export async function sendWithSecret<T>(
   s: PipelineServices,
   def: HttpCredentialDef,
@@ -85,24 +180,29 @@ export async function sendWithSecret<T>(
   target: Target,
   request: InjectRequest,
   scan: ResponseScan,
+  timeoutMs: number,
   send: (injected: Injected) => Promise<T>,
 ): Promise<T> {
   return s.vault().withCredentialSecret(def.name, async (secret) => {
     const inj = def.inject;
-    const token =
+    const obtained =
       'github_app' in inj
-        ? await githubAppToken(s, { ...def, inject: inj }, secret)
+        ? await tokenWithin(githubAppToken(s, { ...def, inject: inj }, secret), timeoutMs, def)
         : 'oauth2' in inj
-          ? await oauthToken(s, { ...def, inject: inj }, secret)
+          ? await tokenWithin(oauthToken(s, { ...def, inject: inj }, secret), timeoutMs, def)
           : null;
-    const injected = inject(def, secret, headers, target, request, token);
+    const injected = inject(def, secret, headers, target, request, obtained?.token ?? null);
+    if (obtained?.rotated) injected.ownNeedles.push(Buffer.from(obtained.rotated, 'latin1'));
     try {
-      const lease = def.redact_response ? s.stores.redactors.acquire(def.name, injected.needles) : NO_REDACTION;
+      const lease = def.redact_response
+        ? withOwnNeedles(s.stores.redactors.acquire(def.name, injected.needles), injected.ownNeedles, def.name)
+        : NO_REDACTION;
       scan.redactor = lease.redactor;
       scan.release = lease.release;
       return await send(injected);
     } finally {
       for (const n of injected.needles) n.fill(0);
+      for (const n of injected.ownNeedles) n.fill(0);
     }
   });
 }

@@ -22,6 +22,11 @@ export interface Injected {
   // What the upstream may echo back: the secret and the whole injected value
   // (e.g. "Bearer …", "user:secret"), for redaction. Wiped by the caller.
   needles: Buffer[];
+  // Made for this request alone, and redacted too: an AWS signature. Echoed
+  // back, it would let the agent send the same signed request again without
+  // postern (AWS takes it for 15 minutes) and without approval or journal.
+  // Kept apart from `needles`, whose redactor is cached per credential.
+  ownNeedles: Buffer[];
 }
 
 // RFC 3986 unreserved characters stay; every other byte is %XX.
@@ -74,7 +79,7 @@ function signAws(
   headers: Record<string, string>,
   target: Target,
   request: InjectRequest,
-  needles: Buffer[],
+  ownNeedles: Buffer[],
 ): void {
   const parsed = parseAwsSecret(secret);
   if (!parsed.ok)
@@ -84,8 +89,6 @@ function signAws(
     );
   // A view of the opened secret, wiped with it.
   const keys = parsed.keys;
-  needles.push(Buffer.from(keys.secretAccessKey));
-  if (keys.sessionToken) needles.push(Buffer.from(keys.sessionToken, 'latin1'));
   const host = hostHeader(target);
   const signed = signSigV4(
     {
@@ -104,6 +107,37 @@ function signAws(
   );
   headers['host'] = host;
   Object.assign(headers, signed.headers);
+  ownNeedles.push(Buffer.from(signed.signature, 'latin1'));
+}
+
+// What every request of a credential injects that an upstream may echo
+// back: the secret, the whole injected value, and for the computed kinds
+// the values inside the secret (AWS's secret key and session token, OAuth's
+// refresh token and client secret, each alone: the secret holds them on
+// separate lines) and the access token in use. Copies, wiped by the caller.
+// `token` null with a token kind (none obtained yet): the secret's values.
+export function standingNeedles(def: HttpCredentialDef, secret: Buffer, token: string | null): Buffer[] {
+  const needles: Buffer[] = [Buffer.from(secret)];
+  const inj = def.inject;
+  if ('header' in inj && inj.header) {
+    const [before, after] = inj.template.split('{secret}') as [string, string];
+    needles.push(Buffer.concat([Buffer.from(before, 'utf8'), secret, Buffer.from(after, 'utf8')]));
+  } else if ('basic_user' in inj && inj.basic_user !== undefined) {
+    needles.push(Buffer.concat([Buffer.from(`${inj.basic_user}:`, 'utf8'), secret]));
+  } else if ('aws_sigv4' in inj) {
+    const parsed = parseAwsSecret(secret);
+    if (parsed.ok) {
+      needles.push(Buffer.from(parsed.keys.secretAccessKey));
+      if (parsed.keys.sessionToken) needles.push(Buffer.from(parsed.keys.sessionToken, 'latin1'));
+    }
+  } else if ('github_app' in inj || 'oauth2' in inj) {
+    if (token !== null) needles.push(Buffer.from(token, 'latin1'), Buffer.from(`Bearer ${token}`, 'latin1'));
+    const parts = 'oauth2' in inj ? oauthSecretParts(secret, inj.oauth2.grant) : null;
+    if (parts?.ok)
+      for (const part of [parts.refreshToken, parts.clientSecret])
+        if (part && part.length > 0) needles.push(Buffer.from(part));
+  }
+  return needles;
 }
 
 // `token`: the access token obtained for this request (GitHub App, OAuth 2.0).
@@ -120,34 +154,27 @@ export function inject(
   // postern reads responses itself; compression is asked for never.
   headers['accept-encoding'] = 'identity';
   let pathAndQuery = target.path + target.query;
-  const needles: Buffer[] = [Buffer.from(secret)];
+  const needles = standingNeedles(def, secret, token);
+  const ownNeedles: Buffer[] = [];
   const inj = def.inject;
   if ('header' in inj && inj.header) {
     const [before, after] = inj.template.split('{secret}') as [string, string];
     const value = Buffer.concat([Buffer.from(before, 'utf8'), secret, Buffer.from(after, 'utf8')]);
     headers[inj.header.toLowerCase()] = value.toString('latin1');
-    needles.push(value);
+    value.fill(0);
   } else if ('basic_user' in inj && inj.basic_user !== undefined) {
     const pair = Buffer.concat([Buffer.from(`${inj.basic_user}:`, 'utf8'), secret]);
     headers['authorization'] = `Basic ${pair.toString('base64')}`;
-    needles.push(pair);
+    pair.fill(0);
   } else if ('aws_sigv4' in inj) {
-    signAws({ ...def, inject: inj }, secret, headers, target, request, needles);
+    signAws({ ...def, inject: inj }, secret, headers, target, request, ownNeedles);
   } else if ('github_app' in inj || 'oauth2' in inj) {
     if (token === null) throw new Refusal('internal_error', 'no access token was obtained for this request');
-    const value = `Bearer ${token}`;
-    headers['authorization'] = value;
-    needles.push(Buffer.from(token, 'latin1'), Buffer.from(value, 'latin1'));
-    // The refresh token and the client secret, each alone (the secret
-    // holds both, on two lines).
-    const parts = 'oauth2' in inj ? oauthSecretParts(secret, inj.oauth2.grant) : null;
-    if (parts?.ok)
-      for (const part of [parts.refreshToken, parts.clientSecret])
-        if (part && part.length > 0) needles.push(Buffer.from(part));
+    headers['authorization'] = `Bearer ${token}`;
   } else if ('query' in inj && inj.query) {
     const param = `${percentEncode(Buffer.from(inj.query, 'utf8'))}=${percentEncode(secret)}`;
     const q = target.query;
     pathAndQuery = target.path + (q === '' || q === '?' ? `?${param}` : `${q}&${param}`);
   }
-  return { headers, pathAndQuery, needles };
+  return { headers, pathAndQuery, needles, ownNeedles };
 }

@@ -91,14 +91,15 @@ export async function runHttp(ctx: RequestContext, req: HttpRequest): Promise<Ht
     const scan = responseScan();
     let readLimit = cap;
     try {
-      raw = await sendWithSecret(s, def, headers, req.target, req, scan, (injected) => {
+      raw = await sendWithSecret(s, def, headers, req.target, req, scan, timeoutMs, (injected) => {
         readLimit = cap + (scan.redactor?.maxMatchLength ?? 0);
         return sendPinned(pool, req.target.host, {
           method: req.method,
           pathAndQuery: injected.pathAndQuery,
           headers: injected.headers,
           body: req.body,
-          timeoutMs,
+          // What a token step left of the timeout.
+          timeoutMs: Math.max(1, started + timeoutMs - Date.now()),
           readLimit,
         });
       });

@@ -22,7 +22,7 @@ import type { ProxiedRequest } from './proxied';
 import type { RequestContext } from './context';
 import { Evidence, computedFacts, httpRequestFacts, resolutionFacts, sha256, who } from './evidence';
 import { refuseAfterIntent, refuseHttp, sendFailed } from './refuse';
-import { approveHttp, checkCredentialRules, responseScan, sendWithSecret } from './http-steps';
+import { approveHttp, checkCredentialRules, responseScan, scanForCovering, sendWithSecret } from './http-steps';
 import { pinnedPool, resolveChecked } from './pinned-address';
 
 type Facts = HttpRequestFacts | UncredentialedHttpFacts;
@@ -32,6 +32,9 @@ export interface ProxyDoor {
   // Without a credential: the addresses the request may reach beyond public
   // ones (those the credentials covering its host allow).
   coveredAddresses?: HttpCredentialDef['allow_addresses'];
+  // Without a credential: the credentials covering its host (whose values
+  // its response is searched for).
+  covering?: HttpCredentialDef[];
   // The connecting descendant of `postern run`, as it reported it.
   clientPid?: number | null;
 }
@@ -106,12 +109,21 @@ export async function runProxied(
     let res: StreamingResponse;
     try {
       res = credentialed
-        ? await sendWithSecret(s, credentialed.def, credentialed.headers, req.target, req, scan, (injected) =>
-            send(injected.headers, injected.pathAndQuery),
+        ? await sendWithSecret(
+            s,
+            credentialed.def,
+            credentialed.headers,
+            req.target,
+            req,
+            scan,
+            cfg.http.timeout,
+            (injected) => send(injected.headers, injected.pathAndQuery),
           )
-        : await send(
-            { ...Object.fromEntries(req.headers), 'accept-encoding': 'identity' },
-            req.target.path + req.target.query,
+        : await scanForCovering(s, door.covering ?? [], scan).then(() =>
+            send(
+              { ...Object.fromEntries(req.headers), 'accept-encoding': 'identity' },
+              req.target.path + req.target.query,
+            ),
           );
     } catch (e) {
       scan.release();

@@ -29,10 +29,3 @@ export function coveringCredentials(s: PipelineServices, t: Target): HttpCredent
     ),
   );
 }
-
-// A request with no placeholder to a host some credentials cover may reach
-// the addresses those credentials' allow_addresses allow: a human already
-// named them for that host (docs/proxy.md).
-export function coveredAddresses(s: PipelineServices, t: Target): HttpCredentialDef['allow_addresses'] {
-  return coveringCredentials(s, t).flatMap((def) => def.allow_addresses);
-}

@@ -17,7 +17,7 @@ import { parseConnectTarget, type ConnectTarget } from './connect-target';
 import { coveringCredentials } from './coverage';
 import { runClientPid, serveProxiedExchange, type FrontDoorDeps } from './proxied-exchange';
 import { refuseOnSocket, refuseResponse } from './refusal-response';
-import { parseFailure, unmetExpectation } from './malformed';
+import { nestedConnect, parseFailure, unmetExpectation } from './malformed';
 import { afterWholeRequests, trackExchange, whenAnswered } from '../exchanges-open';
 import { openTunnel } from './tunnel';
 
@@ -28,7 +28,9 @@ export function isAbsoluteForm(req: http.IncomingMessage): boolean {
 }
 
 export function serveAbsoluteForm(deps: FrontDoorDeps, req: http.IncomingMessage, res: http.ServerResponse): void {
-  void serveProxiedExchange(deps, req.socket, null, req, res, runClientPid(req));
+  void serveProxiedExchange(deps, req.socket, null, req, res, (peer) =>
+    runClientPid(req, peer, deps.pipeline.stores.runs),
+  );
 }
 
 // The inner requests of one terminated CONNECT: keep-alive HTTP/1.1 on the
@@ -42,7 +44,7 @@ function serveInner(
 ): void {
   const inner = http.createServer({ keepAlive: true }, (req, res) => {
     trackExchange(req, res);
-    void serveProxiedExchange(deps, outer, t, req, res, clientPid);
+    void serveProxiedExchange(deps, outer, t, req, res, () => clientPid);
   });
   const endpoint = `HTTPS ${t.target.host}:${t.port}`;
   // Answered after the requests that arrived whole before the failure; one
@@ -66,6 +68,15 @@ function serveInner(
       () => res.destroy(),
     );
     req.resume();
+  });
+  // A CONNECT inside the tunnel: refused, after the requests before it
+  // (Node's server would close the connection without a word).
+  inner.on('connect', (req: http.IncomingMessage, sock: Duplex) => {
+    sock.on('error', () => sock.destroy());
+    void whenAnswered(sock)
+      .then(() => deps.journalRefusal(outer, nestedConnect(t), `CONNECT ${(req.url ?? '').slice(0, 200)}`))
+      .then((r) => refuseOnSocket(sock, r))
+      .catch(() => sock.destroy());
   });
   inner.emit('connection', secure);
 }
@@ -102,7 +113,7 @@ export async function serveConnect(
     deps.touch();
     const t = parseConnectTarget(authority);
     if (coveringCredentials(deps.pipeline, t.target).length > 0)
-      return await terminate(deps, outer, t, head, runClientPid(req));
+      return await terminate(deps, outer, t, head, runClientPid(req, identity, deps.pipeline.stores.runs));
     if (deps.otherHosts() === 'refuse')
       throw new Refusal(
         'denied_policy',

@@ -1,6 +1,7 @@
 // What the inner HTTP server of a terminated CONNECT says to requests it
 // cannot hand to the pipeline: a request line or header the parser rejects,
-// a transfer coding that is none, an expectation other than 100-continue.
+// a transfer coding that is none, an expectation other than 100-continue,
+// a CONNECT.
 // Each is a bad_request with postern's JSON, journaled (agent_refused), as
 // the agent socket answers malformed HTTP, rather than a closed connection
 // or Node's own 417.
@@ -33,4 +34,12 @@ export function parseFailure(e: NodeJS.ErrnoException): Refusal {
 // expectation is a header the agent may not send (SPEC §6.2).
 export function unmetExpectation(value: string): Refusal {
   return forbiddenHeader('expect', value);
+}
+
+// A tunnel reaches its one target: a CONNECT inside it opens nothing.
+export function nestedConnect(t: { target: { host: string }; port: number }): Refusal {
+  return new Refusal(
+    'bad_request',
+    `CONNECT inside the tunnel to ${t.target.host}:${t.port} is not served; send the request itself on this connection, or CONNECT to another host on a new proxy connection`,
+  );
 }

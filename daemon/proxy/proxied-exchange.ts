@@ -16,9 +16,9 @@ import { proxiedRequest, type PlaceholderLookup, type ProxiedParts } from '../pi
 import { requestContext, requesterGone } from '../pipeline/requester-gone';
 import { runProxied } from '../pipeline/run-proxied';
 import type { ResponseSink } from '../pipeline/stream-response';
-import { looksLikePlaceholder } from '../stores/runs';
+import { looksLikePlaceholder, type Runs } from '../stores/runs';
 import type { ConnectTarget } from './connect-target';
-import { coveredAddresses } from './coverage';
+import { coveringCredentials } from './coverage';
 import { refuseResponse } from './refusal-response';
 import { cutByParseFailure } from '../exchanges-open';
 
@@ -67,9 +67,12 @@ function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer | nu
 // the upstream's, so it never goes on.
 export const RUN_CLIENT_HEADER = 'postern-run-client';
 
-export function runClientPid(req: http.IncomingMessage): number | null {
+// Taken only from a peer that is the root of a live run: the card says
+// `postern run` reported it, which another process may not claim.
+export function runClientPid(req: http.IncomingMessage, peer: Identity, runs: Runs): number | null {
   const v = req.headers[RUN_CLIENT_HEADER];
-  return typeof v === 'string' && /^[1-9][0-9]{0,9}$/.test(v) ? Number(v) : null;
+  if (typeof v !== 'string' || !/^[1-9][0-9]{0,9}$/.test(v)) return null;
+  return runs.rootedAt(peer.process.key) ? Number(v) : null;
 }
 
 function headerLines(req: http.IncomingMessage): [string, string][] {
@@ -151,13 +154,15 @@ function definitionOf(s: PipelineServices): (name: string) => HttpCredentialDef 
 }
 
 // `outer` is the agent-socket connection (its peer speaks for the request).
+// `reportedPid`: the connecting descendant `postern run` named, given the
+// peer (on the CONNECT, or on this request in absolute form).
 export async function serveProxiedExchange(
   deps: FrontDoorDeps,
   outer: net.Socket,
   connect: ConnectTarget | null,
   req: http.IncomingMessage,
   res: http.ServerResponse,
-  clientPid: number | null,
+  reportedPid: (peer: Identity) => number | null,
 ): Promise<void> {
   const s = deps.pipeline;
   const endpoint = connect ? `${req.method} https://${connect.target.host}:${connect.port}` : `${req.method} http`;
@@ -183,10 +188,15 @@ export async function serveProxiedExchange(
         lookupFor(s, identity),
         definitionOf(s),
       );
-      const covered = request.credential === null ? coveredAddresses(s, request.target) : [];
+      // Without a placeholder, to a host some credentials cover: it may reach
+      // the addresses their allow_addresses allow (a human named them for
+      // that host), and its response is searched for their values
+      // (docs/proxy.md).
+      const covering = request.credential === null ? coveringCredentials(s, request.target) : [];
       await runProxied(requestContext(s, identity, gone, slot), request, sinkFor(res), {
-        coveredAddresses: covered,
-        clientPid,
+        coveredAddresses: covering.flatMap((def) => def.allow_addresses),
+        covering,
+        clientPid: reportedPid(identity),
       });
     });
   } catch (e) {

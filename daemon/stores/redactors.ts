@@ -57,18 +57,16 @@ export class RedactorCache {
       };
       this.entries.set(credential, e);
     }
-    const entry = e;
-    entry.leases += 1;
-    let held = true;
-    return {
-      redactor: entry.redactor,
-      release: () => {
-        if (!held) return;
-        held = false;
-        entry.leases -= 1;
-        if (!entry.current && entry.leases === 0) wipeEntry(entry);
-      },
-    };
+    return leaseOf(e);
+  }
+
+  // The redactor the credential's requests share now, if it has one: for a
+  // response that may hold the credential's values though the request that
+  // asked for it injected none (the proxy front door, without a
+  // placeholder, to a host the credential covers).
+  current(credential: string): RedactorLease | null {
+    const e = this.entries.get(credential);
+    return e ? leaseOf(e) : null;
   }
 
   // The credential changed or was removed.
@@ -92,6 +90,20 @@ export class RedactorCache {
     e.current = false;
     if (e.leases === 0) wipeEntry(e);
   }
+}
+
+function leaseOf(entry: Entry): RedactorLease {
+  entry.leases += 1;
+  let held = true;
+  return {
+    redactor: entry.redactor,
+    release: () => {
+      if (!held) return;
+      held = false;
+      entry.leases -= 1;
+      if (!entry.current && entry.leases === 0) wipeEntry(entry);
+    },
+  };
 }
 
 function wipeEntry(e: Entry): void {

@@ -119,6 +119,12 @@ export class Runs {
     return null;
   }
 
+  // Is some live run rooted at this process instance (a `postern run`)?
+  rootedAt(key: string): boolean {
+    for (const run of this.runs.values()) if (run.root.key === key) return true;
+    return false;
+  }
+
   get(runId: string): Run | null {
     const run = this.runs.get(runId);
     if (!run || this.endIfRootExited(run)) return null;

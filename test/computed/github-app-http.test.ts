@@ -32,7 +32,7 @@ interface Setup {
 
 async function setup(
   t: Test,
-  o: { records?: Record<string, { A: string[] }>; tokenLifeS?: number } = {},
+  o: { records?: Record<string, { A: string[] }>; tokenLifeS?: number; tokenDelayMs?: number } = {},
 ): Promise<Setup> {
   const dir = mkdtempSync(join(tmpdir(), 'pt-ghapp-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -52,6 +52,7 @@ async function setup(
     ca: s.ca,
     host: 'api.example.test',
     ...(o.tokenLifeS !== undefined ? { tokenLifeS: o.tokenLifeS } : {}),
+    ...(o.tokenDelayMs !== undefined ? { tokenDelayMs: o.tokenDelayMs } : {}),
     api: (req, _body, res) => {
       apiSeen.push({ authorization: req.headers.authorization, url: req.url ?? '' });
       const token = /^Bearer (\S+)$/.exec(req.headers.authorization ?? '')?.[1];
@@ -160,6 +161,24 @@ t.test('a token near its expiry is replaced before the request', async (t) => {
   t.equal((r.json as { status: number }).status, 200, r.text);
   t.equal(x.app.issued.length, 2, 'a new token before the request');
   t.equal(x.apiSeen.at(-1)?.authorization, `Bearer ${x.app.issued[1]!.token}`);
+});
+
+t.test('requests that need a token at once share one token request', async (t) => {
+  // Tokens of 2 s are replaced after 1 s; the endpoint takes 300 ms to
+  // answer, so six requests made together all find the token to replace.
+  const x = await setup(t, { tokenLifeS: 2, tokenDelayMs: 300 });
+  t.equal(addBot(x).code, 0);
+  t.equal((await get(x)).status, 200, 'the first request, approved for the session');
+  t.equal(x.app.issued.length, 1);
+  await new Promise((r) => setTimeout(r, 1100));
+  const replies = await Promise.all(Array.from({ length: 6 }, () => get(x)));
+  for (const r of replies) t.equal((r.json as { status: number }).status, 200, r.text);
+  t.equal(x.app.issued.length, 2, 'one token request for the six');
+  const fresh = x.app.issued[1]!.token;
+  t.ok(
+    x.apiSeen.slice(-6).every((seen) => seen.authorization === `Bearer ${fresh}`),
+    'each sent the new token',
+  );
 });
 
 t.test('lock forgets the token; the next request after unlock obtains a new one', async (t) => {

@@ -19,6 +19,7 @@ export interface AppServerConfig {
   publicKey: string | Buffer | KeyObject; // PEM of the app's public (or private) key
   installations: Record<number, Installation>;
   tokenLifeS?: number; // default 3600, as GitHub
+  tokenDelayMs?: number; // each token answer held this long (default none)
   prefix?: string; // '' for api.github.com, '/api/v3' for GitHub Enterprise Server
   // Serve with this CA's certificate (for `host`) instead of a new CA for 127.0.0.1.
   ca?: TestCa;
@@ -151,8 +152,15 @@ export async function startGithubAppServer(cfg: AppServerConfig): Promise<AppSer
         ? fail(404, 'Not Found')
         : (checkJwt(req.headers.authorization, cfg, key) ?? issue(cfg, req.url ?? '', body, issued));
     const text = Buffer.from(JSON.stringify(verdict.body));
-    res.writeHead(verdict.status, { 'content-type': 'application/json; charset=utf-8', 'content-length': text.length });
-    res.end(text);
+    const answer = (): void => {
+      res.writeHead(verdict.status, {
+        'content-type': 'application/json; charset=utf-8',
+        'content-length': text.length,
+      });
+      res.end(text);
+    };
+    if (cfg.tokenDelayMs) setTimeout(answer, cfg.tokenDelayMs);
+    else answer();
   });
   return {
     api: `https://${cfg.host ?? '127.0.0.1'}:${upstream.port}${cfg.prefix ?? ''}`,

@@ -54,8 +54,11 @@ t.test('CONNECT, TLS, the pipeline: the secret reaches the upstream only', async
   t.equal(card.action['proxy_client_pid'], Number(readFileSync(pidFile, 'utf8').trim()), "curl's pid");
   t.match((card as unknown as FullCard).process.cmdline.join(' '), /main\.js run -- sh -c/, 'the peer is postern run');
   const text = renderCard(card as unknown as FullCard).join('\n');
-  t.match(text, /via +the proxy front door \(postern run\)/);
-  t.match(text, /connection +pid \d+  <- reported by postern run, not checked by the kernel/);
+  t.match(text, /via +the proxy front door\n/);
+  t.match(
+    text,
+    /connection +pid \d+  <- reported by the requester \(the run's root, normally postern run\), not checked by the kernel/,
+  );
 
   const env = readFileSync(envFile, 'utf8');
   t.match(env, /^API_TOKEN=postern-api-[0-9a-f]{16}$/m, "the client's env holds the placeholder");

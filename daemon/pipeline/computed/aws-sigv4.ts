@@ -194,11 +194,12 @@ function amzDate(date: Date): string {
 }
 
 // The headers to add (authorization, x-amz-date, x-amz-content-sha256, and
-// x-amz-security-token when the keys have one), and which names were signed.
+// x-amz-security-token when the keys have one), which names were signed, and
+// the signature (in authorization).
 export function signSigV4(
   input: SigV4Input,
   keys: AwsKeys,
-): { headers: Record<string, string>; signedHeaders: string[] } {
+): { headers: Record<string, string>; signedHeaders: string[]; signature: string } {
   const longDate = amzDate(input.date);
   const day = longDate.slice(0, 8);
   const scope = `${day}/${input.region}/${input.service}/${SCOPE_END}`;
@@ -224,7 +225,7 @@ export function signSigV4(
   const signature = signatureOf(keys.secretAccessKey, day, input.region, input.service, stringToSign);
   headers['authorization'] =
     `${ALGORITHM} Credential=${keys.accessKeyId}/${scope}, SignedHeaders=${signed.join(';')}, Signature=${signature}`;
-  return { headers, signedHeaders: signed };
+  return { headers, signedHeaders: signed, signature };
 }
 
 // -- what a client sent through the proxy --------------------------------

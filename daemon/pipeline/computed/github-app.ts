@@ -172,6 +172,14 @@ export function parseInstallationToken(status: number, body: Buffer, now: Date):
 // leaves with a token about to lapse.
 const REFRESH_MARGIN_MS = 5 * 60 * 1000;
 
+// A token obtained for a request, and the refresh token the server rotated
+// while obtaining it (now in the vault; the requests that waited for this
+// token opened the old secret, so they redact it besides their own values).
+export interface Obtained {
+  token: string;
+  rotated: string | null;
+}
+
 interface CachedToken {
   definitionHash: string;
   token: string;
@@ -184,6 +192,22 @@ interface CachedToken {
 // reclaim them, which is the most a string allows.
 export class TokenCache {
   private readonly entries = new Map<string, CachedToken>();
+  private readonly obtaining = new Map<string, Promise<Obtained>>();
+
+  // The cached token, else the one being obtained, else `obtain`'s: one
+  // token request per credential and definition at a time, so concurrent
+  // first requests make one (each could read a large answer), and an OAuth
+  // refresh token is spent once.
+  obtainOnce(name: string, definitionHash: string, obtain: () => Promise<Obtained>): Promise<Obtained> {
+    const cached = this.get(name, definitionHash, new Date());
+    if (cached !== null) return Promise.resolve({ token: cached, rotated: null });
+    const key = `${name}\0${definitionHash}`;
+    const running = this.obtaining.get(key);
+    if (running) return running;
+    const p = obtain().finally(() => this.obtaining.delete(key));
+    this.obtaining.set(key, p);
+    return p;
+  }
 
   get(name: string, definitionHash: string, now: Date): string | null {
     const e = this.entries.get(name);

@@ -6,7 +6,13 @@ import type { GithubAppInject, HttpCredentialDef } from '../../../shared/credent
 import { definitionHash } from '../../../shared/credential';
 import type { SecretBytes } from '../../../shared/secret-bytes';
 import type { PipelineServices } from '../context';
-import { MAX_TOKEN_ANSWER_BYTES, appJwt, installationTokenRequest, parseInstallationToken } from './github-app';
+import {
+  MAX_TOKEN_ANSWER_BYTES,
+  appJwt,
+  installationTokenRequest,
+  parseInstallationToken,
+  type Obtained,
+} from './github-app';
 import { callTokenEndpoint, tokenFailure } from './token-endpoint';
 
 export function tokenEndpoint(app: GithubAppInject): string {
@@ -17,11 +23,20 @@ export async function githubAppToken(
   s: PipelineServices,
   def: HttpCredentialDef & { inject: { github_app: GithubAppInject } },
   key: SecretBytes,
-): Promise<string> {
-  const app = def.inject.github_app;
+): Promise<Obtained> {
   const hash = definitionHash(def);
-  const cached = s.stores.tokens.get(def.name, hash, new Date());
-  if (cached !== null) return cached;
+  // One token request at a time (concurrent first requests share it); the
+  // JWT is signed before the first await, while the key is open.
+  return s.stores.tokens.obtainOnce(def.name, hash, () => obtain(s, def, hash, key));
+}
+
+async function obtain(
+  s: PipelineServices,
+  def: HttpCredentialDef & { inject: { github_app: GithubAppInject } },
+  hash: string,
+  key: SecretBytes,
+): Promise<Obtained> {
+  const app = def.inject.github_app;
   const url = tokenEndpoint(app);
   try {
     let jwt: string;
@@ -44,7 +59,7 @@ export async function githubAppToken(
     const answer = parseInstallationToken(raw.status, raw.body, new Date());
     if (!answer.ok) throw new Refusal('upstream_error', `the GitHub App token endpoint ${url}: ${answer.message}`);
     s.stores.tokens.put(def.name, hash, answer.token, answer.expiresAt, new Date());
-    return answer.token;
+    return { token: answer.token, rotated: null };
   } catch (e) {
     throw tokenFailure(url, e);
   }

@@ -8,9 +8,11 @@ import { Refusal } from '../../../shared/errors';
 import type { HttpCredentialDef, OAuth2Inject } from '../../../shared/credential';
 import { definitionHash } from '../../../shared/credential';
 import type { SecretBytes } from '../../../shared/secret-bytes';
+import type { SealedSecret } from '../../vault/sealed-secrets';
 import type { PipelineServices } from '../context';
 import { MAX_OAUTH_ANSWER_BYTES, oauthSecretParts, oauthTokenRequest, parseOAuthTokenResponse } from './oauth2';
 import { callTokenEndpoint, tokenFailure } from './token-endpoint';
+import type { Obtained } from './github-app';
 
 // Without expires_in the server gives no lifetime: the token is kept this
 // long, then obtained again.
@@ -18,26 +20,31 @@ const UNSTATED_LIFE_MS = 5 * 60 * 1000;
 
 type OAuthCredential = HttpCredentialDef & { inject: { oauth2: OAuth2Inject } };
 
-const pending = new Map<string, Promise<string>>();
-
-export function oauthToken(s: PipelineServices, def: OAuthCredential, secret: SecretBytes): Promise<string> {
+// A request that comes while another is obtaining the token takes the same
+// one (and the same rotation).
+export function oauthToken(s: PipelineServices, def: OAuthCredential, secret: SecretBytes): Promise<Obtained> {
   const hash = definitionHash(def);
-  const cached = s.stores.tokens.get(def.name, hash, new Date());
-  if (cached !== null) return Promise.resolve(cached);
-  const key = `${def.name}\0${hash}`;
-  const running = pending.get(key);
-  // A request that came while another was obtaining the token takes the
-  // same one (and the same rotation).
-  if (running) return running;
-  const p = obtain(s, def, hash, secret).finally(() => pending.delete(key));
-  pending.set(key, p);
-  return p;
+  // A copy the token request owns: it may outlive the request that started
+  // it (which gives up at its timeout and closes its secret).
+  return s.stores.tokens.obtainOnce(def.name, hash, () => {
+    // The stored secret just opened: a rotation replaces it only while it
+    // is still this one.
+    const spent = s.vault().credential(def.name)?.secret;
+    if (!spent) return Promise.reject(new Refusal('unknown_credential', `credential "${def.name}" was removed`));
+    return obtain(s, def, hash, Buffer.from(secret.bytes), spent);
+  });
 }
 
-async function obtain(s: PipelineServices, def: OAuthCredential, hash: string, secret: SecretBytes): Promise<string> {
+async function obtain(
+  s: PipelineServices,
+  def: OAuthCredential,
+  hash: string,
+  secret: Buffer,
+  spent: SealedSecret,
+): Promise<Obtained> {
   const o = def.inject.oauth2;
   try {
-    const parts = oauthSecretParts(secret.bytes, o.grant);
+    const parts = oauthSecretParts(secret, o.grant);
     if (!parts.ok)
       throw new Refusal(
         'internal_error',
@@ -58,9 +65,13 @@ async function obtain(s: PipelineServices, def: OAuthCredential, hash: string, s
     }
     const answer = parseOAuthTokenResponse(raw.status, raw.body, new Date());
     if (!answer.ok) throw new Refusal('upstream_error', `the OAuth token endpoint ${o.token_url}: ${answer.message}`);
+    let rotated: string | null = null;
     if (o.grant === 'refresh_token' && answer.refreshToken !== null && parts.refreshToken !== null) {
-      const rotated = Buffer.from(answer.refreshToken, 'latin1');
-      if (!rotated.equals(parts.refreshToken)) await storeRotated(s, def, rotated, parts.clientSecret);
+      const fresh = Buffer.from(answer.refreshToken, 'latin1');
+      if (!fresh.equals(parts.refreshToken)) {
+        rotated = answer.refreshToken;
+        await storeRotated(s, def, fresh, parts.clientSecret, spent);
+      } else fresh.fill(0);
     }
     const now = new Date();
     s.stores.tokens.put(
@@ -70,9 +81,11 @@ async function obtain(s: PipelineServices, def: OAuthCredential, hash: string, s
       answer.expiresAt ?? new Date(now.getTime() + UNSTATED_LIFE_MS),
       now,
     );
-    return answer.accessToken;
+    return { token: answer.accessToken, rotated };
   } catch (e) {
     throw tokenFailure(o.token_url, e);
+  } finally {
+    secret.fill(0);
   }
 }
 
@@ -85,11 +98,13 @@ async function storeRotated(
   def: OAuthCredential,
   rotated: Buffer,
   clientSecret: Buffer | null,
+  spent: SealedSecret,
 ): Promise<void> {
   const secret = clientSecret ? Buffer.concat([rotated, Buffer.from('\n'), clientSecret]) : Buffer.from(rotated);
   try {
-    await s.secrets.replace(def.name, secret);
+    await s.secrets.replace(def.name, secret, spent);
   } catch (e) {
+    if (e instanceof Refusal && (e.code === 'busy' || e.code === 'unknown_credential')) throw e;
     throw new Refusal(
       'internal_error',
       `the authorization server rotated the refresh token of credential "${def.name}", but the vault could not store the new one (${(e as Error).message}); the request was not sent, and the old refresh token may no longer work: a human may need to store a new one with \`postern cred update ${def.name} --secret-file FILE\``,

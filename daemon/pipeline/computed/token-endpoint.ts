@@ -52,6 +52,13 @@ export async function callTokenEndpoint(
 export function tokenFailure(url: string, e: unknown): Refusal {
   const r =
     e instanceof Refusal ? e : new Refusal('upstream_error', 'the token could not be obtained; see the daemon log');
-  const message = r.message.includes(url) ? r.message : `obtaining a token from ${url}: ${r.message}`;
+  // The endpoint's own timeout words would say the request may have
+  // reached it: true of the token request, not of the agent's, never sent.
+  const message =
+    r.code === 'upstream_timeout'
+      ? `obtaining a token from ${url}: no answer in time; the request was not sent — retry later`
+      : r.message.includes(url)
+        ? r.message
+        : `obtaining a token from ${url}: ${r.message}`;
   return new Refusal(r.code, message, { ...(r.detail ?? {}), maybe_executed: false });
 }

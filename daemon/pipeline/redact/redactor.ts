@@ -152,6 +152,40 @@ export function buildRedactor(needles: Buffer[], label: string): Redactor | null
   };
 }
 
+// One redactor that finds the needles of all `parts` (their forms shared,
+// not built again: a credential's cached redactor with one made for a
+// request alone, or the redactors of several credentials), marking what it
+// finds `[REDACTED:<label>]`. The pair table of a union of forms is the
+// union of the tables. wipe() clears the join's own tables and `owned`,
+// never the other parts, which their cache wipes.
+export function joinRedactors(parts: Redactor[], label: string, owned: Redactor | null = null): Redactor {
+  const longestFirst = (x: Compiled, y: Compiled): number => y.bytes.length - x.bytes.length;
+  const byFirst = new Array<Compiled[]>(256).fill(NONE).map((_, b) => {
+    const all = parts.flatMap((r) => r.byFirst[b] as Compiled[]);
+    return all.length === 0 ? NONE : all.sort(longestFirst);
+  });
+  const unicodeFirst = parts.flatMap((r) => r.unicodeFirst).sort(longestFirst);
+  const pairs = new Uint8Array(65536);
+  const words = new Uint32Array(pairs.buffer);
+  for (const r of parts) {
+    const theirs = new Uint32Array(r.pairs.buffer, r.pairs.byteOffset, words.length);
+    for (let i = 0; i < words.length; i++) words[i] = (words[i] as number) | (theirs[i] as number);
+  }
+  return {
+    label,
+    maxMatchLength: Math.max(...parts.map((r) => r.maxMatchLength)),
+    byFirst,
+    unicodeFirst,
+    pairs,
+    wipe() {
+      owned?.wipe();
+      byFirst.fill(NONE);
+      unicodeFirst.length = 0;
+      pairs.fill(0);
+    },
+  };
+}
+
 // The mark that replaces an occurrence, made only when one is found.
 export function markOf(r: Redactor): Buffer {
   return Buffer.from(`[REDACTED:${r.label}]`);
