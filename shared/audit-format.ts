@@ -128,6 +128,16 @@ const HEX64 = /^[0-9a-f]{64}$/;
 // Strict decoding: the exact keys in the exact order with the right types,
 // so that two different lines can never decode to the same entry.
 export function decodeEntry(line: Buffer): DecodeResult {
+  try {
+    return decodeLine(line);
+  } catch {
+    // Whatever a hostile line does to the checks (a stack overflow), it is
+    // a line that is not an entry, never a crash of the reader.
+    return { ok: false, why: 'not an entry' };
+  }
+}
+
+function decodeLine(line: Buffer): DecodeResult {
   // Nearly every line read is in canonical form: scanning it directly is
   // several times faster than JSON.parse and re-encoding. Anything else
   // goes through the general path, which also says what is wrong.
@@ -164,7 +174,13 @@ export function decodeEntry(line: Buffer): DecodeResult {
 
 // The values of an object that has exactly the keys of its type, in order.
 function checkValues(o: Record<string, unknown>): DecodeResult {
-  if (o['v'] !== AUDIT_VERSION) return { ok: false, why: `unsupported version ${String(o['v'])}` };
+  // Only a number is named: a reason is printed, and the line's own text
+  // (escape sequences, nesting deep enough to overflow String()) is not.
+  if (o['v'] !== AUDIT_VERSION)
+    return {
+      ok: false,
+      why: Number.isSafeInteger(o['v']) ? `unsupported version ${o['v'] as number}` : 'unsupported version',
+    };
   if (!isCount(o['seq']) || (o['seq'] as number) < 1) return { ok: false, why: 'bad seq' };
   if (typeof o['prev'] !== 'string' || !HEX64.test(o['prev'])) return { ok: false, why: 'bad prev' };
   if (!isIsoTime(o['time'])) return { ok: false, why: 'bad time' };

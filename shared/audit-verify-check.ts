@@ -26,6 +26,7 @@ export class Verifier {
   pinnedSigned = false;
   expectSeen: string | null = null;
   firstUnsigned = { file: '', line: 0 }; // where the entries after the last checkpoint begin
+  vault: { generation: number; seq: number } | null = null; // the highest vault generation recorded so far
 
   constructor(
     private readonly pinned: string | null,
@@ -102,6 +103,17 @@ export class Verifier {
         at,
         message: `key entry ${seq} (${where(rec)}) has key_id ${entry.key_id}: a key entry's key_id is its own seq`,
       };
+    if (entry.type === 'vault') {
+      const before = this.vault;
+      if (before && entry.generation < before.generation)
+        return {
+          kind: 'modified',
+          seq,
+          at,
+          message: `vault entry ${seq} (${where(rec)}) records generation ${entry.generation} after entry ${before.seq} recorded generation ${before.generation}: a vault's generation never goes down (an older vault let back in)`,
+        };
+      this.vault = { generation: entry.generation, seq };
+    }
     if (entry.type === 'checkpoint') return this.checkpointProblem(entry, at);
     if (entry.type === 'signer')
       this.changing = { key: entry.sign_pub, seq, at: { file: rec.file, line: rec.line }, before: this.beforeX };

@@ -226,23 +226,29 @@ export class JournalLines {
     this.segments += 1;
   }
 
-  // The lowest segment number above n whose file exists (a gap in the set).
   private laterSegment(n: number): number | null {
-    const name = basename(this.base);
-    let found: number | null = null;
-    try {
-      for (const f of readdirSync(dirname(this.base))) {
-        if (!f.startsWith(name + '.')) continue;
-        const rest = f.slice(name.length + 1);
-        if (!/^[1-9]\d{0,8}$/.test(rest)) continue;
-        const k = Number(rest);
-        if (k > n && (found === null || k < found)) found = k;
-      }
-    } catch {
-      return null;
-    }
-    return found;
+    return segmentAfter(this.base, n);
   }
+}
+
+// The lowest segment number above n whose file exists beside segment 0
+// `base` (a gap in the set when n + 1 is missing); null when none does or
+// the directory cannot be listed.
+export function segmentAfter(base: string, n: number): number | null {
+  const name = basename(base);
+  let found: number | null = null;
+  try {
+    for (const f of readdirSync(dirname(base))) {
+      if (!f.startsWith(name + '.')) continue;
+      const rest = f.slice(name.length + 1);
+      if (!/^[1-9]\d{0,8}$/.test(rest)) continue;
+      const k = Number(rest);
+      if (k > n && (found === null || k < found)) found = k;
+    }
+  } catch {
+    return null;
+  }
+  return found;
 }
 
 const LINK = 'cannot be read (a symbolic link, never followed)';

@@ -53,6 +53,14 @@ class Output {
     return !this.gone;
   }
 
+  // Everything written so far handed to the reader: the listing before a
+  // failure is the reader's, and the failure's exit (process.exit) would
+  // drop what a slow pipe still held.
+  async flushed(): Promise<void> {
+    if (this.gone) return;
+    await new Promise<void>((resolve) => this.stream.write('', () => resolve()));
+  }
+
   // After the last write: a write error reported late still fails the listing.
   async finish(): Promise<void> {
     if (!this.gone && this.stream.writableNeedDrain) await this.drained();
@@ -176,6 +184,9 @@ export function register(program: Command, ctx: Ctx): void {
           next = await lines.next();
         }
         await out.finish();
+      } catch (e) {
+        await out.flushed();
+        throw e;
       } finally {
         await lines.return(undefined);
         wipe(boxSecret);

@@ -12,6 +12,7 @@ import { Cursor, Head } from './journal-entries';
 import * as refuse from './refusals';
 import { fsyncDirectory, writeAllAt } from './segment-io';
 import { ChainPoint, scanSegment } from './segment-scan';
+import { segmentAfter } from '../../shared/audit-verify-read';
 
 const PUBLIC_KEY_BYTES = 32;
 
@@ -154,6 +155,10 @@ export interface Recovered {
 // other way is refused and left untouched.
 export async function recoverJournal(file0: string): Promise<Recovered> {
   const last = await lastSegment(file0);
+  // A later segment beyond a missing one: the journal lost a segment (the
+  // verifier says missing_segment); writing on would bury that.
+  const later = segmentAfter(file0, last);
+  if (later !== null) throw refuse.segmentGap(segmentPath(file0, last + 1), segmentPath(file0, later));
   const genesis = await readGenesis(file0);
   const file = segmentPath(file0, last);
   let fh: FileHandle;

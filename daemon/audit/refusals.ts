@@ -52,6 +52,13 @@ export function damaged(file: string, offset: number, why: string): Refusal {
   );
 }
 
+export function segmentGap(missing: string, later: string): Refusal {
+  return new Refusal(
+    'audit_unavailable',
+    `the audit journal segment ${missing} is missing although ${later} exists, so the journal was left untouched; check it with \`postern audit verify\` and restore the missing segment from a backup`,
+  );
+}
+
 export function notSameFile(file: string, why: string): Refusal {
   return new Refusal(
     'audit_unavailable',

@@ -85,7 +85,11 @@ export async function scanSegment(fh: FileHandle, n: number, from: ChainPoint | 
     const e = d.entry;
     beforeSigner = e.type === 'signer' ? { last, vault, signer, sinceCheckpoint, offset } : null;
     last = { seq: e.seq, hash: entryHash(line) };
-    if (e.type === 'vault') vault = { generation: e.generation, vault_hash: e.vault_hash, seq: e.seq };
+    // The highest generation, not the last: a vault's generation never goes
+    // down, so a lower one after it is an older vault being let back in (the
+    // rollback check then refuses that vault; the verifier names the entry).
+    if (e.type === 'vault' && (vault === null || e.generation >= vault.generation))
+      vault = { generation: e.generation, vault_hash: e.vault_hash, seq: e.seq };
     // A checkpoint right after a signer entry is signed by the key it replaces.
     if (e.type === 'genesis' || e.type === 'signer' || (e.type === 'checkpoint' && !changed)) signer = e.sign_pub;
     changed = e.type === 'signer';

@@ -44,7 +44,8 @@ function percentEncode(b: Buffer): string {
 // neither set one (some APIs, GitHub's among them, refuse requests without).
 // Names are compared as servers compare them: any case, "_" read as "-".
 export function requestHeaders(def: HttpCredentialDef, agentHeaders: [string, string][]): Record<string, string> {
-  const headers: Record<string, string> = {};
+  // No prototype: a header named `__proto__` is sent, not lost.
+  const headers: Record<string, string> = Object.create(null) as Record<string, string>;
   const set = new Set<string>();
   for (const [k, v] of agentHeaders) {
     headers[k] = v;

@@ -61,7 +61,8 @@ export function shapeHeaders(
     redactions += r.count;
     return r.text;
   };
-  const headers: Record<string, string | string[]> = {};
+  // No prototype: a header named `constructor` or `__proto__` is a header.
+  const headers: Record<string, string | string[]> = Object.create(null) as Record<string, string | string[]>;
   for (const [name, value] of Object.entries(upstream)) {
     if (name === 'set-cookie' && !passSetCookie) continue;
     if (dropped.has(name)) continue;

@@ -284,6 +284,23 @@ t.test('audit show', async (t) => {
       g.stderr,
       `postern: segment 1 (${segmentPath(seg0, 1)}) cannot be read (not a regular file), so the entries from there on cannot be read; run \`postern audit verify\` to see what is damaged\n`,
     );
+    // The same through a pipe whose reader starts late: the listing fills
+    // the pipe and waits in the process, and the failure's exit must not
+    // drop what waits (it lost the last entries under load).
+    const slow = spawnSync(
+      '/bin/sh',
+      [
+        '-c',
+        '/usr/bin/env -u NODE_OPTIONS "$0" "$1" audit show --log "$2" --passphrase-file "$3" | (sleep 1; cat)',
+        process.execPath,
+        CLI,
+        seg0,
+        h.passFile,
+      ],
+      { env: h.env, encoding: 'utf8', timeout: 15_000, maxBuffer: 64 * 1024 * 1024 },
+    );
+    t.equal(slow.error, undefined, 'did not hang');
+    t.equal(slow.stdout.split('\n').filter((l) => l).length, lineCount(seg0), 'every entry of segment 0, read late');
 
     r = show('--log', join(root, 'missing'));
     t.equal(r.code, 1);
