@@ -65,6 +65,17 @@ export function agentCall(
           }
         });
         res.on('error', () => undefined);
+        // The daemon gone in the middle of its reply: no 'end' and no
+        // request error follow, and the call would wait for ever.
+        res.on('close', () => {
+          if (!res.complete && !opts.signal?.aborted)
+            reject(
+              new Unreachable(
+                `the postern daemon at ${socketPath} closed the connection in the middle of its reply; the request may have been executed — check \`postern audit show\` before retrying, and start \`postern daemon\` if it is not running`,
+                true,
+              ),
+            );
+        });
       },
     );
     req.on('information', (info) => {

@@ -2,6 +2,7 @@
 // The `postern` command line. Exit codes (SPEC §5): 0 success; 1 refused or
 // failed; 2 usage error; 3 the daemon is not reachable. Errors are one line
 // on stderr; never a stack trace.
+import './inspector-signal';
 import './closed-pipe';
 import { Command, CommanderError } from 'commander';
 import { Context, GlobalOptions } from './context';

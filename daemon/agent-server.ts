@@ -143,12 +143,19 @@ function readBody(req: http.IncomingMessage, limit: number, deadlineMs: number):
       },
       Math.max(1, deadlineMs),
     );
+    // Beyond the limit the rest is read and dropped, not reset: a client
+    // still sending would get a reset instead of the 413 (and the MCP
+    // bridge would report the daemon gone); the refusal closes the
+    // connection, and requestTimeout bounds how long the rest may take.
+    let over = false;
     req.on('data', (c: Buffer) => {
+      if (over) return;
       size += c.length;
       if (size > limit) {
+        over = true;
+        chunks.length = 0;
         clearTimeout(timer);
         reject(new Refusal('body_too_large', `the request is larger than ${limit} bytes; send a smaller body`));
-        req.destroy();
         return;
       }
       chunks.push(c);
@@ -265,7 +272,7 @@ export function createAgentServer(
           // Beyond audit.refusal_burst a second for one process instance they
           // are counted in a summary (SPEC §9).
           r = await journalAgentRefusal(pipeline, req.socket, r, `${req.method} ${path}`);
-          if (tooSlow.has(req)) res.setHeader('connection', 'close');
+          if (tooSlow.has(req) || r.code === 'body_too_large') res.setHeader('connection', 'close');
           sendRefusal(res, r);
           if (!tooSlow.has(req)) req.resume();
         } finally {

@@ -99,8 +99,16 @@ function processName(pid: number): string {
 // process should call harden() before anything else, to keep the window short.
 function ignoreInspectorSignal(): void {}
 
-export function harden(role: string): void {
+// Every postern command, hardened or not: `postern run` and `postern
+// request` refuse no environment (they run the user's tools), but an
+// inspector opened in them would let any local user run code as the
+// process the daemon knows as the requester (the root of a run).
+export function ignoreInspectorSignalEarly(): void {
   if (!process.listeners('SIGUSR1').includes(ignoreInspectorSignal)) process.on('SIGUSR1', ignoreInspectorSignal);
+}
+
+export function harden(role: string): void {
+  ignoreInspectorSignalEarly();
 
   const forbidden = forbiddenEnvironment(process.env);
   if (forbidden.length > 0) {

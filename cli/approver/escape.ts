@@ -15,9 +15,10 @@ import { domainToASCII, domainToUnicode } from 'node:url';
 // space), unpaired surrogates, private-use and unassigned code points (they
 // render as anything a font likes), and letters or marks that render as
 // nothing (Hangul fillers, braille blank, combining grapheme joiner,
-// variation selectors).
+// variation selectors, and every default-ignorable code point: Khmer and
+// Mongolian marks a font draws as nothing).
 const HIDING =
-  '\\p{Cc}\\p{Cf}\\p{Zl}\\p{Zp}\\p{Zs}\\p{Cs}\\p{Co}\\p{Cn}\\u034f\\u115f\\u1160\\u3164\\uffa0\\u2800\\ufe00-\\ufe0f\\u{e0100}-\\u{e01ef}';
+  '\\p{Default_Ignorable_Code_Point}\\p{Cc}\\p{Cf}\\p{Zl}\\p{Zp}\\p{Zs}\\p{Cs}\\p{Co}\\p{Cn}\\u034f\\u115f\\u1160\\u3164\\uffa0\\u2800\\ufe00-\\ufe0f\\u{e0100}-\\u{e01ef}';
 const SHOWN_ESCAPED = new RegExp(`[${HIDING}\\\\]`, 'gu');
 // The same characters except the plain space and the backslash: what a
 // string must not contain to be shown as it is.
@@ -95,4 +96,34 @@ export const MEMFD_MARK = '[MEMFD — not a file on disk]';
 export function showExe(exe: string, deleted: boolean, memfd: boolean): string {
   const marks = [memfd ? MEMFD_MARK : '', deleted ? DELETED_MARK : ''].filter(Boolean);
   return [escapeText(exe), ...marks].join('  ');
+}
+
+// JSON for a terminal: the same text, with every character above that
+// JSON.stringify leaves raw (C1 controls, bidi and zero-width marks,
+// separators, unassigned code points) written as a \uXXXX escape, so the
+// text stays valid JSON and the same value, and moves no cursor.
+const RAW_IN_JSON = new RegExp(`(?! )[${HIDING}]`, 'gu');
+export function terminalJson(value: unknown): string {
+  return (JSON.stringify(value) ?? 'null').replace(RAW_IN_JSON, (c) => {
+    let out = '';
+    for (let i = 0; i < c.length; i++) out += `\\u${c.charCodeAt(i).toString(16).padStart(4, '0')}`;
+    return out;
+  });
+}
+
+// Columns a character takes on a terminal: two for East Asian wide and
+// fullwidth characters (CJK, Hangul, fullwidth forms, most emoji), none for
+// combining marks, one otherwise. What is hidden is escaped before it is
+// shown, so escapes are plain ASCII here.
+const WIDE =
+  /[\u{1100}-\u{115f}\u{231a}\u{231b}\u{2329}\u{232a}\u{2e80}-\u{303e}\u{3041}-\u{33ff}\u{3400}-\u{4dbf}\u{4e00}-\u{9fff}\u{a000}-\u{a4cf}\u{a960}-\u{a97f}\u{ac00}-\u{d7a3}\u{f900}-\u{faff}\u{fe10}-\u{fe19}\u{fe30}-\u{fe6f}\u{ff00}-\u{ff60}\u{ffe0}-\u{ffe6}\u{1f300}-\u{1f64f}\u{1f900}-\u{1f9ff}\u{20000}-\u{3fffd}]/u;
+const ZERO_WIDTH = /[\p{Mn}\p{Me}]/u;
+export function charColumns(ch: string): number {
+  return ZERO_WIDTH.test(ch) ? 0 : WIDE.test(ch) ? 2 : 1;
+}
+
+export function columnsOf(text: string): number {
+  let n = 0;
+  for (const ch of text) n += charColumns(ch);
+  return n;
 }

@@ -5,7 +5,7 @@
 // so nothing the daemon sends is hidden from the human.
 import type { Card, CardProcess } from './card';
 import { choicesFor, MAX_ANCESTOR_KEYS } from './keys';
-import { escapeText, hasHidden, quoteArg, showExe, showHost } from './escape';
+import { charColumns, columnsOf, escapeText, hasHidden, quoteArg, showExe, showHost } from './escape';
 import { EXE_MISMATCH_NOTE, NOT_READABLE, OTHER_MOUNT_NS_NOTE } from '../../shared/admin-protocol';
 
 // Command-line arguments shown per process; the rest is counted.
@@ -186,10 +186,14 @@ function ancestorLine(p: CardProcess, depth: number, key: string | undefined, co
   const text = `${processHead(p, `ancestor ${depth}`, key)}  cwd ${escapeText(p.cwd)}  argv ${argvText(p)}`;
   const chars = [...text];
   const room = columns === undefined ? Infinity : columns - 1 - flag.length;
-  if (chars.length <= room) return text + flag;
-  // Room for the marker " … [+N chars]" with N of up to six digits.
-  const keep = Math.max(0, room - 19);
-  return `${chars.slice(0, keep).join('')} … [+${chars.length - keep} chars]${flag}`;
+  if (columnsOf(text) <= room) return text + flag;
+  // Room for the marker " … [+N chars]" with N of up to six digits; kept
+  // by columns (a wide character takes two).
+  const keepColumns = Math.max(0, room - 19);
+  let kept = 0;
+  let used = 0;
+  while (kept < chars.length && used + charColumns(chars[kept]!) <= keepColumns) used += charColumns(chars[kept++]!);
+  return `${chars.slice(0, kept).join('')} … [+${chars.length - kept} chars]${flag}`;
 }
 
 // Ancestors past the last one a key can choose are summed up in one line.

@@ -7,7 +7,7 @@
 import type { DecideArgs } from '../../shared/admin-protocol';
 import { describeError } from '../errors';
 import type { Card } from './card';
-import { escapeText } from './escape';
+import { columnsOf, escapeText } from './escape';
 import { autoChoice, AutoMode, Choice, readKey } from './keys';
 import { CardQueue } from './queue';
 import { renderCard } from './render';
@@ -26,9 +26,10 @@ export interface Terminal {
   onResize?(redraw: () => void): () => void;
 }
 
-// Rows the lines take on a terminal this wide (long lines wrap).
+// Rows the lines take on a terminal this wide (long lines wrap; a wide
+// character takes two columns).
 function rowsTaken(lines: string[], columns: number): number {
-  return lines.reduce((n, l) => n + Math.max(1, Math.ceil([...l].length / Math.max(1, columns))), 0);
+  return lines.reduce((n, l) => n + Math.max(1, Math.ceil(columnsOf(l) / Math.max(1, columns))), 0);
 }
 
 export interface InteractiveOptions {

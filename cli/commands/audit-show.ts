@@ -11,6 +11,7 @@ import { getPassphrase } from '../prompt';
 import { Refusal } from '../../shared/errors';
 import { UsageError } from '../errors';
 import type { JournalLine } from '../../shared/audit-verify';
+import { terminalJson } from '../approver/escape';
 
 type Ctx = () => Context;
 
@@ -171,9 +172,10 @@ export function register(program: Command, ctx: Ctx): void {
           const { v: _v, prev: _p, ...rest } = e as unknown as Record<string, unknown>;
           shown = rest;
         }
-        if (json) return JSON.stringify(shown);
+        // What agents and upstreams wrote is in these values: never raw to a terminal.
+        if (json) return terminalJson(shown);
         const { seq, time, type, ...fields } = shown;
-        return `${String(seq).padStart(6)} ${String(time)} ${String(type === 'event' ? fields['kind'] : type)} ${JSON.stringify(type === 'event' ? { ...fields, kind: undefined } : fields)}`;
+        return `${String(seq).padStart(6)} ${String(time)} ${String(type === 'event' ? fields['kind'] : type)} ${terminalJson(type === 'event' ? { ...fields, kind: undefined } : fields)}`;
       };
 
       try {

@@ -30,7 +30,16 @@ export function register(program: Command, ctx: Ctx): void {
           agentCall(socket, method, path, body, { signal: AbortSignal.any([signal, clientGone.signal]), onWaiting }),
         { version: packageVersion(), maxResult },
       );
-      const transport = new StdioServerTransport();
+      // A call line of 64 MiB, or what the daemon reads of a body if more
+      // (JSON escapes take up to 6 bytes a byte): an oversized body gets the
+      // daemon's 413 body_too_large as a tool error rather than ending the
+      // session (the SDK's own limit is 10 MiB a line; beyond the limit the
+      // transport closes). The bridge is the client's own process.
+      const maxBody = c.config(true).config.http.max_request_body;
+      const transport = new StdioServerTransport(process.stdin, process.stdout, {
+        maxBufferSize: Math.max(64 * 1024 * 1024, maxBody * 6 + 1024 * 1024),
+      });
+      transport.onerror = (e) => process.stderr.write(`postern mcp: ${e.message}\n`);
       const done = new Promise<void>((resolve) => {
         process.stdin.once('end', resolve);
         process.stdin.once('close', resolve);

@@ -9,6 +9,7 @@ import { constants } from 'node:os';
 import { Context } from '../context';
 import { DaemonRefusal, UsageError } from '../errors';
 import { agentCall, agentSocketPath } from '../agent-client';
+import { escapeText } from '../approver/escape';
 import { inReaderWords } from '../../shared/reader-words';
 import { errnoWords } from '../../shared/errno-remedy';
 
@@ -186,7 +187,8 @@ async function requestHttp(c: Context, o: HttpOptions): Promise<void> {
     process.stderr.write(
       `postern: status ${status} from ${where(j)}, audit #${String(j['audit_seq'])}${j['replayed'] ? ' [replayed]' : ''}${marks(j)}\n`,
     );
-    if (redirect) process.stderr.write(`postern: redirect not followed: ${redirect.location}\n`);
+    // The upstream's words: escaped for the terminal.
+    if (redirect) process.stderr.write(`postern: redirect not followed: ${escapeText(redirect.location)}\n`);
   }
   // As curl --fail: an error status writes no body.
   if (failed) {

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { Context } from '../context';
 import { agentSocketPath } from '../agent-client';
 import { openRun } from '../run/runs-call';
+import { escapeText } from '../approver/escape';
 import { newProxyToken } from '../run/proxy-token';
 import { startRelay } from '../run/relay';
 import { writeCaBundle } from '../run/ca-bundle';
@@ -24,6 +25,11 @@ async function run(c: Context, credentials: string[], argv: string[]): Promise<n
   const loaded = c.config(true);
   const socket = agentSocketPath(c.env, () => loaded.paths.agentSocket);
   const opened = await openRun(socket, credentials);
+  // Said, not settled silently: the user may have meant the other one.
+  for (const k of opened.conflicts)
+    process.stderr.write(
+      `postern: warning: ${escapeText(k.variable)} stands for credential ${escapeText(k.credential)}; ${k.ignored.map((n) => escapeText(n)).join(', ')} also name${k.ignored.length === 1 ? 's' : ''} it and get${k.ignored.length === 1 ? 's' : ''} no placeholder there; choose with --credential NAME\n`,
+    );
   const caPem = join(loaded.home, 'ca.pem');
   const bundle = writeCaBundle(caPem);
   process.once('exit', () => bundle.remove());

@@ -114,6 +114,16 @@ const SSH: Shape = {
   advice: 'ask for less: a command that prints less (head, tail, grep, a filter or limit option)',
 };
 
+// A header named `__proto__` is dropped by zod when it builds the record:
+// refused here, as §6.2 refuses a header it will not send, never lost.
+function refuseProtoKey(v: unknown, ctx: { addIssue(message: string): void }): unknown {
+  if (v !== null && typeof v === 'object' && Object.prototype.hasOwnProperty.call(v, '__proto__'))
+    ctx.addIssue(
+      'a header named __proto__ cannot be sent through the bridge; remove it, or send it with postern request',
+    );
+  return v;
+}
+
 export function createBridge(call: AgentCall, o: BridgeOptions): McpServer {
   const server = new McpServer({ name: 'postern', version: o.version }, { instructions: INSTRUCTIONS });
 
@@ -140,7 +150,7 @@ export function createBridge(call: AgentCall, o: BridgeOptions): McpServer {
         method: z.string().describe('HTTP method, e.g. GET or POST'),
         url: z.string().describe('absolute http(s) URL'),
         headers: z
-          .record(z.string(), z.string())
+          .preprocess(refuseProtoKey, z.record(z.string(), z.string()))
           .optional()
           .describe('request headers (never Authorization or the header the credential injects)'),
         body: z.string().optional().describe('request body as UTF-8 text'),

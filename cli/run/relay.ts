@@ -101,8 +101,16 @@ export function startRelay(o: RelayOptions): Promise<Relay> {
       client.on('close', () => sockets.delete(client));
       void serve(client, o, (server.address() as net.AddressInfo).port, tables);
     });
-    server.once('error', reject);
+    // Before listening, a failure to start; after, an accept that failed
+    // (out of descriptors, say): one line, and the relay goes on, since an
+    // unheard 'error' would end `postern run` with a stack trace.
+    let listening = false;
+    server.on('error', (e: NodeJS.ErrnoException) => {
+      if (!listening) reject(e);
+      else process.stderr.write(`postern: run's proxy listener: ${e.code ?? e.message}; continuing\n`);
+    });
     server.listen(0, '127.0.0.1', () => {
+      listening = true;
       resolve({
         port: (server.address() as net.AddressInfo).port,
         close() {

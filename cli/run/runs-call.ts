@@ -11,6 +11,8 @@ export interface OpenedRun {
   // The daemon's ssh-agent socket (null: off); undefined when the daemon
   // did not say (the config's is used then).
   sshAgentSocket: string | null | undefined;
+  // Variables two credentials name: each goes to the first (by name).
+  conflicts: { variable: string; credential: string; ignored: string[] }[];
 }
 
 const VARIABLE = /^[A-Z_][A-Z0-9_]*$/;
@@ -41,5 +43,12 @@ export async function openRun(socket: string, credentials: string[]): Promise<Op
   const agent = r.json['ssh_agent_socket'];
   if (agent !== undefined && agent !== null && (typeof agent !== 'string' || !agent.startsWith('/')))
     throw badReply(socket, 'a usable ssh_agent_socket (an absolute path or null)');
-  return { run, env: out, sshAgentSocket: agent as string | null | undefined };
+  const conflicts: OpenedRun['conflicts'] = [];
+  const said = r.json['conflicts'];
+  for (const c of Array.isArray(said) ? (said as unknown[]) : []) {
+    const { variable, credential, ignored } = (c ?? {}) as Record<string, unknown>;
+    if (typeof variable === 'string' && typeof credential === 'string' && Array.isArray(ignored))
+      conflicts.push({ variable, credential, ignored: ignored.filter((n): n is string => typeof n === 'string') });
+  }
+  return { run, env: out, sshAgentSocket: agent as string | null | undefined, conflicts };
 }

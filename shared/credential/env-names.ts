@@ -72,6 +72,21 @@ const REFUSED_NAMES: Readonly<Record<string, string>> = {
   SSL_CERT_DIR: 'it changes which certificate authorities are trusted',
   RES_OPTIONS: LOOKUP,
   LOCALDOMAIN: LOOKUP,
+  // Commands git, man, less, browsers' openers, sudo and cargo run, and
+  // files npm and node load: a placeholder is a bare word, looked up on
+  // PATH or opened in the current directory, so whoever can put a file of
+  // that name there would have it run.
+  GIT_SEQUENCE_EDITOR: CODE,
+  GIT_EXTERNAL_DIFF: CODE,
+  MANPAGER: CODE,
+  LESSOPEN: CODE,
+  LESSCLOSE: CODE,
+  BROWSER: CODE,
+  NPM_CONFIG_USERCONFIG: CODE,
+  NPM_CONFIG_GLOBALCONFIG: CODE,
+  NPM_CONFIG_SCRIPT_SHELL: CODE,
+  NPM_CONFIG_SHELL: CODE,
+  NODE_REPL_EXTERNAL_MODULE: CODE,
 };
 
 // Families of names, by prefix or suffix.
@@ -83,14 +98,21 @@ const REFUSED_PREFIXES: readonly [string, string][] = [
   ['BASH_FUNC_', 'bash imports it as a function'],
   ['POSTERN_', "it is postern's own setting"],
 ];
-const REFUSED_SUFFIX: readonly [string, string] = ['_PROXY', 'it is a proxy setting, and `postern run` sets the proxy'];
+const REFUSED_SUFFIXES: readonly [string, string][] = [
+  ['_PROXY', 'it is a proxy setting, and `postern run` sets the proxy'],
+  ['_PAGER', CODE],
+  ['_EDITOR', CODE],
+  ['ASKPASS', CODE],
+  ['_WRAPPER', CODE],
+  ['_OPTIONS', 'a runtime reads it as command-line options (JAVA_TOOL_OPTIONS: -javaagent loads code)'],
+];
 
 // Why `name` may not be a credential's variable; null when it may.
 export function refusedEnvName(name: string): string | null {
   const exact = Object.prototype.hasOwnProperty.call(REFUSED_NAMES, name) ? REFUSED_NAMES[name] : undefined;
   if (exact !== undefined) return exact;
   for (const [prefix, why] of REFUSED_PREFIXES) if (name.startsWith(prefix)) return why;
-  if (name.endsWith(REFUSED_SUFFIX[0])) return REFUSED_SUFFIX[1];
+  for (const [suffix, why] of REFUSED_SUFFIXES) if (name.endsWith(suffix)) return why;
   return null;
 }
 

@@ -7,7 +7,9 @@
 // (a real daemon's agent socket) and are recorded all the same; `env`
 // replaces the variables the reply names.
 import net from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import type { Test } from 'tap';
+import { cleanEnv, makeHome, type Home } from './postern';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -117,4 +119,15 @@ export function startRunsPeer(o: { forward?: string; env?: Record<string, unknow
       }),
     );
   });
+}
+
+// A runs peer and a fresh home pointed at it, both removed at the end of `t`:
+// the set-up of a `postern run` test that needs no daemon.
+export async function runsPeerHome(t: Test): Promise<{ peer: RunsPeer; h: Home; env: NodeJS.ProcessEnv }> {
+  const peer = await startRunsPeer();
+  t.teardown(() => peer.close());
+  const h = makeHome();
+  t.teardown(() => h.cleanup());
+  mkdirSync(h.home, { mode: 0o700 });
+  return { peer, h, env: cleanEnv({ POSTERN_HOME: h.home, POSTERN_AGENT_SOCKET: peer.socket }) };
 }
