@@ -33,7 +33,10 @@ export class VaultWrites {
     opts?: Parameters<Commit>[2],
   ): Promise<void> {
     const run = this.queue.then(async () => {
-      const head = await this.deps.record({ ...payload, generation: vault.generation + 1 });
+      const head = await this.deps.record({
+        ...payload,
+        generation: Math.max(vault.generation + 1, opts?.generationAtLeast ?? 0),
+      });
       try {
         vault.commit(formatHead(head.seq, head.hash), change, opts);
       } catch (e) {

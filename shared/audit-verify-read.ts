@@ -200,7 +200,7 @@ export class JournalLines {
       this.done = true;
       if (n === 0) this.queue.push({ kind: 'unreadable', file, seg: 0, detail: 'does not exist' });
       else {
-        const later = this.laterSegment(n);
+        const later = segmentAfter(this.base, n);
         if (later !== null)
           this.queue.push({
             kind: 'gap',
@@ -224,10 +224,6 @@ export class JournalLines {
     }
     this.fh = opened.fh;
     this.segments += 1;
-  }
-
-  private laterSegment(n: number): number | null {
-    return segmentAfter(this.base, n);
   }
 }
 

@@ -30,14 +30,15 @@ export function register(program: Command, ctx: Ctx): void {
           agentCall(socket, method, path, body, { signal: AbortSignal.any([signal, clientGone.signal]), onWaiting }),
         { version: packageVersion(), maxResult },
       );
-      // A call line of 64 MiB, or what the daemon reads of a body if more
-      // (JSON escapes take up to 6 bytes a byte): an oversized body gets the
-      // daemon's 413 body_too_large as a tool error rather than ending the
-      // session (the SDK's own limit is 10 MiB a line; beyond the limit the
-      // transport closes). The bridge is the client's own process.
+      // A call line of 16 MiB, or what the daemon reads of a body if more
+      // (JSON escapes take up to 6 bytes a byte): a body somewhat over the
+      // limit gets the daemon's 413 body_too_large as a tool error rather
+      // than ending the session (the SDK's own limit is 10 MiB a line;
+      // beyond the limit the transport closes). Not more: the SDK joins its
+      // whole buffer at every chunk, so a line costs the square of its size.
       const maxBody = c.config(true).config.http.max_request_body;
       const transport = new StdioServerTransport(process.stdin, process.stdout, {
-        maxBufferSize: Math.max(64 * 1024 * 1024, maxBody * 6 + 1024 * 1024),
+        maxBufferSize: Math.max(16 * 1024 * 1024, maxBody * 6 + 1024 * 1024),
       });
       transport.onerror = (e) => process.stderr.write(`postern mcp: ${e.message}\n`);
       const done = new Promise<void>((resolve) => {

@@ -131,7 +131,9 @@ export async function credUpdate(
           definition_hash: hash,
           updated_at: new Date().toISOString(),
         },
-        secret: sealed,
+        // Without a new secret, the one stored when the write runs: a refresh
+        // token rotated while this update waited is kept, not undone.
+        secret: secret ? sealed : (m.get(name)?.secret ?? sealed),
         definition: def,
         problem: null,
       }),

@@ -112,7 +112,12 @@ async function unlockOnce(
   if (!verdict.ok) {
     // Accepted by a human: record what was accepted, then write the vault
     // again so the vault and the journal vouch for each other from here on.
-    await ctx.writes.write(opened, { kind: 'rollback_accepted', problem: verdict.problem }, () => undefined);
+    // Past the highest generation the journal recorded, which the
+    // restored vault may be below: generations never go down.
+    const recorded = ctx.journal.latestVault()?.generation ?? 0;
+    await ctx.writes.write(opened, { kind: 'rollback_accepted', problem: verdict.problem }, () => undefined, {
+      generationAtLeast: recorded + 1,
+    });
   }
   try {
     syncCaPem(ctx.config.paths.caPem, opened.proxyCaCert);

@@ -113,7 +113,17 @@ export async function scanForCovering(
   try {
     for (const def of covering) {
       if (!def.redact_response) continue;
-      const lease = s.stores.redactors.current(def.name) ?? (await standingLease(s, def));
+      let lease = s.stores.redactors.current(def.name);
+      if (!lease) {
+        try {
+          lease = await standingLease(s, def);
+        } catch (e) {
+          // Locked meanwhile: the request's refusal. Removed meanwhile: it
+          // covers nothing now.
+          if (e instanceof Refusal) throw e;
+          continue;
+        }
+      }
       leases.push(lease);
       if (lease.redactor) names.push(def.name);
     }

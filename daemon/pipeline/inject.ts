@@ -155,9 +155,10 @@ export function inject(
   // postern reads responses itself; compression is asked for never.
   headers['accept-encoding'] = 'identity';
   let pathAndQuery = target.path + target.query;
-  const needles = standingNeedles(def, secret, token);
-  const ownNeedles: Buffer[] = [];
   const inj = def.inject;
+  if (('github_app' in inj || 'oauth2' in inj) && token === null)
+    throw new Refusal('internal_error', 'no access token was obtained for this request');
+  const ownNeedles: Buffer[] = [];
   if ('header' in inj && inj.header) {
     const [before, after] = inj.template.split('{secret}') as [string, string];
     const value = Buffer.concat([Buffer.from(before, 'utf8'), secret, Buffer.from(after, 'utf8')]);
@@ -170,12 +171,12 @@ export function inject(
   } else if ('aws_sigv4' in inj) {
     signAws({ ...def, inject: inj }, secret, headers, target, request, ownNeedles);
   } else if ('github_app' in inj || 'oauth2' in inj) {
-    if (token === null) throw new Refusal('internal_error', 'no access token was obtained for this request');
     headers['authorization'] = `Bearer ${token}`;
   } else if ('query' in inj && inj.query) {
     const param = `${percentEncode(Buffer.from(inj.query, 'utf8'))}=${percentEncode(secret)}`;
     const q = target.query;
     pathAndQuery = target.path + (q === '' || q === '?' ? `?${param}` : `${q}&${param}`);
   }
-  return { headers, pathAndQuery, needles, ownNeedles };
+  // Copies of the secret's values, made last: nothing above throws after them.
+  return { headers, pathAndQuery, needles: standingNeedles(def, secret, token), ownNeedles };
 }

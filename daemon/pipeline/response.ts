@@ -38,7 +38,7 @@ const WIRE_HEADERS_WHEN_TRANSFER_DECODED = ['transfer-encoding', 'content-length
 // tokens). Redaction puts nothing else into a name,
 // so the result is a token; a name that is not one anyway is left out
 // rather than make the whole response unwritable.
-const MARK_IN_NAME = /\[REDACTED:([a-z0-9._-]+)\]/g;
+const MARK_IN_NAME = /\[REDACTED:([a-z0-9._|-]+)\]/g; // `|` joins the names of covering credentials (a tchar)
 
 function tokenName(shown: string): string | null {
   const name = shown.includes('[') ? shown.replace(MARK_IN_NAME, 'redacted-$1') : shown;

@@ -193,6 +193,10 @@ export class UnlockedVault {
       newKey?: { key: Buffer; header: VaultHeader };
       signing?: SigningChange;
       proxyCa?: { certPem: string; key: Buffer };
+      // The generation this write makes, if more than the next: an accepted
+      // rollback goes past every generation the journal recorded, since a
+      // vault's generation never goes down (docs/audit-format.md).
+      generationAtLeast?: number;
     } = {},
   ): void {
     const next = new Map(this.creds);
@@ -231,7 +235,8 @@ export class UnlockedVault {
     const baseHeader = opts.newKey ? opts.newKey.header : this.header;
     const header: VaultHeader = {
       ...baseHeader,
-      generation: this.header.generation,
+      // The rewrite adds one.
+      generation: Math.max(this.header.generation, (opts.generationAtLeast ?? 0) - 1),
       approvedConfig: opts.approvedConfig ?? this.header.approvedConfig,
     };
     const key = opts.newKey ? opts.newKey.key : this.key;

@@ -60,6 +60,34 @@ t.test('an older copy of the vault is refused until accepted', async (t) => {
   t.equal(unlock(h).code, 0, 'after acceptance the vault and journal agree again');
 });
 
+t.test('a rollback of several writes, accepted, holds across a restart and verifies', async (t) => {
+  const h = makeHome();
+  t.teardown(() => h.cleanup());
+  t.equal(init(h).code, 0);
+  let d = await startDaemon(h);
+  t.equal(unlock(h).code, 0);
+  add(h, 'one');
+  copyFileSync(join(h.home, 'vault'), join(h.dir, 'vault.old'));
+  add(h, 'two');
+  add(h, 'three');
+  await d.stop();
+
+  copyFileSync(join(h.dir, 'vault.old'), join(h.home, 'vault'));
+  d = await startDaemon(h);
+  t.equal(unlock(h).code, 1, 'refused');
+  const r = unlock(h, '--accept-rollback');
+  t.equal(r.code, 0, r.stderr);
+  await d.stop();
+  // The accepted vault's generation went past the journal's highest: after
+  // a restart the journal's vault entries still never go down.
+  d = await startDaemon(h);
+  t.teardown(() => d.stop());
+  const again = unlock(h);
+  t.equal(again.code, 0, `unlocked after a restart: ${again.stderr}`);
+  const v = cli(h, ['audit', 'verify', '--allow-unsigned-tail']);
+  t.equal(v.code, 0, `the journal verifies: ${v.stdout}${v.stderr}`);
+});
+
 t.test("a journal cut back to before the vault's last write is refused", async (t) => {
   const h = makeHome();
   t.teardown(() => h.cleanup());
