@@ -2,10 +2,10 @@
 // vault, a journal cut back to before the vault's last write, and a journal
 // from another vault each keep the daemon locked with rollback_detected,
 // until a human accepts the state with `unlock --accept-rollback`.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { copyFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cli, init, makeHome, startDaemon, Home } from '../helpers/postern';
+import { cli, init, makeHome, startDaemon, type Daemon, type Home } from '../helpers/postern';
 
 const DEF = (name: string): string =>
   `name = "${name}"\nkind = "http"\n[inject]\nheader = "X-Key"\ntemplate = "{secret}"\n[[allow]]\nhost = "api.example.com"\n`;
@@ -28,19 +28,25 @@ function unlock(h: Home, ...extra: string[]): ReturnType<typeof cli> {
   return cli(h, ['unlock', '--passphrase-file', h.passFile, '--json', ...extra]);
 }
 
-t.test('an older copy of the vault is refused until accepted', async (t) => {
+// A home whose vault was copied after credential "one" was added, then
+// written again once per name in `later`, then put back: the daemon is
+// started again on the older vault.
+async function olderVault(t: Test, later: string[]): Promise<{ h: Home; d: Daemon }> {
   const h = makeHome();
   t.teardown(() => h.cleanup());
   t.equal(init(h).code, 0);
-  let d = await startDaemon(h);
+  const first = await startDaemon(h);
   t.equal(unlock(h).code, 0);
   add(h, 'one');
   copyFileSync(join(h.home, 'vault'), join(h.dir, 'vault.old'));
-  add(h, 'two');
-  await d.stop();
-
+  for (const name of later) add(h, name);
+  await first.stop();
   copyFileSync(join(h.dir, 'vault.old'), join(h.home, 'vault'));
-  d = await startDaemon(h);
+  return { h, d: await startDaemon(h) };
+}
+
+t.test('an older copy of the vault is refused until accepted', async (t) => {
+  const { h, d } = await olderVault(t, ['two']);
   t.teardown(() => d.stop());
   let r = unlock(h);
   t.equal(r.code, 1);
@@ -61,19 +67,9 @@ t.test('an older copy of the vault is refused until accepted', async (t) => {
 });
 
 t.test('a rollback of several writes, accepted, holds across a restart and verifies', async (t) => {
-  const h = makeHome();
-  t.teardown(() => h.cleanup());
-  t.equal(init(h).code, 0);
-  let d = await startDaemon(h);
-  t.equal(unlock(h).code, 0);
-  add(h, 'one');
-  copyFileSync(join(h.home, 'vault'), join(h.dir, 'vault.old'));
-  add(h, 'two');
-  add(h, 'three');
-  await d.stop();
-
-  copyFileSync(join(h.dir, 'vault.old'), join(h.home, 'vault'));
-  d = await startDaemon(h);
+  const older = await olderVault(t, ['two', 'three']);
+  const h = older.h;
+  let d = older.d;
   t.equal(unlock(h).code, 1, 'refused');
   const r = unlock(h, '--accept-rollback');
   t.equal(r.code, 0, r.stderr);
