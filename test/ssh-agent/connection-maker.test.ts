@@ -58,7 +58,8 @@ function bindAndSign(): { bind: Buffer; sign: Buffer } {
 
 // The maker connects; MODE "exit-after-bind": it sends the bind, forks a
 // holder and exits; the holder sends the sign request. MODE "exec-first":
-// it forks a holder and exec's sleep at once; the holder sends both.
+// it forks a holder and exec's sleep without sending anything (once the
+// daemon has had time to accept); the holder sends both.
 // The holder prints the reply types, e.g. "6 5".
 const SCRIPT = `
 import os, socket, sys, time
@@ -92,12 +93,16 @@ if mode == 'exit-after-bind':
     os._exit(0)
 else:
     if os.fork() == 0:
-        time.sleep(1.0)  # the maker runs sleep by now
+        time.sleep(3.0)  # the maker runs sleep by now, and still does
         s.sendall(bind); out.append(reply(s))
         s.sendall(sign); out.append(reply(s))
         print('holder', os.getpid(), ' '.join(out), flush=True)
         os._exit(0)
     print('maker', os.getpid(), flush=True)
+    # Time for the daemon to accept the connection: an exec before the
+    # accept cannot be told from /proc (docs/threat-model.md), and a loaded
+    # machine accepts late.
+    time.sleep(1.5)
     os.execv('/usr/bin/sleep', ['sleep', '4'])
 `;
 
