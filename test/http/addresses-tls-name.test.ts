@@ -28,6 +28,11 @@ function recordingSni(seen: (string | false | undefined)[]): Handler {
   };
 }
 
+// A header credential allowed to `host` and to 127.0.0.1 on port `port`.
+const apiAllowing = (host: string, port: number): string =>
+  `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n` +
+  `[[allow]]\nhost = "${host}"\nports = [${port}]\n[[allow]]\nhost = "127.0.0.1"\nports = [${port}]\n`;
+
 t.test('SNI is the host name, and no SNI for an IP literal', async (t) => {
   const sni: (string | false | undefined)[] = [];
   const s: Stack = await startStack({
@@ -38,12 +43,7 @@ t.test('SNI is the host name, and no SNI for an IP literal', async (t) => {
   t.teardown(() => s.close());
   const P = s.up.port;
   const secret = makeCanary('TOKEN');
-  s.addCredential(
-    'api',
-    `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n` +
-      `[[allow]]\nhost = "sni.example.test"\nports = [${P}]\n[[allow]]\nhost = "127.0.0.1"\nports = [${P}]\n`,
-    secret,
-  );
+  s.addCredential('api', apiAllowing('sni.example.test', P), secret);
   await s.approver();
 
   const byName = await s.request({ credential: 'api', method: 'GET', url: s.url('sni.example.test', '/a') });
@@ -67,12 +67,7 @@ t.test('a certificate naming only the address is refused for a request to the na
   t.teardown(() => s.close());
   const P = s.up.port;
   const secret = makeCanary('TOKEN');
-  s.addCredential(
-    'api',
-    `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n` +
-      `[[allow]]\nhost = "ip-only.example.test"\nports = [${P}]\n[[allow]]\nhost = "127.0.0.1"\nports = [${P}]\n`,
-    secret,
-  );
+  s.addCredential('api', apiAllowing('ip-only.example.test', P), secret);
   await s.approver();
 
   const byName = await s.request({ credential: 'api', method: 'GET', url: s.url('ip-only.example.test', '/a') });
