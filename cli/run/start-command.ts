@@ -5,8 +5,20 @@
 import { spawn, ChildProcess } from 'node:child_process';
 import { constants } from 'node:os';
 import { UsageError } from '../errors';
+import { inTerminalForeground } from './terminal-group';
 
 const FORWARDED = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
+// CMD shares run's process group, so a signal sent to the group reaches it
+// without run. Ctrl-C is such a signal: the terminal sends SIGINT to its
+// foreground group, and a second copy from run would be a second interrupt
+// (which many programs take as "stop now", an agent's CLI as "exit"). So a
+// SIGINT is not passed on while run is in its terminal's foreground group;
+// anywhere else, and for SIGTERM and SIGHUP, it is (nothing tells a signal
+// sent to run's pid from one sent to its group: docs/operations.md).
+function reachedCmdAlready(signal: NodeJS.Signals): boolean {
+  return signal === 'SIGINT' && inTerminalForeground();
+}
 
 // A CMD that cannot be started is the command line's mistake, with a
 // shell's exit code.
@@ -40,8 +52,8 @@ export function startCommand(argv: string[], env: NodeJS.ProcessEnv): Promise<St
   let child: ChildProcess | null = null;
   const pending: NodeJS.Signals[] = [];
   const forward = (signal: NodeJS.Signals) => (): void => {
-    if (child?.pid !== undefined) child.kill(signal);
-    else pending.push(signal);
+    if (child?.pid === undefined) pending.push(signal);
+    else if (!reachedCmdAlready(signal)) child.kill(signal);
   };
   const handlers = FORWARDED.map((s) => [s, forward(s)] as const);
   for (const [s, h] of handlers) process.on(s, h);
