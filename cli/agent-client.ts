@@ -4,7 +4,7 @@
 // request still waiting for approval (SPEC §6.1).
 import http from 'node:http';
 import { Unreachable } from './errors';
-import { WAITING_NOTICE } from '../shared/protocol';
+import { WAITING_NOTICE, type ApprovalNotice } from '../shared/protocol';
 
 export interface AgentReply {
   status: number;
@@ -14,8 +14,8 @@ export interface AgentReply {
 export interface AgentCallOptions {
   signal?: AbortSignal;
   // Asks for the waiting notice: told the approval's id and expiry when
-  // the request starts to wait for a human.
-  onWaiting?: (approval: { id: string; expiresAt: string }) => void;
+  // the request starts to wait for a human, and again once one approved it.
+  onWaiting?: (approval: ApprovalNotice) => void;
 }
 
 // The agent socket: POSTERN_AGENT_SOCKET when set (SPEC §3), else the config's.
@@ -82,7 +82,7 @@ export function agentCall(
       const id = info.headers[WAITING_NOTICE.id];
       const expires = info.headers[WAITING_NOTICE.expires];
       if (info.statusCode === 102 && typeof id === 'string' && typeof expires === 'string')
-        opts.onWaiting?.({ id, expiresAt: expires });
+        opts.onWaiting?.({ id, expiresAt: expires, approved: info.headers[WAITING_NOTICE.decision] === 'approved' });
     });
     const onAbort = (): void => {
       req.destroy();

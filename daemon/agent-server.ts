@@ -4,7 +4,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import { Refusal } from '../shared/errors';
-import { REFUSALS, WAITING_NOTICE } from '../shared/protocol';
+import { REFUSALS, WAITING_NOTICE, type WaitingListener } from '../shared/protocol';
 import type { Card } from '../shared/admin-protocol';
 import { peerCredOfSocket } from '../shared/native';
 import type { Controller } from './controller';
@@ -105,19 +105,20 @@ function sendRefusal(res: http.ServerResponse, r: Refusal): void {
 }
 
 // The waiting notice (shared/protocol.ts), for a requester that asked for
-// it: `102 Processing` with the card's id and expiry, before the final
-// response. Written only while the response is this connection's current
+// it: `102 Processing` with the card's id and expiry, and another once a
+// human approved it, before the final response. Written only while the response is this connection's current
 // one (a pipelined response gets its socket later) and nothing of it was
 // sent; the values are a hex id and an ISO date, nothing to escape. An
 // HTTP/1.0 client never gets a 1xx (RFC 9110 §15.2). Written on the socket
 // because Node's res.writeProcessing() cannot carry headers.
-function waitingNotice(req: http.IncomingMessage, res: http.ServerResponse): ((card: Card) => void) | undefined {
+function waitingNotice(req: http.IncomingMessage, res: http.ServerResponse): WaitingListener<Card> | undefined {
   if (req.headers[WAITING_NOTICE.ask] === undefined || req.httpVersion === '1.0') return undefined;
-  return (card) => {
+  return (card, approved) => {
     const sock = res.socket;
     if (!sock || !sock.writable || res.headersSent) return;
+    const decision = approved ? `${WAITING_NOTICE.decision}: approved\r\n` : '';
     sock.write(
-      `HTTP/1.1 102 Processing\r\n${WAITING_NOTICE.id}: ${card.id}\r\n${WAITING_NOTICE.expires}: ${card.expires_at}\r\n\r\n`,
+      `HTTP/1.1 102 Processing\r\n${WAITING_NOTICE.id}: ${card.id}\r\n${WAITING_NOTICE.expires}: ${card.expires_at}\r\n${decision}\r\n`,
     );
   };
 }
@@ -203,7 +204,7 @@ type Route = (
   identity: Identity,
   req: http.IncomingMessage,
   gone: RequesterGone,
-  onWaiting?: (card: Card) => void,
+  onWaiting?: WaitingListener<Card>,
 ) => Promise<unknown> | unknown;
 
 const ROUTES: Record<string, Route> = {

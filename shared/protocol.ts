@@ -192,11 +192,27 @@ export interface RunsReply {
 // The waiting notice (agent socket): a request that carries the header
 // `ask` is told, when it starts to wait for a human's decision, by an
 // informational `102 Processing` response with the card's id and expiry
-// (ISO 8601) in the headers `id` and `expires`; the final response follows
-// as usual. Only on request: some HTTP clients (Python's http.client) take
-// any 1xx but 100 for the final response.
+// (ISO 8601) in the headers `id` and `expires`; once a human approves it,
+// by a second one with the same headers and `decision: approved`, so the
+// requester stops saying a human is being asked while the request goes on
+// (a denial or an expiry is the final response itself). The final response
+// follows as usual. Only on request: some HTTP clients (Python's
+// http.client) take any 1xx but 100 for the final response.
 export const WAITING_NOTICE = {
   ask: 'postern-waiting-notice',
   id: 'postern-approval-id',
   expires: 'postern-approval-expires',
+  decision: 'postern-approval-decision',
 } as const;
+
+// What a waiting notice tells the requester.
+export interface ApprovalNotice {
+  id: string;
+  expiresAt: string;
+  // A human approved it; the request goes on.
+  approved: boolean;
+}
+
+// Told when a request starts to wait for a human (`approved` false), and
+// again once a human approved it (`approved` true).
+export type WaitingListener<C> = (card: C, approved: boolean) => void;

@@ -12,6 +12,7 @@ import { agentCall, agentSocketPath } from '../agent-client';
 import { escapeText } from '../approver/escape';
 import { inReaderWords } from '../../shared/reader-words';
 import { errnoWords } from '../../shared/errno-remedy';
+import type { ApprovalNotice } from '../../shared/protocol';
 
 type Ctx = () => Context;
 type Reply = Record<string, unknown>;
@@ -34,7 +35,11 @@ function reasonOption(text: string | undefined): Record<string, string> {
 
 // While the request waits for a human, a person at a terminal is told so
 // (on stderr: stdout is the target's); a script is not.
-function sayWaiting(approval: { id: string; expiresAt: string }): void {
+function sayWaiting(approval: ApprovalNotice): void {
+  if (approval.approved) {
+    process.stderr.write(`postern: request ${approval.id} approved; sending it\n`);
+    return;
+  }
   const at = new Date(approval.expiresAt);
   const shown = Number.isNaN(at.getTime())
     ? approval.expiresAt

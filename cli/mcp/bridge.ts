@@ -10,6 +10,7 @@ import { z } from 'zod';
 import { Aborted } from '../agent-client';
 import { Unreachable } from '../errors';
 import { CallPhase, reportWaiting, ToolExtra } from './progress';
+import type { ApprovalNotice } from '../../shared/protocol';
 import { toolError, toolResult, Shape } from './results';
 
 // One call to the agent socket: status and parsed JSON. Aborting `signal`
@@ -20,7 +21,7 @@ export type AgentCall = (
   path: string,
   body: unknown,
   signal: AbortSignal,
-  onWaiting: (approval: { id: string; expiresAt: string }) => void,
+  onWaiting: (approval: ApprovalNotice) => void,
 ) => Promise<{ status: number; json: Record<string, unknown> }>;
 
 export interface BridgeOptions {

@@ -5,6 +5,7 @@
 // timeout on progress keeps waiting.
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
+import type { ApprovalNotice } from '../../shared/protocol';
 
 export type ToolExtra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 
@@ -13,14 +14,18 @@ export type ToolExtra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 export const PROGRESS_EVERY_MS = 2000;
 
 // What the call is doing, as the agent socket tells it: the daemon sends a
-// waiting notice (id, expiry) when the request starts to wait for a human.
+// waiting notice (id, expiry) when the request starts to wait for a human,
+// and another when one approved it.
 export interface CallPhase {
-  approval: { id: string; expiresAt: string } | null;
+  approval: ApprovalNotice | null;
 }
 
 export function waitingMessage(seconds: number, phase: CallPhase): string {
-  if (phase.approval)
-    return `waiting for postern: a human is being asked to approve this request (${phase.approval.id}) at the postern approver; the request expires at ${phase.approval.expiresAt}; ${seconds} s so far`;
+  const a = phase.approval;
+  if (a?.approved)
+    return `a human approved this request (${a.id}) at the postern approver; postern is carrying it out; ${seconds} s so far`;
+  if (a)
+    return `waiting for postern: a human is being asked to approve this request (${a.id}) at the postern approver; the request expires at ${a.expiresAt}; ${seconds} s so far`;
   return `postern is working on this request; ${seconds} s so far`;
 }
 

@@ -4,6 +4,7 @@
 // socket, the proxy, the ssh-agent) builds one of these for each request
 // from the daemon (daemon/request-services.ts); no step sees the daemon's
 // state, its admin actions or its timers.
+import type { WaitingListener } from '../../shared/protocol';
 import type { Config } from '../../shared/config';
 import type { JournalEvent } from '../../shared/events';
 import type { HttpReply } from '../../shared/protocol';
@@ -80,6 +81,7 @@ export interface RequestContext {
   // The request's http.max_concurrent slot, given back while it waits for
   // a human (pending approvals have their own budget, daemon.max_pending).
   slot?: Slot;
-  // Told when the request starts to wait for a human (the waiting notice).
-  onWaiting?: (card: Card) => void;
+  // Told when the request starts to wait for a human and when one approved
+  // it (the waiting notice).
+  onWaiting?: WaitingListener<Card>;
 }

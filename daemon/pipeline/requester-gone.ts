@@ -4,6 +4,7 @@
 // when the signal is first asked for, aborted at once if the requester had
 // already gone by then (two signals per request were a measurable part of
 // the request path's cost).
+import type { WaitingListener } from '../../shared/protocol';
 import type { ServerResponse } from 'node:http';
 import type { Identity } from '../identity/identify';
 import type { Card } from '../sessions/approvals';
@@ -40,7 +41,7 @@ export function requestContext(
   identity: Identity,
   gone: RequesterGone,
   slot: Slot,
-  onWaiting?: (card: Card) => void,
+  onWaiting?: WaitingListener<Card>,
 ): RequestContext {
   return {
     services,

@@ -9,6 +9,7 @@ import { Refusal } from '../../shared/errors';
 import { formatDuration } from '../../shared/units';
 import type { Identity } from '../identity/identify';
 import type { Card, CardProcess, CardAction } from '../../shared/admin-protocol';
+import type { WaitingListener } from '../../shared/protocol';
 
 export type { Card, CardProcess, CardAction };
 
@@ -77,6 +78,7 @@ export class ApprovalBroker {
 
   // Ask the humans. Resolves with their decision or rejects with a Refusal
   // (no_approver, busy, approval_timeout, or the abort reason). `onWaiting`
+  // is told again, `approved`, when a human allows it (once or a session).
   // is told the card once it is shown, so the requester can say it waits.
   ask(
     identity: Identity,
@@ -85,7 +87,7 @@ export class ApprovalBroker {
     action: CardAction,
     timeoutMs: number,
     signal?: AbortSignal,
-    onWaiting?: (card: Card) => void,
+    onWaiting?: WaitingListener<Card>,
   ): Promise<Decision> {
     if (this.approvers.size === 0) {
       return Promise.reject(
@@ -135,7 +137,10 @@ export class ApprovalBroker {
         signal?.removeEventListener('abort', onAbort);
         for (const a of this.approvers.values()) a.push({ push: 'withdrawn', id: card.id, reason: why });
         if (d instanceof Refusal) reject(d);
-        else resolve(d);
+        else {
+          if (d.kind !== 'deny') onWaiting?.(card, true);
+          resolve(d);
+        }
       };
       const timer = setTimeout(
         () =>
@@ -157,7 +162,7 @@ export class ApprovalBroker {
       signal?.addEventListener('abort', onAbort, { once: true });
       this.pending.set(card.id, { card, processKey: key, settle: finish });
       for (const a of this.approvers.values()) a.push({ push: 'pending', card });
-      onWaiting?.(card);
+      onWaiting?.(card, false);
     });
   }
 

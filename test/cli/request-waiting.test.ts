@@ -2,7 +2,7 @@
 // on stderr: the approval's id and when it expires (SPEC §5); on a pipe it
 // says nothing of it. The CLI learns it from the agent socket's waiting
 // notice: an informational `102 Processing` carrying the card's id and
-// expiry, sent only to a requester that asks for it with the request header
+// expiry, and a second one once a human approved it, sent only to a requester that asks for it with the request header
 // (shared/protocol.ts WAITING_NOTICE), never to one that does not (some
 // clients take any 1xx but 100 for the final answer). Real daemon, real
 // HTTPS upstream, a real terminal (tmux); Ctrl-C while waiting withdraws
@@ -95,6 +95,7 @@ t.test('the waiting line', async (t) => {
     t.equal(await tm.waitExit(20_000), 0, 'exit 0 once approved');
     const after = tm.screen();
     printed.push(after);
+    t.match(after, new RegExp(`^postern: request ${card.id} approved; sending it$`, 'm'), 'then that it was approved');
     t.match(after, /^postern: status 200 from api\.example\.test /m, 'then the status line');
     t.equal(readFileSync(out, 'utf8'), BODY, 'the body in the file');
   });
@@ -118,9 +119,11 @@ t.test('the waiting line', async (t) => {
     printed.push(raw);
     t.ok(
       raw.startsWith(
-        `HTTP/1.1 102 Processing\r\n${WAITING_NOTICE.id}: ${card.id}\r\n${WAITING_NOTICE.expires}: ${card.expires_at}\r\n\r\nHTTP/1.1 200 OK\r\n`,
+        `HTTP/1.1 102 Processing\r\n${WAITING_NOTICE.id}: ${card.id}\r\n${WAITING_NOTICE.expires}: ${card.expires_at}\r\n\r\n` +
+          `HTTP/1.1 102 Processing\r\n${WAITING_NOTICE.id}: ${card.id}\r\n${WAITING_NOTICE.expires}: ${card.expires_at}\r\n${WAITING_NOTICE.decision}: approved\r\n\r\n` +
+          `HTTP/1.1 200 OK\r\n`,
       ),
-      `102 with the card, then the answer:\n${raw.slice(0, 300)}`,
+      `102 with the card, another once approved, then the answer:\n${raw.slice(0, 500)}`,
     );
     const plain = agentRequest(s.sock, 'POST', '/v1/http', body);
     await decide(await nextCard(4));
