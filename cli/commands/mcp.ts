@@ -17,6 +17,7 @@ export function register(program: Command, ctx: Ctx): void {
       const { StdioServerTransport } =
         require('@modelcontextprotocol/sdk/server/stdio.js') as typeof import('@modelcontextprotocol/sdk/server/stdio.js');
       const { createBridge } = require('../mcp/bridge') as typeof import('../mcp/bridge');
+      const { refuseReusedIds } = require('../mcp/unique-ids') as typeof import('../mcp/unique-ids');
       const c = ctx();
       c.harden('mcp');
       const socket = agentSocketPath(c.env, () => c.config().paths.agentSocket);
@@ -46,6 +47,7 @@ export function register(program: Command, ctx: Ctx): void {
         process.stdin.once('close', resolve);
       });
       await server.connect(transport);
+      refuseReusedIds(transport);
       await done;
       clientGone.abort();
       // A call that arrived with the last line starts (already withdrawn)
