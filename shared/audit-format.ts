@@ -10,6 +10,13 @@ export const GENESIS_PREV = '0'.repeat(64);
 // Lines longer than this are not entries; readers stop at it without
 // buffering more (bounded memory whatever the file holds).
 export const MAX_LINE_BYTES = 64 * 1024;
+// The longest segment file the writer makes: daemon.audit_segment_size is
+// at most 1 GiB (shared/units.ts MAX_SIZE_BYTES), a segment moves on before
+// an entry would take it past that, and only its closing checkpoint (one
+// line) may follow. Readers that judge a journal read no further into a
+// file: what lies beyond cannot be a journal's, however long (a sparse file
+// of terabytes costs no disk).
+export const MAX_SEGMENT_FILE_BYTES = 1024 ** 3 + 2 * MAX_LINE_BYTES;
 // A checkpoint is written at least this often (SPEC §9: every 64 entries).
 export const CHECKPOINT_EVERY = 64;
 export const CHECKPOINT_CONTEXT = 'postern-audit-checkpoint-v1';

@@ -301,7 +301,9 @@ const CUT_SHORT: Damage<CutShort>[] = [
     kind: 'modified',
     seq: (f) => (f.x as Point).entry.seq + 1,
     message: (f) =>
-      `the last line (${where(f.a)}) is incomplete and longer than ${MAX_LINE_BYTES} bytes: not a write cut short`,
+      f.a.unreadPast !== undefined
+        ? `the file goes on past ${f.a.unreadPast} bytes, longer than any segment postern writes, and was not read further (its last line read, ${where(f.a)}, may be cut there): not a write cut short`
+        : `the last line (${where(f.a)}) is incomplete and longer than ${MAX_LINE_BYTES} bytes: not a write cut short`,
   },
   {
     when: always,

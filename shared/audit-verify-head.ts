@@ -1,7 +1,7 @@
 // `postern audit head`: the last complete entry of the last segment, read
 // from the end of the file (no chain check: that is `audit verify`).
 import { lstatSync } from 'node:fs';
-import { decodeEntry, entryHash, segmentPath, sodiumReady } from './audit-format';
+import { MAX_LINE_BYTES, decodeEntry, entryHash, segmentPath, sodiumReady } from './audit-format';
 import { notRegular, openToRead, resolveJournalPath } from './audit-verify-read';
 import { Refusal } from './errors';
 import { lastCompleteLine } from './journal-read';
@@ -37,6 +37,11 @@ export async function journalHead(path: string): Promise<JournalHead> {
     const file = segmentPath(base, n);
     const line = await lastEntryLine(file, n === last);
     if (line === 'none') continue;
+    if (line === 'unended')
+      throw new Refusal(
+        'not_found',
+        `${file} ends in more than ${MAX_LINE_BYTES} bytes without a newline, longer than any journal entry; run \`postern audit verify --log ${base}\` to find the damage`,
+      );
     const d = line === 'overlong' ? null : decodeEntry(line);
     if (!d || !d.ok) {
       throw new Refusal(
@@ -52,8 +57,9 @@ export async function journalHead(path: string): Promise<JournalHead> {
 // The line that should hold a segment's last entry: its last complete line,
 // or, in the last segment, the one before it when that last line is a torn
 // write (a line that is not an entry, ending the file). Part of a line at
-// the end is skipped. 'none': no complete entry line in the file.
-async function lastEntryLine(file: string, isLast: boolean): Promise<Buffer | 'overlong' | 'none'> {
+// the end is skipped. 'none': no complete entry line in the file;
+// 'unended': it ends in more bytes without a newline than any entry has.
+async function lastEntryLine(file: string, isLast: boolean): Promise<Buffer | 'overlong' | 'none' | 'unended'> {
   // A FIFO or device would block or never end, a link could point anywhere: only regular files are read.
   const opened = await openToRead(file);
   if ('why' in opened)
@@ -66,6 +72,7 @@ async function lastEntryLine(file: string, isLast: boolean): Promise<Buffer | 'o
     const size = (await fh.stat()).size;
     const found = await lastCompleteLine(fh, size);
     if (!found) return 'none';
+    if (found.line === 'overlong' && found.end === size) return 'unended';
     const torn = isLast && found.end === size - 1 && found.line !== 'overlong' && !decodeEntry(found.line).ok;
     if (!torn) return found.line;
     const before = await lastCompleteLine(fh, found.start);

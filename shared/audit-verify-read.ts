@@ -5,7 +5,7 @@
 import { Stats, lstatSync, readdirSync, statSync } from 'node:fs';
 import { FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { Entry, MAX_LINE_BYTES, decodeEntry, entryHash, segmentPath } from './audit-format';
+import { Entry, MAX_LINE_BYTES, MAX_SEGMENT_FILE_BYTES, decodeEntry, entryHash, segmentPath } from './audit-format';
 import { Refusal } from './errors';
 import { LineSplitter, READ_CHUNK, openSegment } from './journal-read';
 
@@ -30,6 +30,9 @@ export interface LineRec {
   seg: number;
   first: boolean; // first line of its file
   parsed?: Parsed;
+  // Set on the last line read of a file longer than any segment the writer
+  // makes: the offset past which the file was not read.
+  unreadPast?: number;
 }
 // A segment file with no bytes at all, or a segment number missing while a later one exists.
 export interface MarkRec {
@@ -112,6 +115,7 @@ export class JournalLines {
   private sawBytes = false;
   private split = new LineSplitter();
   private spare: Buffer | null = null;
+  private fileOffset = 0; // bytes of the current file read
 
   constructor(private readonly base: string) {}
 
@@ -152,12 +156,21 @@ export class JournalLines {
     // line kept a view on it (the inside of an over-long line, say).
     const chunk = this.spare ?? Buffer.allocUnsafe(READ_CHUNK);
     this.spare = null;
-    const { bytesRead } = await this.fh.read(chunk, 0, READ_CHUNK, null);
+    const room = MAX_SEGMENT_FILE_BYTES - this.fileOffset;
+    const { bytesRead } = await this.fh.read(chunk, 0, Math.min(READ_CHUNK, Math.max(room, 1)), null);
     if (bytesRead === 0) {
       this.spare = chunk;
       await this.endFile();
       return;
     }
+    if (room <= 0) {
+      // A byte beyond the longest segment: the file is not a segment the
+      // writer made; its last line read stands for the rest, unread.
+      this.spare = chunk;
+      await this.endFile(this.fileOffset);
+      return;
+    }
+    this.fileOffset += bytesRead;
     this.sawBytes = true;
     let kept = false;
     this.split.feed(chunk.subarray(0, bytesRead), (bytes) => {
@@ -167,7 +180,7 @@ export class JournalLines {
     if (!kept) this.spare = chunk;
   }
 
-  private emitLine(bytes: Buffer | null, terminated: boolean): void {
+  private emitLine(bytes: Buffer | null, terminated: boolean, unreadPast?: number): void {
     this.lineNo += 1;
     this.queue.push({
       kind: 'line',
@@ -177,12 +190,17 @@ export class JournalLines {
       line: this.lineNo,
       seg: this.seg,
       first: this.lineNo === 1,
+      ...(unreadPast !== undefined ? { unreadPast } : {}),
     });
   }
 
-  private async endFile(): Promise<void> {
+  // `unreadPast`: the file goes on beyond what a segment may hold; the
+  // line in progress (or, at a line's end, an empty over-long one) is its
+  // unterminated last line, longer than any entry.
+  private async endFile(unreadPast?: number): Promise<void> {
     const rest = this.split.rest();
-    if (rest !== undefined) this.emitLine(rest, false);
+    if (unreadPast !== undefined) this.emitLine(null, false, unreadPast);
+    else if (rest !== undefined) this.emitLine(rest, false);
     else if (!this.sawBytes) this.queue.push({ kind: 'empty', file: this.file, seg: this.seg, detail: 'is empty' });
     await this.close();
   }
@@ -215,6 +233,7 @@ export class JournalLines {
     this.file = file;
     this.lineNo = 0;
     this.sawBytes = false;
+    this.fileOffset = 0;
     this.split = new LineSplitter();
     const opened = await openToRead(file);
     if ('why' in opened) {

@@ -67,6 +67,11 @@ export class LineSplitter {
     return true;
   }
 
+  // The line being assembled is already longer than any entry.
+  get overlongSoFar(): boolean {
+    return this.overlong;
+  }
+
   // Bytes after the last "\n": the unterminated line (null when over-long),
   // or undefined when there are none.
   rest(): Buffer | null | undefined {
@@ -129,6 +134,9 @@ export async function walkLines(
     if (bytesRead === 0) break;
     pos += bytesRead;
     split.feed(chunk.subarray(0, bytesRead), each);
+    // Where it ends changes nothing: the walk stops at its start. Reading
+    // on would take as long as the file is (a sparse one of terabytes).
+    if (stop === null && split.overlongSoFar) stop = 'overlong';
   }
   const how = stop as 'stopped' | 'overlong' | null; // assigned in the callback
   const overlong = how === 'overlong' || (how === null && split.rest() === null);
@@ -151,11 +159,16 @@ export interface FoundLine {
 }
 
 // The last "\n"-terminated line that ends before `limit`, scanning backwards
-// in chunks so that memory stays bounded; null when there is none.
+// in chunks so that memory stays bounded; null when there is none. When the
+// bytes before `limit` hold no "\n" for longer than any entry, the scan
+// stops there ('overlong', `end` the limit): what ends the file is no torn
+// write, and reading back further would take as long as the file is (a
+// sparse one of terabytes).
 export async function lastCompleteLine(fh: FileHandle, limit: number): Promise<FoundLine | null> {
   const chunk = Buffer.allocUnsafe(READ_CHUNK);
   let end = -1;
   for (let pos = limit; pos > 0 && end < 0;) {
+    if (limit - pos > LONGEST_LINE + 1) return { line: 'overlong', start: 0, end: limit };
     const from = Math.max(0, pos - READ_CHUNK);
     const { bytesRead } = await fh.read(chunk, 0, pos - from, from);
     const i = chunk.subarray(0, bytesRead).lastIndexOf(NL);
