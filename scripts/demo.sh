@@ -70,6 +70,7 @@ name = "local-api"
 description = "the demo API on localhost"
 kind = "http"
 allow_addresses = ["127.0.0.1/32", "::1/128"]
+env = ["LOCAL_API_TOKEN"]
 
 [inject]
 header = "Authorization"
@@ -81,7 +82,7 @@ ports = [$PORT]
 methods = ["GET", "POST"]
 paths = ["/v1/*", "/redirect"]
 TOML
-sed -e 's/^name = .*/name = "local-no-loopback"/' -e '/^allow_addresses/d' "$DEMO/local.toml" > "$DEMO/strict.toml"
+sed -e 's/^name = .*/name = "local-no-loopback"/' -e '/^allow_addresses/d' -e '/^env/d' "$DEMO/local.toml" > "$DEMO/strict.toml"
 
 step "1. init: home, config, vault (Argon2id, 'interactive' limits to keep the demo quick), audit keys"
 echo '$ postern init --kdf interactive --passphrase-file '"$DEMO/passphrase"' --json'
@@ -128,6 +129,22 @@ show request http --credential local-api --url "https://localhost:$PORT/redirect
 step "6c. SSRF: the same API through a credential that may not reach loopback"
 if show request http --credential local-no-loopback --url "https://localhost:$PORT/v1/hello"; then echo "unexpected: loopback reached"; exit 1; fi
 if show request http --credential local-api --url "https://127.0.0.1:$PORT/v1/hello"; then echo "unexpected: IP literal accepted"; exit 1; fi
+
+step "6c'. unmodified tools: curl through postern run, a placeholder in its environment, the secret injected by the proxy"
+if command -v curl >/dev/null; then
+show ca > /dev/null
+echo "(postern ca made the local CA that postern run's children trust: $POSTERN_HOME/ca.pem)"
+cat > "$DEMO/curl-api.sh" <<'SH'
+echo "LOCAL_API_TOKEN in CMD's environment: $LOCAL_API_TOKEN"
+curl -sS -H "Authorization: Bearer $LOCAL_API_TOKEN" "https://localhost:$1/v1/hello"; echo
+SH
+echo "\$ cat curl-api.sh"; cat "$DEMO/curl-api.sh"
+echo "\$ postern run --credential local-api -- sh curl-api.sh $PORT"
+postern run --credential local-api -- sh "$DEMO/curl-api.sh" "$PORT"
+echo "(curl sent the placeholder; postern swapped in the secret upstream and redacted it from the echo)"
+else
+  echo "skipped: needs curl"
+fi
 
 step "6d. SSH: a command on a real sshd, its host key pinned, the command checked against the rules"
 # A throwaway sshd of the demo's own, run as the current user on a free
