@@ -154,7 +154,7 @@ async function sign(c: AgentConnection, body: Buffer, identity: Identity): Promi
     c.touch();
     const vault = c.services.vault();
     const creds = await agentCredentials(vault, () => undefined);
-    const cred: AgentCredential | undefined = creds.find((k) => k.blob.equals(req.keyBlob));
+    const cred = credentialFor(creds, req.keyBlob, read);
     if (!cred)
       throw new Refusal(
         'unknown_credential',
@@ -205,6 +205,19 @@ async function sign(c: AgentConnection, body: Buffer, identity: Identity): Promi
             : new Refusal('internal_error', 'unexpected error; see the daemon log');
     throw new AgentRefusal(r, known);
   }
+}
+
+// One key may be stored in several credentials, each pinned to its server
+// and user: the one the login matches signs (its pin, then its user too),
+// else the first by name, whose checks then say why the login is refused.
+function credentialFor(
+  creds: AgentCredential[],
+  keyBlob: Buffer,
+  login: { hostKey: string | null; user: string | null },
+): AgentCredential | undefined {
+  const withKey = creds.filter((k) => k.blob.equals(keyBlob));
+  const pinned = withKey.filter((k) => k.def.host_key === login.hostKey);
+  return pinned.find((k) => k.def.user === login.user) ?? pinned[0] ?? withKey[0];
 }
 
 function algorithmMismatch(named: string): Refusal {
