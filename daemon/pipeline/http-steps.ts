@@ -96,23 +96,23 @@ function withOwnNeedles(lease: RedactorLease, own: Buffer[], label: string): Red
   };
 }
 
-// A proxied request without a placeholder to a host some credentials cover
-// (SPEC §11: sent as it is, no approval) has its response searched for
-// those credentials' values too (docs/proxy.md): such a host may keep a
-// secret an earlier request injected and show it to any later request.
+// A host some credentials cover may keep a secret one request injected and
+// show it to any later request: to one without a placeholder (SPEC §11:
+// sent as it is, no approval) and to one through another credential
+// covering it (docs/proxy.md, docs/responses.md). So every response from a
+// covered host is searched for the values of every credential covering it
+// that redacts, not only those of the credential it was sent with.
 // Each credential's shared redactor when it has one, else one built from
-// its secret now; a host several credentials cover marks with all their
-// names. Handed to `scan` as sendWithSecret does, for the caller to release.
-export async function scanForCovering(
+// its secret now. `except`: the request's own credential, searched already.
+export async function coveringLeases(
   s: PipelineServices,
   covering: HttpCredentialDef[],
-  scan: ResponseScan,
-): Promise<void> {
-  const leases: RedactorLease[] = [];
-  const names: string[] = [];
+  except: string | null = null,
+): Promise<NamedLease[]> {
+  const leases: NamedLease[] = [];
   try {
     for (const def of covering) {
-      if (!def.redact_response) continue;
+      if (!def.redact_response || def.name === except) continue;
       let lease = s.stores.redactors.current(def.name);
       if (!lease) {
         try {
@@ -124,23 +124,55 @@ export async function scanForCovering(
           continue;
         }
       }
-      leases.push(lease);
-      if (lease.redactor) names.push(def.name);
+      leases.push({ ...lease, name: def.name });
     }
   } catch (e) {
     for (const l of leases) l.release();
     throw e;
   }
-  const parts = leases.flatMap((l) => (l.redactor ? [l.redactor] : []));
-  const joined = parts.length > 1 ? joinRedactors(parts, names.join('|')) : null;
+  return leases;
+}
+
+export interface NamedLease extends RedactorLease {
+  name: string;
+}
+
+// One lease for several: their redactors joined (an occurrence marked with
+// the name of the credential whose value it is), each released with it.
+function joinLeases(leases: NamedLease[]): RedactorLease {
+  const parts = leases.filter((l) => l.redactor !== null);
+  const joined =
+    parts.length > 1
+      ? joinRedactors(
+          parts.map((l) => l.redactor as Redactor),
+          parts.map((l) => l.name).join('|'),
+          null,
+          true,
+        )
+      : null;
   let held = true;
-  scan.redactor = joined ?? parts[0] ?? null;
-  scan.release = () => {
-    if (!held) return;
-    held = false;
-    joined?.wipe();
-    for (const l of leases) l.release();
+  return {
+    redactor: joined ?? parts[0]?.redactor ?? null,
+    release: () => {
+      if (!held) return;
+      held = false;
+      joined?.wipe();
+      for (const l of leases) l.release();
+    },
   };
+}
+
+// A proxied request without a placeholder to a covered host: its response
+// is searched for the covering credentials' values (see coveringLeases),
+// handed to `scan` as sendWithSecret does, for the caller to release.
+export async function scanForCovering(
+  s: PipelineServices,
+  covering: HttpCredentialDef[],
+  scan: ResponseScan,
+): Promise<void> {
+  const lease = joinLeases(await coveringLeases(s, covering));
+  scan.redactor = lease.redactor;
+  scan.release = lease.release;
 }
 
 function standingLease(s: PipelineServices, def: HttpCredentialDef): Promise<RedactorLease> {
@@ -180,7 +212,9 @@ function tokenWithin(token: Promise<Obtained>, ms: number, def: HttpCredentialDe
 }
 
 // 8. the secret, opened only around injection and the send; the redactor
-// of the response is taken while it is open (see ResponseScan).
+// of the response is taken while it is open (see ResponseScan), joined
+// with `others` (coveringLeases: the other credentials covering the host),
+// which it releases with its own, or at once when it fails before.
 // A GitHub App or OAuth credential obtains its token first, with its secret
 // open, within `timeoutMs` (the request's timeout).
 export async function sendWithSecret<T>(
@@ -192,27 +226,35 @@ export async function sendWithSecret<T>(
   scan: ResponseScan,
   timeoutMs: number,
   send: (injected: Injected) => Promise<T>,
+  others: NamedLease[] = [],
 ): Promise<T> {
-  return s.vault().withCredentialSecret(def.name, async (secret) => {
-    const inj = def.inject;
-    const obtained =
-      'github_app' in inj
-        ? await tokenWithin(githubAppToken(s, { ...def, inject: inj }, secret), timeoutMs, def)
-        : 'oauth2' in inj
-          ? await tokenWithin(oauthToken(s, { ...def, inject: inj }, secret), timeoutMs, def)
-          : null;
-    const injected = inject(def, secret, headers, target, request, obtained?.token ?? null);
-    if (obtained?.rotated) injected.ownNeedles.push(Buffer.from(obtained.rotated, 'latin1'));
-    try {
-      const lease = def.redact_response
-        ? withOwnNeedles(s.stores.redactors.acquire(def.name, injected.needles), injected.ownNeedles, def.name)
-        : NO_REDACTION;
-      scan.redactor = lease.redactor;
-      scan.release = lease.release;
-      return await send(injected);
-    } finally {
-      for (const n of injected.needles) n.fill(0);
-      for (const n of injected.ownNeedles) n.fill(0);
-    }
-  });
+  let handed = false;
+  try {
+    return await s.vault().withCredentialSecret(def.name, async (secret) => {
+      const inj = def.inject;
+      const obtained =
+        'github_app' in inj
+          ? await tokenWithin(githubAppToken(s, { ...def, inject: inj }, secret), timeoutMs, def)
+          : 'oauth2' in inj
+            ? await tokenWithin(oauthToken(s, { ...def, inject: inj }, secret), timeoutMs, def)
+            : null;
+      const injected = inject(def, secret, headers, target, request, obtained?.token ?? null);
+      if (obtained?.rotated) injected.ownNeedles.push(Buffer.from(obtained.rotated, 'latin1'));
+      try {
+        const own = def.redact_response
+          ? withOwnNeedles(s.stores.redactors.acquire(def.name, injected.needles), injected.ownNeedles, def.name)
+          : NO_REDACTION;
+        const lease = others.length > 0 ? joinLeases([{ ...own, name: def.name }, ...others]) : own;
+        scan.redactor = lease.redactor;
+        scan.release = lease.release;
+        handed = true;
+        return await send(injected);
+      } finally {
+        for (const n of injected.needles) n.fill(0);
+        for (const n of injected.ownNeedles) n.fill(0);
+      }
+    });
+  } finally {
+    if (!handed) for (const l of others) l.release();
+  }
 }

@@ -65,7 +65,7 @@ export function redact(r: Redactor | null, data: Buffer, cut = Infinity): Redact
   let count = 0;
   for (const [start, end] of found) {
     if (start >= keepInput) break;
-    parts.push(data.subarray(from, start), mark);
+    parts.push(data.subarray(from, start), r.markFor ? r.markFor(data, start, end) : mark);
     count += 1;
     from = end;
   }

@@ -12,7 +12,8 @@ import { credentialOfKind } from './credential';
 import type { HttpRequest } from './validate';
 import { formatOrigin } from './target';
 import { sendPinned, RawResponse } from './execute-http';
-import { approveHttp, checkCredentialRules, responseScan, sendWithSecret } from './http-steps';
+import { approveHttp, checkCredentialRules, coveringLeases, responseScan, sendWithSecret } from './http-steps';
+import { coveringCredentials } from './coverage';
 import { pinnedPool, resolveChecked } from './pinned-address';
 import { shapeResponse } from './response';
 import type { Outcome, Ticket } from '../stores/idempotency';
@@ -91,18 +92,29 @@ export async function runHttp(ctx: RequestContext, req: HttpRequest): Promise<Ht
     const scan = responseScan();
     let readLimit = cap;
     try {
-      raw = await sendWithSecret(s, def, headers, req.target, req, scan, timeoutMs, (injected) => {
-        readLimit = cap + (scan.redactor?.maxMatchLength ?? 0);
-        return sendPinned(pool, req.target.host, {
-          method: req.method,
-          pathAndQuery: injected.pathAndQuery,
-          headers: injected.headers,
-          body: req.body,
-          // What a token step left of the timeout.
-          timeoutMs: Math.max(1, started + timeoutMs - Date.now()),
-          readLimit,
-        });
-      });
+      const others = await coveringLeases(s, coveringCredentials(s, req.target), def.name);
+      raw = await sendWithSecret(
+        s,
+        def,
+        headers,
+        req.target,
+        req,
+        scan,
+        timeoutMs,
+        (injected) => {
+          readLimit = cap + (scan.redactor?.maxMatchLength ?? 0);
+          return sendPinned(pool, req.target.host, {
+            method: req.method,
+            pathAndQuery: injected.pathAndQuery,
+            headers: injected.headers,
+            body: req.body,
+            // What a token step left of the timeout.
+            timeoutMs: Math.max(1, started + timeoutMs - Date.now()),
+            readLimit,
+          });
+        },
+        others,
+      );
     } catch (e) {
       scan.release();
       throw settle(ticket, await sendFailed(s, intent, e, started));

@@ -22,7 +22,15 @@ import type { ProxiedRequest } from './proxied';
 import type { RequestContext } from './context';
 import { Evidence, computedFacts, httpRequestFacts, resolutionFacts, sha256, who } from './evidence';
 import { refuseAfterIntent, refuseHttp, sendFailed } from './refuse';
-import { approveHttp, checkCredentialRules, responseScan, scanForCovering, sendWithSecret } from './http-steps';
+import {
+  approveHttp,
+  checkCredentialRules,
+  coveringLeases,
+  responseScan,
+  scanForCovering,
+  sendWithSecret,
+} from './http-steps';
+import { coveringCredentials } from './coverage';
 import { pinnedPool, resolveChecked } from './pinned-address';
 
 type Facts = HttpRequestFacts | UncredentialedHttpFacts;
@@ -118,6 +126,7 @@ export async function runProxied(
             scan,
             cfg.http.timeout,
             (injected) => send(injected.headers, injected.pathAndQuery),
+            await coveringLeases(s, coveringCredentials(s, req.target), credentialed.def.name),
           )
         : await scanForCovering(s, door.covering ?? [], scan).then(() =>
             send(

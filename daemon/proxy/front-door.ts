@@ -14,7 +14,7 @@ import type { Duplex } from 'node:stream';
 import { Refusal } from '../../shared/errors';
 import type { LeafCertificates } from './leaf-certs';
 import { parseConnectTarget, type ConnectTarget } from './connect-target';
-import { coveringCredentials } from './coverage';
+import { coveringCredentials } from '../pipeline/coverage';
 import { runClientPid, serveProxiedExchange, type FrontDoorDeps } from './proxied-exchange';
 import { refuseOnSocket, refuseResponse } from './refusal-response';
 import { nestedConnect, parseFailure, unmetExpectation } from './malformed';

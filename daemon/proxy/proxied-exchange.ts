@@ -18,7 +18,7 @@ import { runProxied } from '../pipeline/run-proxied';
 import type { ResponseSink } from '../pipeline/stream-response';
 import { looksLikePlaceholder, type Runs } from '../stores/runs';
 import type { ConnectTarget } from './connect-target';
-import { coveringCredentials } from './coverage';
+import { coveringCredentials } from '../pipeline/coverage';
 import { refuseResponse } from './refusal-response';
 import { cutByParseFailure } from '../exchanges-open';
 

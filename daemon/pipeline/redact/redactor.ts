@@ -68,6 +68,9 @@ export interface Redactor {
   // with an edge set (up to 32 first bytes each) from being tried at most
   // positions of ordinary text.
   pairs: Uint8Array;
+  // A join of several credentials' redactors: the mark of the one whose
+  // value the occurrence [start, end) of `data` is (absent: markOf).
+  markFor?: (data: Uint8Array, start: number, end: number) => Buffer;
   wipe(): void;
 }
 
@@ -155,10 +158,17 @@ export function buildRedactor(needles: Buffer[], label: string): Redactor | null
 // One redactor that finds the needles of all `parts` (their forms shared,
 // not built again: a credential's cached redactor with one made for a
 // request alone, or the redactors of several credentials), marking what it
-// finds `[REDACTED:<label>]`. The pair table of a union of forms is the
-// union of the tables. wipe() clears the join's own tables and `owned`,
-// never the other parts, which their cache wipes.
-export function joinRedactors(parts: Redactor[], label: string, owned: Redactor | null = null): Redactor {
+// finds `[REDACTED:<label>]`, or, `byPart`, with the label of the part
+// whose value an occurrence is (the first that matches it whole). The pair
+// table of a union of forms is the union of the tables. wipe() clears the
+// join's own tables and `owned`, never the other parts, which their cache
+// wipes.
+export function joinRedactors(
+  parts: Redactor[],
+  label: string,
+  owned: Redactor | null = null,
+  byPart = false,
+): Redactor {
   const longestFirst = (x: Compiled, y: Compiled): number => y.bytes.length - x.bytes.length;
   const byFirst = new Array<Compiled[]>(256).fill(NONE).map((_, b) => {
     const all = parts.flatMap((r) => r.byFirst[b] as Compiled[]);
@@ -171,12 +181,15 @@ export function joinRedactors(parts: Redactor[], label: string, owned: Redactor 
     const theirs = new Uint32Array(r.pairs.buffer, r.pairs.byteOffset, words.length);
     for (let i = 0; i < words.length; i++) words[i] = (words[i] as number) | (theirs[i] as number);
   }
-  return {
+  const markFor = (data: Uint8Array, start: number, end: number): Buffer =>
+    markOf(parts.find((r) => longestAt(r, data, start) === end) ?? joined);
+  const joined: Redactor = {
     label,
     maxMatchLength: Math.max(...parts.map((r) => r.maxMatchLength)),
     byFirst,
     unicodeFirst,
     pairs,
+    ...(byPart ? { markFor } : {}),
     wipe() {
       owned?.wipe();
       byFirst.fill(NONE);
@@ -184,6 +197,7 @@ export function joinRedactors(parts: Redactor[], label: string, owned: Redactor 
       pairs.fill(0);
     },
   };
+  return joined;
 }
 
 // The mark that replaces an occurrence, made only when one is found.

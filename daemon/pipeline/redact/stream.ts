@@ -71,7 +71,7 @@ export function streamRedactor(r: Redactor | null, cut = Infinity): StreamRedact
     let from = 0;
     for (const [start, end] of found) {
       mark ??= markOf(r as Redactor);
-      parts.push(held.subarray(from, start), mark);
+      parts.push(held.subarray(from, start), r?.markFor ? r.markFor(held, start, end) : mark);
       count += 1;
       from = end;
     }

@@ -4,8 +4,8 @@
 // proxy.other_hosts. Method and path are judged per request, later.
 import type { HttpCredentialDef } from '../../shared/credential';
 import { hostPatternMatches } from '../../shared/host-pattern';
-import type { PipelineServices } from '../pipeline/context';
-import type { Target } from '../pipeline/target';
+import type { PipelineServices } from './context';
+import type { Target } from './target';
 import { usableDefinition } from '../vault/unlocked-vault';
 
 export function httpDefinitions(s: PipelineServices): HttpCredentialDef[] {
