@@ -53,7 +53,7 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'te', 'trailer', 'upgrad
 const FRAMING = new Set(['content-length', 'transfer-encoding', 'expect']);
 
 const NOT_HONOURED =
-  'this placeholder is not valid for this process: it belongs to another run or its run ended; start the program with `postern run`';
+  'this placeholder is not valid for this process: it belongs to another run, or its run ended (a run ends when its command exits and when the vault is locked, so placeholders from before a lock are void); start the program again under a new `postern run`';
 
 function refuse(message: string): never {
   throw new Refusal('bad_request', message);
@@ -133,6 +133,9 @@ interface Found {
   named: string; // the credential the placeholder's text names
   where: string;
   slot: Slot | null; // the inject slot it sits in, if it is one
+  // Not in its slot but in the header its credential injects: how that
+  // header must read (the refusal says so instead of "remove it").
+  expected?: string;
 }
 
 type Slot =
@@ -172,6 +175,18 @@ function basicParts(value: string): { user: string; password: string } | null {
     : { user: decoded.slice(0, colon), password: decoded.slice(colon + 1) };
 }
 
+// How the header `name` must read to carry credential `def`'s placeholder,
+// when it is the header that credential injects; else null.
+function expectedHeader(def: HttpCredentialDef | undefined, name: string): string | null {
+  if (!def) return null;
+  const key = headerKey(name);
+  if ('github_app' in def.inject)
+    return key === 'authorization' ? '"Bearer <placeholder>" or "token <placeholder>"' : null;
+  if ('oauth2' in def.inject) return key === 'authorization' ? '"Bearer <placeholder>"' : null;
+  if (!('header' in def.inject) || key !== headerKey(def.inject.header)) return null;
+  return JSON.stringify(def.inject.template.replace('{secret}', '<placeholder>'));
+}
+
 function headerValueIsSlot(
   def: HttpCredentialDef | undefined,
   name: string,
@@ -205,8 +220,15 @@ function findPlaceholders(
     text: string,
     where: () => string,
     slot: (p: string, def: HttpCredentialDef | undefined) => Slot | null,
+    expected?: (def: HttpCredentialDef | undefined) => string | null,
   ) => {
-    for (const o of occurrences(text)) found.push({ ...o, where: where(), slot: slot(o.placeholder, defs(o.named)) });
+    for (const o of occurrences(text)) {
+      const def = defs(o.named);
+      const f: Found = { ...o, where: where(), slot: slot(o.placeholder, def) };
+      const form = f.slot === null ? expected?.(def) : null;
+      if (form) f.expected = form;
+      found.push(f);
+    }
   };
   const none = () => null;
   headers.forEach(([name, value], index) => {
@@ -236,6 +258,7 @@ function findPlaceholders(
           : headerValueIsSlot(def, name, value, p)
             ? { kind: 'header', index }
             : null,
+      (def) => expectedHeader(def, name),
     );
   });
   // A text and its percent-decoding (the second only when it differs),
@@ -274,6 +297,10 @@ function findPlaceholders(
 function designation(found: Found[], lookup: PlaceholderLookup): { credential: string; slot: Slot } | null {
   let chosen: { credential: string; slot: Slot } | null = null;
   for (const f of found) {
+    if (!f.slot && f.expected)
+      refuse(
+        `a placeholder is in ${f.where}, but not as its credential "${f.named}" injects it: the header must read exactly ${f.expected} (case and spacing included)`,
+      );
     if (!f.slot)
       refuse(
         `a placeholder is in ${f.where}; postern puts a secret only where its credential's inject form does (its header, the Basic password or its query parameter), never into content: remove it`,

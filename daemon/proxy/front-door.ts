@@ -78,7 +78,55 @@ function serveInner(
       .then((r) => refuseOnSocket(sock, r))
       .catch(() => sock.destroy());
   });
+  const limit = deps.pipeline.config().daemon.agent_request_timeout;
+  keepHeadDeadline(inner, secure, limit, () =>
+    deps
+      .journalRefusal(
+        outer,
+        new Refusal(
+          'bad_request',
+          `the request head did not arrive within daemon.agent_request_timeout (${limit} ms); send the whole request at once`,
+        ),
+        endpoint,
+      )
+      .then((r) => refuseOnSocket(secure, r))
+      .catch(() => secure.destroy()),
+  );
   inner.emit('connection', secure);
+}
+
+// Node's headersTimeout is checked only for a server that listens; this
+// one is handed its connection, so a head that starts to arrive must be
+// whole within `ms` here (an idle kept-alive connection is the server's
+// keepAliveTimeout's). Checked a few times a `ms` by bytes read.
+function keepHeadDeadline(inner: http.Server, secure: tls.TLSSocket, ms: number, late: () => void): void {
+  let busy = false; // a request is being served
+  let seen = secure.bytesRead;
+  let headFrom: number | null = null;
+  inner.on('request', (_req: http.IncomingMessage, res: http.ServerResponse) => {
+    busy = true;
+    headFrom = null;
+    res.once('close', () => {
+      busy = false;
+      seen = secure.bytesRead;
+    });
+  });
+  const check = setInterval(
+    () => {
+      if (busy) return;
+      if (secure.bytesRead !== seen) {
+        seen = secure.bytesRead;
+        headFrom ??= Date.now();
+      }
+      if (headFrom !== null && Date.now() - headFrom >= ms) {
+        clearInterval(check);
+        late();
+      }
+    },
+    Math.max(50, Math.min(1000, ms / 4)),
+  );
+  check.unref();
+  secure.once('close', () => clearInterval(check));
 }
 
 async function terminate(

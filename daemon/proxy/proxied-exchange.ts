@@ -37,16 +37,31 @@ export interface FrontDoorDeps {
 // request without content-length or transfer-encoding has no body (RFC 9112
 // §6.3): it is not read here, and the server drains its end when the
 // response finishes.
-function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer | null> | null {
+function readBody(req: http.IncomingMessage, limit: number, deadlineMs: number): Promise<Buffer | null> | null {
   if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) return null;
   return new Promise((resolve, reject) => {
     let chunks: Buffer[] | null = [];
     let size = 0;
+    // The whole request within daemon.agent_request_timeout, as on the
+    // agent socket: a client that declares a body and stops is answered.
+    const timer = setTimeout(() => {
+      if (chunks === null) return;
+      chunks = null;
+      tooSlow.add(req);
+      reject(
+        new Refusal(
+          'bad_request',
+          `the request body did not arrive within daemon.agent_request_timeout (${deadlineMs} ms); send the whole request at once`,
+        ),
+      );
+    }, deadlineMs);
+    req.once('close', () => clearTimeout(timer));
     req.on('data', (c: Buffer) => {
       if (chunks === null) return;
       size += c.length;
       if (size > limit) {
         chunks = null;
+        clearTimeout(timer);
         reject(
           new Refusal(
             'body_too_large',
@@ -57,10 +72,17 @@ function readBody(req: http.IncomingMessage, limit: number): Promise<Buffer | nu
       }
       chunks.push(c);
     });
-    req.on('end', () => chunks && resolve(size === 0 ? null : Buffer.concat(chunks)));
+    req.on('end', () => {
+      clearTimeout(timer);
+      if (chunks) resolve(size === 0 ? null : Buffer.concat(chunks));
+    });
     req.on('error', reject);
   });
 }
+
+// Requests whose body did not arrive in time: their connection is closed
+// after the refusal (what is still to come of the body is not a request).
+const tooSlow = new WeakSet<http.IncomingMessage>();
 
 // `postern run` names the connecting descendant on the first request head
 // (the CONNECT, or each absolute-form request); it is the front door's, not
@@ -172,7 +194,7 @@ export async function serveProxiedExchange(
     deps.requireUnlocked();
     deps.touch();
     const cfg = s.config();
-    const reading = readBody(req, cfg.http.max_request_body);
+    const reading = readBody(req, cfg.http.max_request_body, cfg.daemon.agent_request_timeout);
     const body = reading === null ? null : await reading;
     const parts: ProxiedParts = {
       method: req.method ?? '',
@@ -208,7 +230,7 @@ export async function serveProxiedExchange(
       return;
     }
     r = await deps.journalRefusal(outer, r, endpoint);
-    if (r.code === 'body_too_large') res.setHeader('connection', 'close');
+    if (r.code === 'body_too_large' || tooSlow.has(req)) res.setHeader('connection', 'close');
     refuseResponse(res, r);
     req.resume();
   }

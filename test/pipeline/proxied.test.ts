@@ -320,7 +320,7 @@ t.test('a placeholder not honoured for this process, or two credentials, are ref
     t,
     parts({ extra: [['Authorization', `Bearer ${ENDED}`]] }),
     'bad_request',
-    /not valid for this process: it belongs to another run or its run ended; start the program with `postern run`/,
+    /not valid for this process: it belongs to another run, or its run ended \(a run ends when its command exits and when the vault is locked/,
     'an ended run',
   );
   refused(
