@@ -4,13 +4,16 @@
 // another uid.
 import net from 'node:net';
 import { FrameDecoder, encodeFrame } from '../shared/admin-frame';
-import type { AdminOp } from '../shared/admin-protocol';
+import { ADMIN_OPS, type AdminOp } from '../shared/admin-protocol';
 import type { LoadedConfig } from '../shared/config';
 import { peerCredOfSocket } from '../shared/native';
 import { Refusal } from '../shared/errors';
 import { DaemonRefusal, Unreachable } from './errors';
 import { existsSync } from 'node:fs';
 import { describeDaemon, findRunningDaemon, restartAdvice } from '../shared/running-daemon';
+
+// How long an operation without a passphrase may take to be answered.
+const ANSWER_MS = 10_000;
 
 export class AdminClient {
   private nextId = 1;
@@ -70,7 +73,29 @@ export class AdminClient {
     const id = this.nextId++;
     const frame = encodeFrame({ id, op, args }, attachments);
     return new Promise((resolve, reject) => {
-      this.waiting.set(id, { resolve, reject });
+      // An operation with a passphrase may take the KDF's time and the
+      // back-off after wrong ones: no limit. Any other is answered at once
+      // by a running daemon; one that is stopped (SIGSTOP, a debugger) or
+      // stuck would otherwise leave the command waiting without a word.
+      const quick = !(ADMIN_OPS[op] as readonly string[]).includes('passphrase');
+      const timer = quick
+        ? setTimeout(() => {
+            if (!this.waiting.delete(id)) return;
+            reject(
+              new Unreachable(
+                `the postern daemon did not answer ${op} within ${ANSWER_MS / 1000} s; it may be stopped (SIGSTOP, a debugger) or overloaded: check its process and its log, and restart it if it stays so`,
+              ),
+            );
+          }, ANSWER_MS)
+        : null;
+      timer?.unref();
+      const done =
+        <T>(f: (v: T) => void) =>
+        (v: T): void => {
+          if (timer) clearTimeout(timer);
+          f(v);
+        };
+      this.waiting.set(id, { resolve: done(resolve), reject: done(reject) });
       this.sock.write(frame, () => frame.fill(0));
     });
   }

@@ -3,6 +3,7 @@
 // bridge. Aborting the call closes its connection, which withdraws a
 // request still waiting for approval (SPEC §6.1).
 import http from 'node:http';
+import { statSync } from 'node:fs';
 import { Unreachable } from './errors';
 import { WAITING_NOTICE, type ApprovalNotice } from '../shared/protocol';
 
@@ -25,6 +26,18 @@ export function agentSocketPath(env: NodeJS.ProcessEnv, fromConfig: () => string
 }
 
 export class Aborted extends Error {}
+
+// What the path is when it exists and is not a socket (a directory, a
+// file): then no daemon can be listening there, whatever runs.
+function notASocket(path: string): string | null {
+  try {
+    const st = statSync(path);
+    if (st.isSocket()) return null;
+    return st.isDirectory() ? 'a directory' : st.isFile() ? 'a regular file' : 'not a socket';
+  } catch {
+    return null;
+  }
+}
 
 export function agentCall(
   socketPath: string,
@@ -94,9 +107,12 @@ export function agentCall(
       if (opts.signal?.aborted) return;
       // Only these mean the daemon never had the request.
       if (['ENOENT', 'ECONNREFUSED', 'EACCES', 'EPERM', 'ENOTSOCK', 'ENOTDIR'].includes(e.code ?? '')) {
+        const what = notASocket(socketPath);
         reject(
           new Unreachable(
-            `the postern daemon is not reachable at ${socketPath} (${e.code}); start it with \`postern daemon\``,
+            what
+              ? `${socketPath} is ${what}, not the daemon's agent socket; check POSTERN_AGENT_SOCKET (or daemon.agent_socket in the config)`
+              : `the postern daemon is not reachable at ${socketPath} (${e.code}); start it with \`postern daemon\``,
           ),
         );
       } else {

@@ -1,13 +1,14 @@
 // Reading passphrases and secrets: from a file (`-` for stdin) or from the
 // terminal without echo; never from argv or the environment. Everything is
 // returned as a Buffer so it can be wiped after use.
-import { openSync, readSync, closeSync, fstatSync } from 'node:fs';
+import { openSync, readSync, closeSync, fstatSync, constants } from 'node:fs';
 import { UsageError } from './errors';
 import { SecretCollector } from './secret-collector';
 import { askOnTerminal } from './terminal-prompt';
 import { Refusal } from '../shared/errors';
 
 const MAX_INPUT = 256 * 1024;
+const PAUSE = new Int32Array(new SharedArrayBuffer(4));
 let stdinTaken: string | null = null;
 
 // Read a whole file (or stdin for `-`) into a Buffer, without following it
@@ -19,23 +20,27 @@ export function readInputFile(path: string, what: string): Buffer {
   }
   let fd: number;
   try {
-    fd = path === '-' ? 0 : openSync(path, 'r');
+    // Non-blocking: a FIFO nobody writes to reads as empty at once instead
+    // of blocking the open for ever; one with a writer (`<(op read …)`) is
+    // waited for below.
+    fd = path === '-' ? 0 : openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (e) {
-    throw new Refusal(
-      'bad_request',
-      `cannot read the ${what} file ${path} (${(e as NodeJS.ErrnoException).code}); check the path`,
-    );
+    // The command line names a file that is not there (or not readable): a
+    // usage error, as for every option that names a file.
+    throw new UsageError(`cannot read the ${what} file ${path} (${(e as NodeJS.ErrnoException).code}); check the path`);
   }
   try {
     // A regular file, or a pipe: `--passphrase-file <(op read …)` hands over
     // /dev/fd/N, the read end of a pipe. A directory, a device or a socket
     // is a mistake.
-    const st = path === '-' ? null : fstatSync(fd);
-    if (st && !st.isFile() && !st.isFIFO())
+    const st = fstatSync(fd);
+    if (path === '-' && st.isDirectory())
       throw new Refusal(
         'bad_request',
-        `the ${what} file ${path} is not a regular file or a pipe; name a file, or use - for stdin`,
+        `the ${what} is to be read from stdin (-), but stdin is a directory; redirect a file`,
       );
+    if (path !== '-' && !st.isFile() && !st.isFIFO())
+      throw new UsageError(`the ${what} file ${path} is not a regular file or a pipe; name a file, or use - for stdin`);
     const chunks: Buffer[] = [];
     let total = 0;
     const chunk = Buffer.alloc(64 * 1024);
@@ -44,7 +49,11 @@ export function readInputFile(path: string, what: string): Buffer {
       try {
         n = readSync(fd, chunk, 0, chunk.length, null);
       } catch (e) {
-        if ((e as NodeJS.ErrnoException).code === 'EAGAIN') continue;
+        // A pipe whose writer has not written yet.
+        if ((e as NodeJS.ErrnoException).code === 'EAGAIN') {
+          Atomics.wait(PAUSE, 0, 0, 10);
+          continue;
+        }
         if ((e as NodeJS.ErrnoException).code === 'EOF') break;
         throw e;
       }

@@ -3,6 +3,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { Refusal } from './errors';
 
 export interface Locations {
   configPath: string;
@@ -10,9 +11,22 @@ export interface Locations {
   configExplicit: boolean;
 }
 
+// The user's home directory: HOME, else the password database. An empty or
+// relative HOME would put postern's home under whatever directory the
+// command runs in: refused, naming the variable.
+function userHome(): string {
+  const home = os.homedir();
+  if (!path.isAbsolute(home))
+    throw new Refusal(
+      'bad_request',
+      `HOME is ${home === '' ? 'empty' : `${JSON.stringify(home)}, not an absolute path`}, so ~/.postern would be relative to the current directory; set HOME to your home directory, or POSTERN_HOME to postern's home`,
+    );
+  return home;
+}
+
 export function expandTilde(p: string): string {
-  if (p === '~') return os.homedir();
-  if (p.startsWith('~/')) return path.join(os.homedir(), p.slice(2));
+  if (p === '~') return userHome();
+  if (p.startsWith('~/')) return path.join(userHome(), p.slice(2));
   return p;
 }
 
@@ -24,7 +38,7 @@ function fromEnv(env: NodeJS.ProcessEnv, name: string): string | undefined {
 export function resolveLocations(opts: { configFlag?: string; env: NodeJS.ProcessEnv }): Locations {
   const envHome = fromEnv(opts.env, 'POSTERN_HOME');
   const homeFromEnvOrDefault = path.resolve(
-    envHome !== undefined ? expandTilde(envHome) : path.join(os.homedir(), '.postern'),
+    envHome !== undefined ? expandTilde(envHome) : path.join(userHome(), '.postern'),
   );
   const explicit =
     opts.configFlag !== undefined && opts.configFlag !== '' ? opts.configFlag : fromEnv(opts.env, 'POSTERN_CONFIG');

@@ -2,7 +2,6 @@
 // printed in its normalised form before the passphrase is asked, because an
 // agent may have written the file the human is about to authorise.
 import { Command } from 'commander';
-import { readFileSync } from 'node:fs';
 import { Context } from '../context';
 import { withAdmin, AdminClient } from '../admin-client';
 import { getPassphrase, getSecret, readInputFile, stripNewline, askHidden, askPrivateKey } from '../prompt';
@@ -22,15 +21,16 @@ interface SecretOptions {
   passphraseFile?: string;
 }
 
+// A regular file or a pipe (`-` for stdin), at most 256 KiB, as the secret
+// files are read: a device (/dev/zero) or a directory is refused at once;
+// bytes that are not UTF-8 are refused, not replaced.
 function readDefinition(file: string): CredentialDef {
+  const bytes = readInputFile(file, 'definition');
   let text: string;
   try {
-    text = readFileSync(file, 'utf8');
-  } catch (e) {
-    throw new Refusal(
-      'bad_request',
-      `cannot read the definition file ${file} (${(e as NodeJS.ErrnoException).code}); check the path`,
-    );
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw new Refusal('bad_request', `the definition file ${file} is not valid UTF-8; save it as UTF-8 text`);
   }
   return credential().parseDefinitionToml(text, file);
 }

@@ -1,10 +1,10 @@
 // Credentials through the real CLI and daemon: definitions validated with
 // every problem listed, normalised definition shown before the passphrase,
 // update shows the difference, bad input never loses what is stored.
-import t, { Test } from 'tap';
+import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cli, init, makeHome, startDaemon, Home } from '../helpers/postern';
+import { cli, unlockedHome } from '../helpers/postern';
 
 const HTTP_DEF = `name = "github"
 description = "GitHub API"
@@ -20,15 +20,7 @@ methods = ["get", "POST"]
 paths = ["/repos/acme/app/*"]
 `;
 
-async function ready(t: Test): Promise<Home> {
-  const h = makeHome();
-  t.teardown(() => h.cleanup());
-  t.equal(init(h).code, 0);
-  const d = await startDaemon(h);
-  t.teardown(() => d.stop());
-  t.equal(cli(h, ['unlock', '--passphrase-file', h.passFile]).code, 0);
-  return h;
-}
+const ready = unlockedHome;
 
 t.test('add shows the normalised definition first; list, show, update, rm', async (t) => {
   const h = await ready(t);

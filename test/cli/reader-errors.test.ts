@@ -55,7 +55,7 @@ t.test('a passphrase from a pipe: --passphrase-file <(...) and - work', async (t
   const dir = cli(h, ['lock']);
   t.equal(dir.code, 0);
   const bad = cli(h, ['unlock', '--passphrase-file', h.dir]);
-  t.equal(bad.code, 1);
+  t.equal(bad.code, 2, 'a usage error: the command line names a directory');
   t.equal(
     bad.stderr,
     `postern: the passphrase file ${h.dir} is not a regular file or a pipe; name a file, or use - for stdin\n`,

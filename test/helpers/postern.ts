@@ -231,3 +231,16 @@ export function openRequest(sock: string, body: unknown): { socket: net.Socket; 
   socket.on('error', () => undefined);
   return { socket, reply: new Promise((resolve) => socket.on('close', () => resolve(data))) };
 }
+
+// A home made, initialised, its daemon started and unlocked; all of it
+// undone when `t` ends.
+export async function unlockedHome(t: { teardown(fn: () => unknown): void }): Promise<Home> {
+  const h = makeHome();
+  t.teardown(() => h.cleanup());
+  if (init(h).code !== 0) throw new Error('unlockedHome: postern init failed');
+  const d = await startDaemon(h);
+  t.teardown(() => d.stop());
+  const u = cli(h, ['unlock', '--passphrase-file', h.passFile]);
+  if (u.code !== 0) throw new Error(`unlockedHome: unlock failed: ${u.stderr}`);
+  return h;
+}
