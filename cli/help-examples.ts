@@ -48,12 +48,13 @@ export const EXAMPLES: Readonly<Record<string, readonly string[]>> = {
     'postern request ssh --credential deploy-box --command "systemctl status app"',
   ],
   'request http': [
-    'postern request http --credential github --url https://api.github.com/user',
-    'postern request http --credential github -X POST --url https://api.github.com/repos/acme/app/issues --data \'{"title":"x"}\' -H "content-type: application/json"',
-    'postern request http --credential github --url https://api.github.com/user -o user.json --fail',
+    'postern request http --credential github --url https://api.github.com/repos/acme/app/issues > issues.json',
+    'postern request http --credential github -X POST --url https://api.github.com/repos/acme/app/issues --data \'{"title":"x"}\' -H "content-type: application/json" --reason "file the bug the user asked for"',
+    'postern request http --credential files --url https://files.example.com/v1/logo.png -o logo.png --fail',
   ],
   'request ssh': [
     'postern request ssh --credential deploy-box --command "systemctl status app"',
+    'postern request ssh --credential deploy-box --command "git -C /srv/app pull"',
     'postern request ssh --credential deploy-box --command "tee /srv/app/motd" --stdin-file motd.txt',
   ],
   approver: [

@@ -268,13 +268,7 @@ export function register(program: Command, ctx: Ctx): void {
 The response body alone goes to stdout (or -o FILE), byte for byte; the
 status line and refusals go to stderr. Exit 0 when postern performed the
 request, whatever the upstream status (1 with --fail for 400 or more);
-1 refused, 2 usage error, 3 the daemon is not reachable.
-
-Examples:
-  postern request http --credential github --url https://api.github.com/repos/acme/app/issues > issues.json
-  postern request http --credential github -X POST --data '{"title":"x"}' \\
-    --reason "file the bug the user asked for" --url https://api.github.com/repos/acme/app/issues
-  postern request http --credential files --url https://files.example.com/v1/logo.png -o logo.png --fail`,
+1 refused, 2 usage error, 3 the daemon is not reachable.`,
     )
     .action((o: HttpOptions) => requestHttp(ctx(), o));
   request
@@ -291,11 +285,7 @@ Examples:
 The remote stdout and stderr go to stdout and stderr, byte for byte. The
 exit code is the remote command's (128 + n when signal n ended it), or 255
 when postern refused or failed (the code and message on stderr); 2 for a
-usage error.
-
-Examples:
-  postern request ssh --credential deploy-box --command "git -C /srv/app pull"
-  postern request ssh --credential deploy-box --command "tee /srv/app/x" --stdin-file ./x`,
+usage error.`,
     )
     .action((o: { credential: string; command: string; stdinFile?: string; timeoutMs?: string; reason?: string }) =>
       requestSsh(ctx(), o),

@@ -97,10 +97,6 @@ export function register(program: Command, ctx: Ctx): void {
   program
     .command('systemd-unit')
     .description("print a systemd user unit that runs this installation's daemon")
-    .addHelpText(
-      'after',
-      '\nExamples:\n  postern systemd-unit > ~/.config/systemd/user/postern.service\n  postern --config /etc/postern/config.toml systemd-unit\n',
-    )
     .action(() => {
       const c = ctx();
       const explicit = c.opts.config !== undefined || c.env['POSTERN_CONFIG'] !== undefined;

@@ -138,5 +138,6 @@ t.test("every command's --help ends with examples (SPEC §5)", async (t) => {
       /\nExamples:\n(  \$ postern .*\n|  \$ \S.*postern.*\n)+$/,
       `postern ${p} --help ends with examples`,
     );
+    t.equal((r.stdout.match(/^Examples:$/gm) ?? []).length, 1, `postern ${p} --help: one block of examples`);
   });
 });
