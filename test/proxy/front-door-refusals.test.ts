@@ -173,7 +173,7 @@ t.test('refusals through the proxy', async (t) => {
     const theirs = readFileSync(file, 'utf8').trim();
     const a = await run(`${CURL} -H "Authorization: Bearer ${theirs}" ${url}`);
     assertRefused(t, a, 400, 'bad_request', 'another run');
-    t.match(JSON.parse(a.body).error.message, /another run or its run ended/);
+    t.match(JSON.parse(a.body).error.message, /it belongs to another run, or its run ended/);
     await other;
   });
 
