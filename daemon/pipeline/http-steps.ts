@@ -143,11 +143,9 @@ function joinLeases(leases: NamedLease[]): RedactorLease {
   const parts = leases.filter((l) => l.redactor !== null);
   const joined =
     parts.length > 1
-      ? joinRedactors(
+      ? sharedJoin(
           parts.map((l) => l.redactor as Redactor),
           parts.map((l) => l.name).join('|'),
-          null,
-          true,
         )
       : null;
   let held = true;
@@ -156,10 +154,38 @@ function joinLeases(leases: NamedLease[]): RedactorLease {
     release: () => {
       if (!held) return;
       held = false;
-      joined?.wipe();
       for (const l of leases) l.release();
     },
   };
+}
+
+// A join's tables take longer to build (≈0.2 ms) than a small response
+// takes to scan, and a host two credentials cover asks for the same join
+// at every request: it is kept while its parts live, found by their
+// identity, and wiped with the first of them to be wiped (the redactor
+// cache wipes a part only when no lease holds it, so no request is using
+// the join then).
+const joins = new WeakMap<Redactor, { rest: Redactor[]; joined: Redactor; live: boolean }[]>();
+
+function sharedJoin(parts: Redactor[], label: string): Redactor {
+  const [first, ...rest] = parts as [Redactor, ...Redactor[]];
+  const known = (joins.get(first) ?? []).filter((k) => k.live);
+  const hit = known.find(
+    (k) => k.joined.label === label && k.rest.length === rest.length && k.rest.every((r, i) => r === rest[i]),
+  );
+  if (hit) return hit.joined;
+  const entry = { rest, joined: joinRedactors(parts, label, null, true), live: true };
+  known.push(entry);
+  joins.set(first, known);
+  for (const p of parts) {
+    const wipePart = p.wipe.bind(p);
+    p.wipe = () => {
+      entry.live = false;
+      entry.joined.wipe();
+      wipePart();
+    };
+  }
+  return entry.joined;
 }
 
 // A proxied request without a placeholder to a covered host: its response
