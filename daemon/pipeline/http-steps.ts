@@ -124,7 +124,7 @@ export async function coveringLeases(
           continue;
         }
       }
-      leases.push({ ...lease, name: def.name });
+      leases.push({ ...lease, name: def.name, shared: true });
     }
   } catch (e) {
     for (const l of leases) l.release();
@@ -135,25 +135,29 @@ export async function coveringLeases(
 
 export interface NamedLease extends RedactorLease {
   name: string;
+  // The redactor is the cache's, shared by requests (not one made for this
+  // request alone, as for a computed credential's own values).
+  shared: boolean;
 }
 
 // One lease for several: their redactors joined (an occurrence marked with
 // the name of the credential whose value it is), each released with it.
 function joinLeases(leases: NamedLease[]): RedactorLease {
   const parts = leases.filter((l) => l.redactor !== null);
+  const redactors = parts.map((l) => l.redactor as Redactor);
+  const label = parts.map((l) => l.name).join('|');
+  // Kept only when every part is shared; one with a part made for this
+  // request is made for it alone and wiped with it.
+  const kept = parts.length > 1 && parts.every((l) => l.shared);
   const joined =
-    parts.length > 1
-      ? sharedJoin(
-          parts.map((l) => l.redactor as Redactor),
-          parts.map((l) => l.name).join('|'),
-        )
-      : null;
+    parts.length < 2 ? null : kept ? sharedJoin(redactors, label) : joinRedactors(redactors, label, null, true);
   let held = true;
   return {
     redactor: joined ?? parts[0]?.redactor ?? null,
     release: () => {
       if (!held) return;
       held = false;
+      if (!kept) joined?.wipe();
       for (const l of leases) l.release();
     },
   };
@@ -270,7 +274,10 @@ export async function sendWithSecret<T>(
         const own = def.redact_response
           ? withOwnNeedles(s.stores.redactors.acquire(def.name, injected.needles), injected.ownNeedles, def.name)
           : NO_REDACTION;
-        const lease = others.length > 0 ? joinLeases([{ ...own, name: def.name }, ...others]) : own;
+        const lease =
+          others.length > 0
+            ? joinLeases([{ ...own, name: def.name, shared: injected.ownNeedles.length === 0 }, ...others])
+            : own;
         scan.redactor = lease.redactor;
         scan.release = lease.release;
         handed = true;
