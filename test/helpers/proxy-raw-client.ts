@@ -4,6 +4,7 @@
 // CONNECT tunnel (the run's proxy token from HTTPS_PROXY, TLS trusting only
 // SSL_CERT_FILE), and prints one JSON line per request with the raw
 // response bytes. `parseRaw` reads such a response (chunked undone).
+import net from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cliBytes } from './cli-bytes';
@@ -471,4 +472,26 @@ export async function sendKeptAlive(
     .filter(Boolean)
     .map((line) => JSON.parse(line) as KeptAliveAnswer);
   return { answers, code: run.code, stdout: run.stdout, stderr: run.stderr };
+}
+
+// A CONNECT straight on the agent socket: the answer's head (and, for a
+// refusal, its body), without going on to TLS.
+export function connectHead(socket: string, authority: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const c = net.connect(socket);
+    let got = '';
+    const timer = setTimeout(() => c.destroy(), 10_000);
+    const done = (): void => {
+      clearTimeout(timer);
+      c.destroy();
+      resolve(got);
+    };
+    c.on('connect', () => c.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n\r\n`));
+    c.on('data', (d: Buffer) => {
+      got += d.toString('latin1');
+      if (/^HTTP\/1\.1 200 /.test(got) && got.includes('\r\n\r\n')) done();
+    });
+    c.on('error', reject);
+    c.on('close', done);
+  });
 }

@@ -9,7 +9,6 @@
 // placeholder from the very header it belongs in, and one that told a
 // program running under `postern run` to start under `postern run`.
 import t from 'tap';
-import net from 'node:net';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startStack } from '../helpers/stack';
@@ -18,7 +17,7 @@ import { cliBytes } from '../helpers/cli-bytes';
 import { cli, eventually } from '../helpers/postern';
 import { makeCanary, journalText } from '../helpers/canary';
 import { exposures } from '../helpers/exposure';
-import { parseRaw, sendRaw } from '../helpers/proxy-raw-client';
+import { parseRaw, sendRaw, connectHead } from '../helpers/proxy-raw-client';
 
 const HOST = 'api.example.test';
 const PLAIN = 'plain.example.test';
@@ -214,23 +213,3 @@ t.test('requests a client sends through the proxy', async (t) => {
   t.same(exposures(s.d.logs(), secret), [], 'not in the log');
   t.same(exposures(await journalText(s.h), secret), [], 'not in the journal');
 });
-
-function connectHead(socket: string, authority: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const c = net.connect(socket);
-    let got = '';
-    const timer = setTimeout(() => c.destroy(), 10_000);
-    const done = (): void => {
-      clearTimeout(timer);
-      c.destroy();
-      resolve(got);
-    };
-    c.on('connect', () => c.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n\r\n`));
-    c.on('data', (d: Buffer) => {
-      got += d.toString('latin1');
-      if (/^HTTP\/1\.1 200 /.test(got) && got.includes('\r\n\r\n')) done();
-    });
-    c.on('error', reject);
-    c.on('close', done);
-  });
-}

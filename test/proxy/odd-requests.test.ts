@@ -28,7 +28,6 @@
 // bytes; the secret searched in every byte a client received, the daemon
 // log and the journal.
 import t from 'tap';
-import net from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startStack, type Card } from '../helpers/stack';
@@ -36,7 +35,7 @@ import { startHttpUpstream, echo } from '../helpers/https-upstream';
 import { cliBytes } from '../helpers/cli-bytes';
 import { makeCanary, journalText } from '../helpers/canary';
 import { exposures } from '../helpers/exposure';
-import { parseRaw, sendRaw } from '../helpers/proxy-raw-client';
+import { parseRaw, sendRaw, connectHead } from '../helpers/proxy-raw-client';
 import { startRawOrigin, rawResponse } from '../helpers/raw-origin';
 
 const HOST = 'api.example.test';
@@ -323,25 +322,3 @@ t.test('requests a client sends', async (t) => {
   t.same(exposures(s.d.logs(), secret), [], "the secret is not in the daemon's log");
   t.same(exposures(await journalText(s.h), secret), [], 'the secret is not in the journal');
 });
-
-// A CONNECT straight on the agent socket: the answer's head (and, for a
-// refusal, its body), without going on to TLS.
-function connectHead(socket: string, authority: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const c = net.connect(socket);
-    let got = '';
-    const timer = setTimeout(() => c.destroy(), 10_000);
-    const done = (): void => {
-      clearTimeout(timer);
-      c.destroy();
-      resolve(got);
-    };
-    c.on('connect', () => c.write(`CONNECT ${authority} HTTP/1.1\r\nHost: ${authority}\r\n\r\n`));
-    c.on('data', (d: Buffer) => {
-      got += d.toString('latin1');
-      if (/^HTTP\/1\.1 200 /.test(got) && got.includes('\r\n\r\n')) done();
-    });
-    c.on('error', reject);
-    c.on('close', done);
-  });
-}
