@@ -18,7 +18,7 @@ import { InFlight, RateBudgets } from './stores/budgets';
 import { Runs } from './stores/runs';
 import { TokenCache } from './pipeline/computed/github-app';
 import { RedactorCache } from './stores/redactors';
-import { buildRedactor } from './pipeline/redact';
+import { buildRedactor, joinRedactors } from './pipeline/redact';
 import { LeafCertificates, storeCaAtFirstUse } from './proxy/leaf-certs';
 
 export function createPipelineServices(controller: Controller): PipelineServices & { leaves: LeafCertificates } {
@@ -30,7 +30,7 @@ export function createPipelineServices(controller: Controller): PipelineServices
     inFlight: new InFlight(() => controller.config.config.http.max_concurrent),
     runs: new Runs((run, reason) => controller.recorder.bestEffort({ kind: 'run_end', run: run.id, reason })),
     tokens: new TokenCache(),
-    redactors: new RedactorCache(buildRedactor),
+    redactors: new RedactorCache(buildRedactor, (parts, label) => joinRedactors(parts, label, null, true)),
   };
   const journal = {
     record: controller.record.bind(controller),

@@ -124,72 +124,48 @@ export async function coveringLeases(
           continue;
         }
       }
-      leases.push({ ...lease, name: def.name, shared: true });
+      leases.push({ lease, name: def.name });
     }
   } catch (e) {
-    for (const l of leases) l.release();
+    for (const l of leases) l.lease.release();
     throw e;
   }
   return leases;
 }
 
-export interface NamedLease extends RedactorLease {
+// A lease and the name of the credential whose redactor it holds (the
+// lease itself, not a copy: the cache knows its own leases by identity).
+export interface NamedLease {
+  lease: RedactorLease;
   name: string;
-  // The redactor is the cache's, shared by requests (not one made for this
-  // request alone, as for a computed credential's own values).
-  shared: boolean;
 }
 
 // One lease for several: their redactors joined (an occurrence marked with
 // the name of the credential whose value it is), each released with it.
-function joinLeases(leases: NamedLease[]): RedactorLease {
-  const parts = leases.filter((l) => l.redactor !== null);
-  const redactors = parts.map((l) => l.redactor as Redactor);
+// The join of the cache's redactors is kept by the cache; one with a part
+// made for this request alone is made for it and wiped with it.
+function joinLeases(s: PipelineServices, leases: NamedLease[]): RedactorLease {
+  const parts = leases.filter((l) => l.lease.redactor !== null);
   const label = parts.map((l) => l.name).join('|');
-  // Kept only when every part is shared; one with a part made for this
-  // request is made for it alone and wiped with it.
-  const kept = parts.length > 1 && parts.every((l) => l.shared);
-  const joined =
-    parts.length < 2 ? null : kept ? sharedJoin(redactors, label) : joinRedactors(redactors, label, null, true);
+  const kept =
+    parts.length > 1
+      ? s.stores.redactors.joined(
+          parts.map((l) => l.lease),
+          label,
+        )
+      : null;
+  const redactors = parts.map((l) => l.lease.redactor as Redactor);
+  const joined = parts.length < 2 ? null : (kept ?? joinRedactors(redactors, label, null, true));
   let held = true;
   return {
-    redactor: joined ?? parts[0]?.redactor ?? null,
+    redactor: joined ?? redactors[0] ?? null,
     release: () => {
       if (!held) return;
       held = false;
       if (!kept) joined?.wipe();
-      for (const l of leases) l.release();
+      for (const l of leases) l.lease.release();
     },
   };
-}
-
-// A join's tables take longer to build (≈0.2 ms) than a small response
-// takes to scan, and a host two credentials cover asks for the same join
-// at every request: it is kept while its parts live, found by their
-// identity, and wiped with the first of them to be wiped (the redactor
-// cache wipes a part only when no lease holds it, so no request is using
-// the join then).
-const joins = new WeakMap<Redactor, { rest: Redactor[]; joined: Redactor; live: boolean }[]>();
-
-function sharedJoin(parts: Redactor[], label: string): Redactor {
-  const [first, ...rest] = parts as [Redactor, ...Redactor[]];
-  const known = (joins.get(first) ?? []).filter((k) => k.live);
-  const hit = known.find(
-    (k) => k.joined.label === label && k.rest.length === rest.length && k.rest.every((r, i) => r === rest[i]),
-  );
-  if (hit) return hit.joined;
-  const entry = { rest, joined: joinRedactors(parts, label, null, true), live: true };
-  known.push(entry);
-  joins.set(first, known);
-  for (const p of parts) {
-    const wipePart = p.wipe.bind(p);
-    p.wipe = () => {
-      entry.live = false;
-      entry.joined.wipe();
-      wipePart();
-    };
-  }
-  return entry.joined;
 }
 
 // A proxied request without a placeholder to a covered host: its response
@@ -200,7 +176,7 @@ export async function scanForCovering(
   covering: HttpCredentialDef[],
   scan: ResponseScan,
 ): Promise<void> {
-  const lease = joinLeases(await coveringLeases(s, covering));
+  const lease = joinLeases(s, await coveringLeases(s, covering));
   scan.redactor = lease.redactor;
   scan.release = lease.release;
 }
@@ -274,10 +250,7 @@ export async function sendWithSecret<T>(
         const own = def.redact_response
           ? withOwnNeedles(s.stores.redactors.acquire(def.name, injected.needles), injected.ownNeedles, def.name)
           : NO_REDACTION;
-        const lease =
-          others.length > 0
-            ? joinLeases([{ ...own, name: def.name, shared: injected.ownNeedles.length === 0 }, ...others])
-            : own;
+        const lease = others.length > 0 ? joinLeases(s, [{ lease: own, name: def.name }, ...others]) : own;
         scan.redactor = lease.redactor;
         scan.release = lease.release;
         handed = true;
@@ -288,6 +261,6 @@ export async function sendWithSecret<T>(
       }
     });
   } finally {
-    if (!handed) for (const l of others) l.release();
+    if (!handed) for (const l of others) l.lease.release();
   }
 }

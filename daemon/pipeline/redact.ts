@@ -37,7 +37,7 @@
 // indexed and scanned for in redact/redactor.ts.
 import { findAll, markOf, type Redactor } from './redact/redactor';
 
-export { buildRedactor, MIN_NEEDLE, type Redactor } from './redact/redactor';
+export { buildRedactor, joinRedactors, MIN_NEEDLE, type Redactor } from './redact/redactor';
 export { MAX_REF_DIGITS } from './redact/match';
 
 export interface Redacted {

@@ -9,6 +9,13 @@
 // replaced or dropped is wiped when its last lease ends, never while a
 // scan still reads its tables (a zeroed table would find nothing and let
 // the secret through). The kept needles are copies, wiped with the tables.
+//
+// A host several credentials cover has its responses searched with the
+// join of their redactors; building one takes longer (≈0.2 ms) than a small
+// response takes to scan, and such a host asks for the same join at every
+// request, so joins of the cache's redactors are kept here too, and wiped
+// with the first of their parts to be wiped (a part is wiped only when no
+// lease holds it, and a request holding a join holds every part's lease).
 import { timingSafeEqual } from 'node:crypto';
 import type { Redactor } from '../pipeline/redact';
 
@@ -24,7 +31,17 @@ interface Entry {
   redactor: Redactor | null;
   leases: number;
   current: boolean;
+  joins: Join[];
 }
+
+interface Join {
+  parts: Entry[];
+  redactor: Redactor;
+}
+
+// Which entry a lease the cache gave out holds: only those can be joined
+// and kept; any other lease (a redactor made for one request) is not.
+const leased = new WeakMap<RedactorLease, Entry>();
 
 export const NO_REDACTION: RedactorLease = { redactor: null, release: () => undefined };
 
@@ -41,8 +58,12 @@ function sameNeedles(a: readonly Buffer[], b: readonly Buffer[]): boolean {
 export class RedactorCache {
   private readonly entries = new Map<string, Entry>();
 
-  // The pipeline's buildRedactor: stores do not import the pipeline.
-  constructor(private readonly build: (needles: Buffer[], label: string) => Redactor | null) {}
+  // The pipeline's buildRedactor and joinRedactors: stores do not import
+  // the pipeline.
+  constructor(
+    private readonly build: (needles: Buffer[], label: string) => Redactor | null,
+    private readonly joinParts: (parts: Redactor[], label: string) => Redactor,
+  ) {}
 
   // The redactor for these needles (which the caller keeps and wipes).
   acquire(credential: string, needles: readonly Buffer[]): RedactorLease {
@@ -54,6 +75,7 @@ export class RedactorCache {
         redactor: this.build([...needles], credential),
         leases: 0,
         current: true,
+        joins: [],
       };
       this.entries.set(credential, e);
     }
@@ -67,6 +89,33 @@ export class RedactorCache {
   current(credential: string): RedactorLease | null {
     const e = this.entries.get(credential);
     return e ? leaseOf(e) : null;
+  }
+
+  // The join of these leases' redactors, kept while its parts live, when
+  // every lease is one of the cache's and holds a redactor; null otherwise
+  // (the caller then joins them for its request alone).
+  joined(leases: readonly RedactorLease[], label: string): Redactor | null {
+    const parts: Entry[] = [];
+    for (const l of leases) {
+      const e = leased.get(l);
+      if (!e?.redactor) return null;
+      parts.push(e);
+    }
+    const [first] = parts;
+    if (!first || parts.length < 2) return null;
+    const hit = first.joins.find(
+      (j) => j.redactor.label === label && j.parts.length === parts.length && j.parts.every((p, i) => p === parts[i]),
+    );
+    if (hit) return hit.redactor;
+    const join: Join = {
+      parts,
+      redactor: this.joinParts(
+        parts.map((p) => p.redactor as Redactor),
+        label,
+      ),
+    };
+    for (const p of new Set(parts)) p.joins.push(join);
+    return join.redactor;
   }
 
   // The credential changed or was removed.
@@ -95,7 +144,7 @@ export class RedactorCache {
 function leaseOf(entry: Entry): RedactorLease {
   entry.leases += 1;
   let held = true;
-  return {
+  const lease: RedactorLease = {
     redactor: entry.redactor,
     release: () => {
       if (!held) return;
@@ -104,9 +153,16 @@ function leaseOf(entry: Entry): RedactorLease {
       if (!entry.current && entry.leases === 0) wipeEntry(entry);
     },
   };
+  leased.set(lease, entry);
+  return lease;
 }
 
 function wipeEntry(e: Entry): void {
+  for (const j of e.joins) {
+    j.redactor.wipe();
+    for (const p of j.parts) if (p !== e) p.joins = p.joins.filter((k) => k !== j);
+  }
+  e.joins = [];
   e.redactor?.wipe();
   for (const n of e.needles) n.fill(0);
 }

@@ -5,7 +5,7 @@
 // change or a lock replaced its redactor. Each case scans a real response
 // body with the leased redactor and looks for the secret in what is left.
 import t from 'tap';
-import { buildRedactor, redact, type Redactor } from '../../daemon/pipeline/redact';
+import { buildRedactor, joinRedactors, redact, type Redactor } from '../../daemon/pipeline/redact';
 import { RedactorCache } from '../../daemon/stores/redactors';
 
 const SECRET = 'tk_live_Q9x7Yv0123456789ABCDEF';
@@ -26,13 +26,20 @@ function clean(r: Redactor | null, s: string): boolean {
   );
 }
 
-function counting(): { cache: RedactorCache; builds: () => number } {
+function counting(): { cache: RedactorCache; builds: () => number; joins: () => number } {
   let n = 0;
-  const cache = new RedactorCache((ns, label) => {
-    n += 1;
-    return buildRedactor(ns, label);
-  });
-  return { cache, builds: () => n };
+  let j = 0;
+  const cache = new RedactorCache(
+    (ns, label) => {
+      n += 1;
+      return buildRedactor(ns, label);
+    },
+    (parts, label) => {
+      j += 1;
+      return joinRedactors(parts, label, null, true);
+    },
+  );
+  return { cache, builds: () => n, joins: () => j };
 }
 
 t.test('the same needles share one redactor; the caller wiping its needles does not disturb it', async (t) => {
@@ -106,4 +113,62 @@ t.test('needles too short to search: no redactor, nothing kept that could be mis
   const m = cache.acquire('api', needles(SECRET));
   t.ok(clean(m.redactor, SECRET), 'longer needles later get a real redactor');
   m.release();
+});
+
+// Two credentials covering one host: the join of their redactors is kept
+// for the next request, and wiped only when a part is wiped (no lease left).
+const bothBody = (): Buffer => Buffer.concat([body(SECRET), body(OTHER)]);
+function bothClean(r: Redactor | null): boolean {
+  if (!r) return false;
+  const out = redact(r, bothBody()).data.toString();
+  return (
+    !out.includes(SECRET) &&
+    !out.includes(OTHER) &&
+    out.includes('[REDACTED:api]') &&
+    out.includes('[REDACTED:api-admin]')
+  );
+}
+
+t.test("the join of two credentials' redactors is kept while its parts live", async (t) => {
+  const { cache, joins } = counting();
+  const a = cache.acquire('api', needles(SECRET));
+  const b = cache.acquire('api-admin', needles(OTHER));
+  const first = cache.joined([a, b], 'api|api-admin');
+  t.ok(bothClean(first), 'each occurrence marked with its own credential');
+  a.release();
+  b.release();
+  const a2 = cache.acquire('api', needles(SECRET));
+  const b2 = cache.current('api-admin');
+  t.ok(b2);
+  const second = cache.joined([a2, b2!], 'api|api-admin');
+  t.equal(second, first, 'the next request has the same join');
+  t.equal(joins(), 1, 'built once');
+  t.not(cache.joined([b2!, a2], 'api-admin|api'), first, 'another order, another label: its own join');
+  // api's token refreshed while a2 still scans: the join stays whole for it
+  const a3 = cache.acquire('api', needles('tk_live_NEW0000000000000000')); // replaces api's entry
+  t.ok(bothClean(second), 'a scan in flight with the join still redacts both');
+  a2.release();
+  t.notOk(bothClean(second), "wiped with its replaced part when that part's last lease ended");
+  t.ok(clean(b2!.redactor, OTHER), 'the other part untouched');
+  const fresh = cache.joined([a3, b2!], 'api|api-admin');
+  t.not(fresh, second, 'a new join of the new part');
+  a3.release();
+  b2!.release();
+  cache.clear();
+  t.equal(
+    fresh?.byFirst.every((f) => f.length === 0),
+    true,
+    'the lock wipes the kept joins with their parts',
+  );
+});
+
+t.test('a lease not given out by the cache is never joined and kept', async (t) => {
+  const { cache, joins } = counting();
+  const a = cache.acquire('api', needles(SECRET));
+  const own = { redactor: buildRedactor(needles(OTHER), 'api'), release: () => undefined };
+  t.equal(cache.joined([a, own], 'api|api'), null, 'a redactor made for one request: the caller joins it');
+  t.equal(cache.joined([{ ...a }], 'api'), null, 'a copy of a lease is not the lease');
+  t.equal(cache.joined([a], 'api'), null, 'one part: nothing to join');
+  t.equal(joins(), 0);
+  a.release();
 });
