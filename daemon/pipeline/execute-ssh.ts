@@ -97,6 +97,21 @@ function openWithin(
   });
 }
 
+// The signal names of RFC 4254 §6.10, as ssh2 reports them ("SIG" + the
+// name the server sent). The name is the server's text, and a hostile
+// server may send anything there, a secret it learned at login included:
+// only a name from this table is returned and journaled; any other is
+// "SIGUNKNOWN" (the command still ended by a signal).
+const SIGNAL_NAMES = new Set(
+  ['ABRT', 'ALRM', 'FPE', 'HUP', 'ILL', 'INT', 'KILL', 'PIPE', 'QUIT', 'SEGV', 'TERM', 'USR1', 'USR2'].map(
+    (n) => `SIG${n}`,
+  ),
+);
+
+export function signalName(reported: string): string {
+  return SIGNAL_NAMES.has(reported) ? reported : 'SIGUNKNOWN';
+}
+
 // ssh2 sends a signal request only while our side of the channel is still
 // writable, but stdin has been closed (EOF) by then, as any SSH client does.
 // The request is still valid in SSH after EOF (RFC 4254 §6.9 needs only an
@@ -155,7 +170,7 @@ export async function execOn(client: Client, host: string, o: ExecOptions): Prom
     channel.stderr.on('data', take(err, false));
     const onExit = (code: unknown, sig: unknown): void => {
       if (typeof code === 'number') exitCode = code;
-      if (typeof sig === 'string') signal = sig;
+      if (typeof sig === 'string') signal = signalName(sig);
     };
     channel.on('exit', onExit);
     channel.on('close', (code: unknown, sig: unknown) => {

@@ -690,3 +690,42 @@ t.test('base64 broken into lines (PEM, MIME, JSON-escaped newlines) is still fou
 function randomBytesForWrap(n: number): number[] {
   return Array.from({ length: n }, (_, i) => (i * 97 + 13) % 256);
 }
+
+t.test('key material as `openssl -text` prints it, and base64 indented inside YAML', async (t) => {
+  const secret = Buffer.from(randomBytesForWrap(40));
+  const r = buildRedactor([Buffer.from(secret)], 'k') as Redactor;
+  const colon = (b: Buffer): string => [...b].map((x) => x.toString(16).padStart(2, '0')).join(':');
+  // fifteen bytes a line, each line indented four spaces, a colon at the end of all but the last
+  const lines = (b: Buffer, sep: string, indent: string): string => {
+    const rows: string[] = [];
+    for (let i = 0; i < b.length; i += 15) rows.push(indent + colon(b.subarray(i, i + 15)));
+    return rows.join(`:${sep}`);
+  };
+  for (const [name, text] of [
+    ['one line', `priv: ${colon(secret)}\n`],
+    ['upper case', `priv: ${colon(secret).toUpperCase()}\n`],
+    ['openssl lines', `priv:\n${lines(secret, '\n', '    ')}\npub:\n`],
+    ['CRLF and a tab', `priv:\r\n${lines(secret, '\r\n', '\t')}\r\n`],
+    ['JSON-escaped', JSON.stringify({ out: `priv:\n${lines(secret, '\n', '    ')}\n` })],
+    ['after a leading 00 byte', `d:\n    00:${colon(secret)}\n`],
+    [
+      'base64 in an indented YAML block',
+      `key: |\n${(secret.toString('base64').match(/.{1,20}/g) as string[]).map((l) => `      ${l}`).join('\n')}\n`,
+    ],
+  ] as const) {
+    const out = redact(r, Buffer.from(text));
+    t.equal(out.count, 1, `${name}: one occurrence`);
+    t.notOk(
+      out.data
+        .toString()
+        .replace(/[:\s\\n]/g, '')
+        .toLowerCase()
+        .includes(secret.subarray(0, 8).toString('hex')),
+      name,
+    );
+  }
+  t.ok(
+    r.maxMatchLength >= (secret.length * 3 - 1) * (12 + 20),
+    'the read margin covers the wrapped, escaped colon form',
+  );
+});

@@ -53,6 +53,21 @@ function hexForm(n: Uint8Array): Form {
   return plain(out, true, false);
 }
 
+// Hex with a colon between bytes, as `openssl pkey -text` and `openssl
+// x509 -text` print key material ("9d:61:b1:…", fifteen bytes a line, each
+// line indented): a wrapped form, so the line breaks and their indentation
+// are read through (see skipLineBreak).
+const COLON = 0x3a;
+
+function colonHexForm(n: Uint8Array): Form {
+  const out = new Uint8Array(Math.max(0, n.length * 3 - 1)).fill(COLON);
+  for (let i = 0; i < n.length; i++) {
+    out[3 * i] = HEX_DIGITS[(n[i] as number) >> 4] as number;
+    out[3 * i + 1] = HEX_DIGITS[(n[i] as number) & 15] as number;
+  }
+  return { ...plain(out, true, false), wrap: true };
+}
+
 // The character whose UTF-8 encoding starts at b[i], as code point * 8 +
 // length; -1 when the bytes there are not valid UTF-8.
 export function utf8At(b: Uint8Array, i: number): number {
@@ -203,6 +218,7 @@ export function formsOf(n: Uint8Array): Form[] {
     ...radixForms(BASE64, n),
     ...radixForms(BASE32, n),
     hexForm(n),
+    colonHexForm(n),
     ...utf16Forms(n),
   ];
 }

@@ -151,16 +151,21 @@ function matchSet(f: Form, data: Uint8Array, p: number, j: number): number {
   return v >= 0 && inSet(f, j, v) ? escapeEnd : -1;
 }
 
-// A line break inside a wrapped form: LF, CRLF, or JSON's \n / \r\n.
+// A line break inside a wrapped form: LF, CRLF, or JSON's \n / \r\n,
+// with the indentation of the next line (spaces or tabs, at most
+// MAX_INDENT: a key printed inside YAML, or by `openssl -text`).
+export const MAX_INDENT = 16;
+
 function skipLineBreak(data: Uint8Array, p: number): number {
   const c = data[p];
-  if (c === 0x0a) return p + 1;
-  if (c === 0x0d && data[p + 1] === 0x0a) return p + 2;
-  if (c === BACKSLASH) {
-    if (data[p + 1] === 0x6e) return p + 2;
-    if (data[p + 1] === 0x72 && data[p + 2] === BACKSLASH && data[p + 3] === 0x6e) return p + 4;
-  }
-  return p;
+  let q = p;
+  if (c === 0x0a) q = p + 1;
+  else if (c === 0x0d && data[p + 1] === 0x0a) q = p + 2;
+  else if (c === BACKSLASH && data[p + 1] === 0x6e) q = p + 2;
+  else if (c === BACKSLASH && data[p + 1] === 0x72 && data[p + 2] === BACKSLASH && data[p + 3] === 0x6e) q = p + 4;
+  else return p;
+  for (let k = 0; k < MAX_INDENT && (data[q] === SPACE || data[q] === 0x09); k++) q += 1;
+  return q;
 }
 
 // One form, ready to match: for each byte that starts a character above

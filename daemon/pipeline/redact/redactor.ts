@@ -16,6 +16,7 @@ import {
 import {
   ESCAPE_START,
   FIRST_TWO,
+  MAX_INDENT,
   MAX_REF_DIGITS,
   NEXT,
   NONE,
@@ -32,8 +33,9 @@ export const MIN_NEEDLE = 4;
 // The longest escape of one byte: &#x + MAX_REF_DIGITS digits + ";". Every
 // other escape is shorter per byte it stands for.
 const MAX_ESCAPE = 3 + MAX_REF_DIGITS + 1;
-// The longest line break inside a wrapped form: JSON's \r\n.
-const MAX_LINE_BREAK = 4;
+// The longest line break inside a wrapped form: JSON's \r\n, then the
+// next line's indentation.
+const MAX_LINE_BREAK = 4 + MAX_INDENT;
 
 // The bytes that start an escape, and what may follow each in one.
 const ESCAPE_STARTS: [number, Uint8Array][] = [
