@@ -1,7 +1,12 @@
 // `postern run`'s loopback proxy: each connection that presents the run's
 // token is relayed, head rewritten, to a new connection to the agent socket,
 // where the daemon speaks the proxy protocol (SPEC §11). Others are answered
-// 407 and closed; nothing of theirs reaches the daemon.
+// 407 and closed; nothing of theirs reaches the daemon. So is a connection
+// with the token that no process of CMD's tree holds: the token lives in
+// CMD's environment, which other processes of its user can read, and the
+// daemon sees every relayed connection as `postern run`'s own, under the
+// session a human granted to the run (a placeholder is honoured only on
+// connections from the run's tree: SPEC §11).
 import net from 'node:net';
 import { HeadProblem, headerValues, readRequestHead, relayedHead } from './request-head';
 import { proxyAnswer, REALM } from './proxy-answer';
@@ -71,6 +76,15 @@ async function serve(client: net.Socket, o: RelayOptions, port: number, tables: 
     return;
   }
   const who = connectionClient(tables, ticket, o.root(), client.remotePort ?? 0, port);
+  if (who === 'unknown') {
+    refuse(
+      client,
+      403,
+      'denied_peer',
+      `this connection does not come from the command \`postern run\` started or a process it started (no process of its tree holds the connection: another program that learned the run's token, or one that left the tree, such as a server it started in the background); start that program under its own \`postern run\``,
+    );
+    return;
+  }
   const daemon = net.connect({ path: o.agentSocket, allowHalfOpen: true });
   // Before the connection is made: nothing was relayed, so the client is
   // told; afterwards the relay's own handlers take over.

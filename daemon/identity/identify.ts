@@ -4,10 +4,12 @@
 // chain). The instance is the pid, its start time, the executable's device
 // and inode, and two things every exec changes even when it runs the same
 // interpreter again: where the new argument block starts in memory
-// (arg_start, randomised per exec) and the command line itself. An instance
-// is checked again at decision time, so a reused pid or an exec never
+// (arg_start, randomised per exec) and the command line itself; and, since
+// an exec with randomisation off keeps both, the process's address space,
+// held from before it is read (proc.ts, sameProgram). An instance is
+// checked again at decision time, so a reused pid or an exec never
 // inherits an approval. Facts that change while a process runs (parent,
-// working directory, a deleted executable) are read on every request.
+// working directory, a deleted executable) are read again for a card.
 //
 // A non-root daemon may not read another uid's /proc/<pid>/exe or cwd (nor
 // stat the executable through it): Linux asks for ptrace rights. Such a
@@ -37,6 +39,7 @@ import {
   readStat,
   readStatFrom,
   sameFile,
+  sameProgram,
   uidOf,
   vmExe,
 } from '../platform/proc';
@@ -139,8 +142,8 @@ function readChanging(pid: number, exeId: { dev: number; ino: number }): Changin
 
 // The stat read first and the instance read again now must agree, or the
 // pid changed hands (or exec'd) while we were reading.
-function sameInstance(pid: number, uid: number, key: string): boolean {
-  return readInstance(pid, uid)?.key === key;
+function sameInstance(pid: number, uid: number, key: string, files?: ProcFiles): boolean {
+  return readInstance(pid, uid, files)?.key === key && (!files || sameProgram(files) !== false);
 }
 
 // The exe as shown: the kernel's path, with the daemon's notes appended
@@ -151,12 +154,13 @@ function shownExe(now: Changing): string {
     .join('  ');
 }
 
-// Read one process; null when it is gone or unreadable.
-export function readProcess(pid: number, uid: number): ProcessInfo | null {
-  const inst = readInstance(pid, uid);
+// Read one process; null when it is gone or unreadable. With `files` (just
+// opened for it), what is read is the program they are bound to.
+export function readProcess(pid: number, uid: number, files?: ProcFiles): ProcessInfo | null {
+  const inst = readInstance(pid, uid, files);
   if (!inst) return null;
   const now = inst.exeId ? readChanging(pid, inst.exeId) : null;
-  if ((inst.exeId && !now) || !sameInstance(pid, uid, inst.key)) return null;
+  if ((inst.exeId && !now) || !sameInstance(pid, uid, inst.key, files)) return null;
   const { stat, exeId, raw, key } = inst;
   const cmdline = raw.length === 0 ? [] : raw.toString('utf8').replace(/\0$/, '').split('\0');
   const base = { pid, ppid: stat.ppid, sid: stat.sid, uid, startTime: stat.startTime, cmdline, key };
@@ -191,11 +195,20 @@ export function readProcess(pid: number, uid: number): ProcessInfo | null {
 // The /proc files of instances checked before, kept open while the
 // instance is the one they read (proc.ts, ProcFiles): liveness is checked
 // on every request, for the connection's process and the session's root.
-// Opened by pid, they are kept only once what they read is the instance's
-// key; an instance found gone or exec'd closes them. Bounded: beyond the
-// limit the oldest are closed (and opened again when needed).
+// A connecting process's files are opened before it is read, so they are
+// bound to the program that was read (an approver's card holds those of
+// every process it shows); others are opened at their first check. An
+// instance found gone or exec'd closes them. Bounded: beyond the limit the
+// oldest are closed (and opened again, by pid, when needed).
 const held = new Map<string, ProcFiles>();
 const HELD_LIMIT = 128;
+
+// Keys whose program was replaced by an exec that kept the key (the same
+// file, command line and addresses: randomisation off). Such a key names
+// two programs, so it names neither: refused from then on. Bounded; a key
+// matters only while its process lives.
+const replaced = new Set<string>();
+const REPLACED_LIMIT = 4096;
 
 function hold(key: string, files: ProcFiles): void {
   if (held.size >= HELD_LIMIT) {
@@ -206,18 +219,58 @@ function hold(key: string, files: ProcFiles): void {
   held.set(key, files);
 }
 
+function retire(key: string, files: ProcFiles): void {
+  held.delete(key);
+  closeProcFiles(files);
+  // Gone or exec'd: the key can come back only after an exec that kept it.
+  if (replaced.size >= REPLACED_LIMIT) replaced.delete(replaced.values().next().value as string);
+  replaced.add(key);
+}
+
 // Is this instance still the process now running under its pid?
 export function stillRunning(p: ProcessInfo): boolean {
+  if (replaced.has(p.key)) return false;
   const kept = held.get(p.key);
   const files = kept ?? openProcFiles(p.pid);
   if (!files) return false;
-  if (readInstance(p.pid, p.uid, files)?.key === p.key) {
+  if (sameProgram(files) !== false && readInstance(p.pid, p.uid, files)?.key === p.key) {
     if (!kept) hold(p.key, files);
     return true;
   }
-  if (kept) held.delete(p.key);
-  closeProcFiles(files);
+  if (kept) retire(p.key, files);
+  else closeProcFiles(files);
   return false;
+}
+
+// `p`, just read through `files`: its files held, unless its key is held
+// already for the same program. Null when the key's program was replaced
+// by an exec that kept the key.
+function bind(p: ProcessInfo, files: ProcFiles): ProcessInfo | null {
+  if (replaced.has(p.key)) {
+    closeProcFiles(files);
+    return null;
+  }
+  const kept = held.get(p.key);
+  if (!kept) {
+    hold(p.key, files);
+    return p;
+  }
+  closeProcFiles(files);
+  if (sameProgram(kept) !== false) return p;
+  retire(p.key, kept);
+  return null;
+}
+
+// Read one process through files opened first and then held (see bind).
+function readBound(pid: number, uid: number): ProcessInfo | 'replaced' | null {
+  const files = openProcFiles(pid);
+  if (!files) return null;
+  const p = readProcess(pid, uid, files);
+  if (!p) {
+    closeProcFiles(files);
+    return null;
+  }
+  return bind(p, files) ?? 'replaced';
 }
 
 // The number of instances whose /proc files are held (for tests).
@@ -229,8 +282,16 @@ const MAX_CHAIN = 64;
 
 // Identity of the peer `pid` with `uid` from SO_PEERCRED, read afresh: a
 // cache would have to re-read every fact that makes up an instance anyway.
-export function identify(pid: number, uid: number): Identity {
-  const self = readProcess(pid, uid);
+// The process's /proc files are held from before it is read (see hold);
+// `holdChain`: its ancestors' too (for a card, whose choice of root a
+// session keeps).
+export function identify(pid: number, uid: number, holdChain = false): Identity {
+  const self = readBound(pid, uid);
+  if (self === 'replaced')
+    throw new Refusal(
+      'unidentified_peer',
+      `the connecting process (pid ${pid}) exec'd the program it ran, with the same command line at the same addresses (address randomisation off), so postern cannot tell it from the program it was; start the program afresh, as a new process`,
+    );
   if (!self)
     throw new Refusal(
       'unidentified_peer',
@@ -241,8 +302,9 @@ export function identify(pid: number, uid: number): Identity {
   while (ancestors.length < MAX_CHAIN && cur.ppid > 1 && cur.ppid !== cur.sid && cur.pid !== cur.sid) {
     const parentUid = uidOf(cur.ppid);
     if (parentUid === null) break;
-    const parent = readProcess(cur.ppid, parentUid);
-    if (!parent) break;
+    const read = holdChain ? readBound(cur.ppid, parentUid) : readProcess(cur.ppid, parentUid);
+    if (read === 'replaced' || !read) break;
+    const parent = read;
     // A parent is never younger than its child: the pid was reused after
     // the real parent exited, and the chain ends here.
     if (BigInt(parent.startTime) > BigInt(cur.startTime)) break;

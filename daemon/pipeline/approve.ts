@@ -5,7 +5,7 @@ import { Refusal } from '../../shared/errors';
 import type { Approve } from '../../shared/credential';
 import type { CardAction } from '../../shared/admin-protocol';
 import type { Approval } from '../../shared/events';
-import { stillRunning } from '../identity/identify';
+import { identify, stillRunning } from '../identity/identify';
 import type { Decision } from '../sessions/approvals';
 import { grantSession } from '../sessions/grant';
 import type { RequestContext } from './context';
@@ -23,6 +23,11 @@ export async function approve(
     const covering = s.sessions.covering(ctx.identity, credential);
     if (covering) return { approval: `session:${covering.id}` };
   }
+  // The card shows the process as it is now: on a kept connection the
+  // identity was read when it connected, and its executable may have been
+  // deleted, its working directory or its parent changed since (the
+  // instance is the same, checked on every request).
+  ctx.identity = nowShown(ctx);
   // Taken again once decided, even when the limit was reached meanwhile: a
   // decision a human made is never thrown away as busy.
   ctx.slot?.suspend();
@@ -51,4 +56,20 @@ export async function approve(
   const root = [ctx.identity.process, ...ctx.identity.ancestors].find((p) => p.key === decision.rootKey)!;
   const granted = await grantSession(s, credential, root, s.config().daemon.session_ttl);
   return { approval: `session:${granted.id}` };
+}
+
+function nowShown(ctx: RequestContext): RequestContext['identity'] {
+  const { pid, uid, key } = ctx.identity.process;
+  let now: RequestContext['identity'] | null = null;
+  try {
+    now = identify(pid, uid, true);
+  } catch {
+    // gone: refused below
+  }
+  if (now?.process.key !== key)
+    throw new Refusal(
+      'unidentified_peer',
+      `the process that made this connection (pid ${pid}) has exited or exec'd; whoever holds the connection now cannot speak for it — connect again from a running process`,
+    );
+  return now;
 }

@@ -84,9 +84,18 @@ export function readCmdline(pid: number): Buffer | null {
 // was opened for: once that process is gone every read fails (ESRCH), even
 // when its pid has been given to another, and after an exec it reads what
 // the process runs now. A read costs one pread instead of open, read, close.
+//
+// `mm` is /proc/<pid>/pagemap, which is bound more tightly: to the address
+// space of the program the process ran when it was opened. Once that
+// program exec'd (or exited) it reads nothing, even when the new program
+// is the same file with the same command line at the same addresses (an
+// exec with address randomisation off, which the instance key cannot tell
+// apart). Opening it asks for the same rights as reading the process's
+// memory map (its own uid, or root); null when refused.
 export interface ProcFiles {
   stat: number;
   cmdline: number;
+  mm: number | null;
 }
 
 export function openProcFiles(pid: number): ProcFiles | null {
@@ -96,17 +105,40 @@ export function openProcFiles(pid: number): ProcFiles | null {
   } catch {
     return null;
   }
+  let cmdline: number;
   try {
-    return { stat, cmdline: openSync(`/proc/${pid}/cmdline`, 'r') };
+    cmdline = openSync(`/proc/${pid}/cmdline`, 'r');
   } catch {
     closeSync(stat);
     return null;
   }
+  let mm: number | null = null;
+  try {
+    mm = openSync(`/proc/${pid}/pagemap`, 'r');
+  } catch {
+    // another uid's process: its program is told apart by the key alone
+  }
+  return { stat, cmdline, mm };
 }
 
 export function closeProcFiles(f: ProcFiles): void {
   closeSync(f.stat);
   closeSync(f.cmdline);
+  if (f.mm !== null) closeSync(f.mm);
+}
+
+const entry = Buffer.alloc(8);
+
+// Whether the program that ran when `f` was opened still runs (no exec, no
+// exit since): its address space still answers, with the entry of page 0.
+// null when not known (no `mm` descriptor).
+export function sameProgram(f: ProcFiles): boolean | null {
+  if (f.mm === null) return null;
+  try {
+    return readSync(f.mm, entry, 0, 8, 0) === 8;
+  } catch {
+    return false;
+  }
 }
 
 export function readStatFrom(f: ProcFiles): Stat | null {

@@ -1,7 +1,7 @@
 // Pending approvals (SPEC §7): a request without a covering session waits
 // here for a human's decision, shown to every connected approver; the first
 // decision wins. No approver connected: refused at once. At most 16 pending
-// per process instance and daemon.max_pending in all (the caller gives
+// per process (pid and start time) and daemon.max_pending in all (the caller gives
 // back its http.max_concurrent place for the wait, steps.ts approve()). A
 // requester that goes away withdraws its card.
 import { randomBytes } from 'node:crypto';
@@ -28,7 +28,7 @@ export interface ApproverLink {
 
 interface Pending {
   card: Card;
-  processKey: string;
+  processKey: string; // pid:start time
   // `why`: what every approver is told about the card's withdrawal.
   settle: (d: Decision | Refusal, why: string) => void;
 }
@@ -97,7 +97,10 @@ export class ApprovalBroker {
         ),
       );
     }
-    const key = identity.process.key;
+    // Counted per process (its pid and start time), not per instance: an
+    // instance changes with the command line, which a process may rewrite
+    // at will (process.title, prctl), and each rewrite would buy another 16.
+    const key = `${identity.process.pid}:${identity.process.startTime}`;
     let mine = 0;
     for (const p of this.pending.values()) if (p.processKey === key) mine += 1;
     if (mine >= MAX_PENDING_PER_PROCESS) {

@@ -6,13 +6,16 @@
 // (the token in no byte the daemon gets), with `postern-run-client` set by
 // run (a client's own value replaced) and `connection: close`; a CONNECT is
 // relayed as bytes both ways, megabytes intact; the pid named is the
-// descendant of CMD that connected. Real curl, raw sockets, a real peer on
+// descendant of CMD that connected. A connection with the token that no
+// process of CMD's tree holds (the token learned from CMD's environment) is
+// 403 denied_peer, and nothing of it reaches the agent socket. Real curl,
+// raw sockets (from CMD's tree: a node client CMD starts), a real peer on
 // the agent socket that records what it is sent.
 import t from 'tap';
 import net from 'node:net';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CLI, cleanEnv, eventually, makeHome } from '../helpers/postern';
 import { startRunsPeer } from '../helpers/runs-peer';
@@ -69,10 +72,53 @@ t.test("postern run's proxy checks the token and relays to the agent socket", as
   const pidFile = join(h.dir, 'curl-pid');
   const outFile = join(h.dir, 'curl-out');
   // CMD: records its proxy, has one child curl connect through it, then
-  // waits (bounded) for the test to finish.
+  // runs what the test asks from inside its tree (go-N: a shell script;
+  // out-N, err-N, code-N) until the test is done (bounded).
   const script = `echo "$HTTP_PROXY" > ${proxyFile}
 curl -s -o ${outFile} http://x.example/pid-check & echo $! > ${pidFile}; wait
-for i in $(seq 600); do [ -e ${doneFile} ] && exit 0; sleep 0.05; done; exit 9`;
+i=1
+for k in $(seq 1200); do
+  if [ -e ${h.dir}/go-$i ]; then sh ${h.dir}/go-$i > ${h.dir}/out-$i 2>${h.dir}/err-$i; echo $? > ${h.dir}/code-$i; i=$((i+1)); fi
+  [ -e ${doneFile} ] && exit 0
+  sleep 0.05
+done; exit 9`;
+  let asked = 0;
+  // A shell script run by CMD (so by a process of its tree): its output.
+  const inside = async (sh: string): Promise<{ code: number; out: Buffer; err: string }> => {
+    const n = ++asked;
+    writeFileSync(join(h.dir, `go-${n}.tmp`), sh);
+    renameSync(join(h.dir, `go-${n}.tmp`), join(h.dir, `go-${n}`));
+    const codeFile = join(h.dir, `code-${n}`);
+    if (!(await eventually(() => existsSync(codeFile) && readFileSync(codeFile, 'utf8').endsWith('\n'), 30_000)))
+      throw new Error(`CMD did not run go-${n}`);
+    return {
+      code: Number(readFileSync(codeFile, 'utf8')),
+      out: readFileSync(join(h.dir, `out-${n}`)),
+      err: readFileSync(join(h.dir, `err-${n}`), 'utf8'),
+    };
+  };
+  // A raw exchange made by a node client CMD starts: `bytes` sent (and
+  // its side closed), everything read until the proxy closes.
+  const clientJs = join(h.dir, 'raw-client.js');
+  writeFileSync(
+    clientJs,
+    `const net = require('net'); const fs = require('fs');
+const s = net.connect(Number(process.argv[2]), '127.0.0.1');
+const chunks = [];
+s.on('connect', () => s.end(fs.readFileSync(process.argv[3])));
+s.on('data', (d) => chunks.push(d));
+s.on('error', (e) => { process.stderr.write(String(e)); process.exit(3); });
+s.on('close', () => fs.writeFileSync(process.argv[4], Buffer.concat(chunks)));`,
+  );
+  const exchangeInside = async (port: number, bytes: Buffer): Promise<Buffer> => {
+    const n = asked + 1;
+    const sent = join(h.dir, `sent-${n}`);
+    const got = join(h.dir, `got-${n}`);
+    writeFileSync(sent, bytes);
+    const r = await inside(`exec ${process.execPath} ${clientJs} ${port} ${sent} ${got}`);
+    if (r.code !== 0) throw new Error(`raw client: ${r.err}`);
+    return readFileSync(got);
+  };
   const run = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', process.execPath, CLI, 'run', '--', 'sh', '-c', script], {
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -158,24 +204,54 @@ for i in $(seq 600); do [ -e ${doneFile} ] && exit 0; sleep 0.05; done; exit 9`;
     t.equal(peer.relayed.length, before);
   });
 
-  await t.test('with the token: the head arrives without it, the answer comes back unchanged', async (t) => {
+  await t.test("with the token, from a process outside CMD's tree: 403 denied_peer, nothing relayed", async (t) => {
     const before = peer.relayed.length;
-    const r = await curl([
+    const raw = await exchange(
+      port,
+      `GET http://x.example/ HTTP/1.1\r\nHost: x.example\r\nProxy-Authorization: ${basic(token, token)}\r\n\r\n`,
+    );
+    t.equal(raw.status, 403);
+    t.match(raw.head, /\r\nx-postern-error: denied_peer\r\n/);
+    t.match(JSON.parse(raw.body), {
+      error: {
+        code: 'denied_peer',
+        message: /does not come from the command `postern run` started.*start that program under its own `postern run`/,
+      },
+    });
+    const viaCurl = await curl([
       '-x',
       `http://${token}:${token}@127.0.0.1:${port}`,
-      '-H',
-      'postern-run-client: 1',
-      '-D',
-      '-',
-      'http://x.example/some/path?q=1',
+      '-w',
+      '\n%{http_code}',
+      'http://x.example/',
     ]);
+    t.match(viaCurl.out, /"code":"denied_peer".*\n403$/s, 'curl outside the run with the right token gets 403');
+    const tunnel = await exchange(
+      port,
+      `CONNECT api.example.test:443 HTTP/1.1\r\nHost: api.example.test:443\r\nProxy-Authorization: ${basic(token, token)}\r\n\r\n`,
+    );
+    t.equal(tunnel.status, 403, 'a CONNECT too');
+    t.notOk(raw.body.includes(token) || tunnel.body.includes(token), 'the token is not echoed');
+    t.equal(peer.relayed.length, before, 'nothing reached the agent socket');
+  });
+
+  await t.test('with the token: the head arrives without it, the answer comes back unchanged', async (t) => {
+    const before = peer.relayed.length;
+    const r = await inside(
+      `exec curl -sS --max-time 20 -x http://${token}:${token}@127.0.0.1:${port} -H 'postern-run-client: 1' -D - 'http://x.example/some/path?q=1'`,
+    );
     t.equal(r.code, 0, r.err);
-    t.match(r.out, /^HTTP\/1\.1 200 X\r\n/, "the peer's status line, as it sent it");
-    const head = (JSON.parse(r.out.slice(r.out.indexOf('\r\n\r\n') + 4)) as { head: string }).head;
+    const out = r.out.toString('latin1');
+    t.match(out, /^HTTP\/1\.1 200 X\r\n/, "the peer's status line, as it sent it");
+    const head = (JSON.parse(out.slice(out.indexOf('\r\n\r\n') + 4)) as { head: string }).head;
     t.match(head, /^GET http:\/\/x\.example\/some\/path\?q=1 HTTP\/1\.1\r\n/);
     t.match(head, /\r\nHost: x\.example\r\n/);
     t.notMatch(head, /proxy-authorization/i);
-    t.match(head, /\r\npostern-run-client: unknown(\r\n|$)/, "not CMD's descendant: unknown");
+    t.match(
+      head,
+      /\r\npostern-run-client: \d+(\r\n|$)/,
+      "the pid of CMD's descendant that connected, not the client's value",
+    );
     t.equal(head.match(/postern-run-client/gi)?.length, 1, "the client's own value is replaced");
     t.match(head, /\r\nconnection: close(\r\n|$)/);
     t.equal(peer.relayed.length, before + 1);
@@ -184,24 +260,16 @@ for i in $(seq 600); do [ -e ${doneFile} ] && exit 0; sleep 0.05; done; exit 9`;
   await t.test('CONNECT: bytes both ways, intact', async (t) => {
     const payload = randomBytes(6 * 1024 * 1024);
     const early = Buffer.from('early bytes after the head;');
-    const got = await new Promise<Buffer>((resolve, reject) => {
-      const s = net.connect(port, '127.0.0.1');
-      const chunks: Buffer[] = [];
-      s.on('connect', () => {
-        s.write(
-          Buffer.concat([
-            Buffer.from(
-              `CONNECT api.example.test:443 HTTP/1.1\r\nHost: api.example.test:443\r\nProxy-Authorization: ${basic(token, token)}\r\n\r\n`,
-            ),
-            early,
-          ]),
-        );
-        s.end(payload);
-      });
-      s.on('data', (d: Buffer) => chunks.push(d));
-      s.on('error', reject);
-      s.on('close', () => resolve(Buffer.concat(chunks)));
-    });
+    const got = await exchangeInside(
+      port,
+      Buffer.concat([
+        Buffer.from(
+          `CONNECT api.example.test:443 HTTP/1.1\r\nHost: api.example.test:443\r\nProxy-Authorization: ${basic(token, token)}\r\n\r\n`,
+        ),
+        early,
+        payload,
+      ]),
+    );
     const established = 'HTTP/1.1 200 Connection established\r\n\r\n';
     t.equal(got.subarray(0, established.length).toString(), established);
     t.ok(got.subarray(established.length).equals(Buffer.concat([early, payload])), 'every byte echoed back, in order');
@@ -222,12 +290,17 @@ for i in $(seq 600); do [ -e ${doneFile} ] && exit 0; sleep 0.05; done; exit 9`;
   await t.test('the agent socket gone: 502 daemon_unreachable', async (t) => {
     await peer.close();
     peerClosed = true;
-    const r = await exchange(
+    const got = await exchangeInside(
       port,
-      `GET http://x.example/ HTTP/1.1\r\nHost: x.example\r\nProxy-Authorization: ${basic(token, token)}\r\n\r\n`,
+      Buffer.from(
+        `GET http://x.example/ HTTP/1.1\r\nHost: x.example\r\nProxy-Authorization: ${basic(token, token)}\r\n\r\n`,
+      ),
     );
-    t.equal(r.status, 502);
-    t.match(JSON.parse(r.body), { error: { code: 'daemon_unreachable', message: /start it with `postern daemon`/ } });
+    const text = got.toString('latin1');
+    t.match(text, /^HTTP\/1\.1 502 /);
+    t.match(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)), {
+      error: { code: 'daemon_unreachable', message: /start it with `postern daemon`/ },
+    });
   });
 
   writeFileSync(doneFile, '');
