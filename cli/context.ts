@@ -1,7 +1,8 @@
 // What every command shares: the global options, the config, and printing
 // (human text, or one JSON document with --json).
-import { loadConfig, LoadedConfig } from '../shared/config';
+import { loadConfig, loadConfigLeniently, LoadedConfig } from '../shared/config';
 import { harden } from '../shared/hardening';
+import { escapeInvisible } from '../shared/units';
 
 export interface GlobalOptions {
   config?: string;
@@ -22,6 +23,20 @@ export class Context {
   config(allowMissing = false): LoadedConfig {
     this.loaded ??= loadConfig({ configFlag: this.opts.config, env: this.env, allowMissing });
     return this.loaded;
+  }
+
+  // For lock, session revocation and status: a config that does not load
+  // (the agent may write it) still reaches the running daemon, with the
+  // settings that are valid and a warning; see loadConfigLeniently.
+  configToStop(): LoadedConfig {
+    if (this.loaded) return this.loaded;
+    const { loaded, problem } = loadConfigLeniently({ configFlag: this.opts.config, env: this.env });
+    if (problem !== null)
+      process.stderr.write(
+        `postern: warning: ${escapeInvisible(problem)}\npostern: warning: going on with the settings that are still valid (admin socket ${escapeInvisible(loaded.paths.adminSocket)}); fix the config, then \`postern config approve\`\n`,
+      );
+    this.loaded = loaded;
+    return loaded;
   }
 
   // Commands that touch a passphrase, a secret or an approval harden first.

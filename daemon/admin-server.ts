@@ -54,7 +54,10 @@ function need(att: Buffer[], i: number, what: string): Buffer {
 const HANDLERS: Record<AdminOp, Handler> = {
   status: (c) => c.status(),
   unlock: (c, a, att) => unlock(c, need(att, 0, 'passphrase'), a['accept_rollback'] === true),
-  lock: (c) => lock(c, 'locked by `postern lock`'),
+  lock: (c) => {
+    c.state.lockAsked();
+    return lock(c, 'locked by `postern lock`');
+  },
   'config.diff': (c) => configDiff(c),
   'config.approve': (c, a, att) => configApprove(c, need(att, 0, 'passphrase'), str(a, 'hash')),
   passwd: (c, _a, att) => passwd(c, need(att, 0, 'passphrase'), need(att, 1, 'new passphrase')),

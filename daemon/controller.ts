@@ -43,7 +43,7 @@ export class Controller implements AdminContext {
   readonly sessions: SessionStore;
   readonly approvals = new ApprovalBroker(() => this.config.config.daemon.max_pending);
   readonly counters: Counters = { agent_requests: 0, refusals: 0, unlocks: 0, unlock_failures: 0, locks: 0 };
-  readonly inProgress: InProgress = { unlockJournaling: null, rotatingAuditKey: false };
+  readonly inProgress: InProgress = { unlockJournaling: null, rotatingAuditKey: false, passwd: false };
   readonly credentialChanges = new Listeners<string>();
   readonly trustChanges = new Listeners<TrustChange>();
   private readonly sessionEnds = new Listeners<Session>();

@@ -10,11 +10,23 @@ export class LockState {
   private vault: UnlockedVault | null = null;
   private why: LockCause = lockedBecause('started locked');
   private count = 0;
+  private asked = 0;
   private openedAt: Date | null = null;
   private readonly lockListeners = new Listeners<void>();
 
   get epoch(): number {
     return this.count;
+  }
+
+  // Locks a human asked for (`postern lock`), counted whether or not the
+  // daemon was unlocked: an unlock that began deriving its key before one
+  // must not open the vault after it.
+  get locksAsked(): number {
+    return this.asked;
+  }
+
+  lockAsked(): void {
+    this.asked += 1;
   }
 
   get locked(): boolean {

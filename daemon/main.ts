@@ -1,6 +1,6 @@
 // Start-up and shutdown of the daemon, in order: hardening, addon, config,
 // home, vault presence, one-daemon-per-home, sockets; then wait. It starts
-// locked. SIGTERM/SIGINT lock (wiping keys), close the sockets and exit 0.
+// locked. SIGTERM/SIGINT/SIGHUP lock (wiping keys), close the sockets and exit 0.
 import net from 'node:net';
 import http from 'node:http';
 import { Refusal } from '../shared/errors';
@@ -138,6 +138,10 @@ export async function runDaemon(opts: DaemonOptions): Promise<void> {
     };
     process.on('SIGTERM', () => onSignal('SIGTERM'));
     process.on('SIGINT', () => onSignal('SIGINT'));
+    // The terminal it runs in was closed (or kill -HUP): the same orderly
+    // stop, so the journal ends with daemon_stop and a checkpoint rather
+    // than an unsigned tail. Not a reload: the config is re-read at unlock.
+    process.on('SIGHUP', () => onSignal('SIGHUP'));
   };
   try {
     await startDaemon(opts, onSignals);

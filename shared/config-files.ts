@@ -62,7 +62,9 @@ export function readConfigFile(file: string): string | null {
 
 export function parseTomlText(file: string, text: string): Record<string, unknown> {
   try {
-    return parseToml(text, { unsafeKeyBehaviour: 'throw' });
+    // An integer beyond 2^53 is kept as a BigInt, so the check of its key
+    // refuses it by name (a range error), rather than a syntax error.
+    return parseToml(text, { unsafeKeyBehaviour: 'throw', integersAsBigInt: 'asNeeded' });
   } catch (e) {
     if (e instanceof TomlError) {
       const summary = tomlSyntaxProblem(e, text);

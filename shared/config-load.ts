@@ -2,7 +2,7 @@
 // paths resolved, the checks across keys, the CA file read, then the
 // effective config with its canonical form and hash.
 import * as path from 'node:path';
-import { Problem } from './errors';
+import { Problem, Refusal } from './errors';
 import { quoteValue } from './units';
 import { Config, LoadedConfig, TABLES } from './config-types';
 import { AnySetting, HOME_ROW, ROWS } from './config-settings';
@@ -130,4 +130,45 @@ export function defaultConfig(home: string): Config {
     {},
     false,
   ).config;
+}
+
+// For the commands that stop or inspect the running daemon (lock, session
+// revocation, status): the settings the file still gives that are valid on
+// their own, the rest defaulted. The config is agent-writable in the
+// same-user deployment (SPEC §1); a file it broke must not take away the
+// human's way to stop the daemon. None of these commands sends a
+// passphrase or a secret, and the admin socket's peer is still checked.
+// `problem`: why the file did not load as it is, for a warning; null when
+// it loaded.
+export function loadConfigLeniently(opts: { configFlag?: string; env?: NodeJS.ProcessEnv } = {}): {
+  loaded: LoadedConfig;
+  problem: string | null;
+} {
+  try {
+    return { loaded: loadConfig(opts), problem: null };
+  } catch (e) {
+    if (!(e instanceof Refusal) || e.code !== 'bad_config') throw e;
+    const loc = resolveLocations({ configFlag: opts.configFlag, env: opts.env ?? process.env });
+    let text: string | null = null;
+    let raw: Record<string, unknown> = {};
+    try {
+      text = readConfigFile(loc.configPath);
+      raw = text === null ? {} : parseTomlText(loc.configPath, text);
+    } catch {
+      // unreadable, or not TOML at all: every setting defaulted
+    }
+    const kept: Record<string, Record<string, unknown>> = {};
+    for (const row of ROWS) {
+      const v = rawValue(raw, row);
+      if (v !== undefined && rowSchema(row).safeParse(v).success) (kept[row.table] ??= {})[row.key] = v;
+    }
+    let loaded: LoadedConfig;
+    try {
+      loaded = evaluate(loc, kept, text !== null);
+    } catch {
+      // the valid settings disagree with each other: all defaulted
+      loaded = evaluate(loc, {}, text !== null);
+    }
+    return { loaded, problem: e.message };
+  }
 }

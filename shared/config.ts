@@ -12,7 +12,7 @@ export type { DnsServer } from './config-dns';
 export { SETTINGS, settingUnit } from './config-settings';
 export type { _EverySettingListed } from './config-settings';
 export { expandTilde, resolveLocations } from './config-locations';
-export { loadConfig, defaultConfig } from './config-load';
+export { loadConfig, loadConfigLeniently, defaultConfig } from './config-load';
 export { canonicalConfig, configHash } from './config-canonical';
 export { diffCanonical } from './config-diff';
 export type { ConfigChange } from './config-diff';

@@ -60,7 +60,7 @@ export function register(program: Command, ctx: Ctx): void {
     .description('wipe keys from the daemon, end all sessions and pending approvals')
     .action(async () => {
       const c = ctx();
-      const r = await withAdmin(c.config(), (a) => a.request('lock'));
+      const r = await withAdmin(c.configToStop(), (a) => a.request('lock'));
       c.out({ locked: true, ...r }, r['was_locked'] ? 'already locked' : 'locked');
     });
 
@@ -71,7 +71,7 @@ export function register(program: Command, ctx: Ctx): void {
     )
     .action(async () => {
       const c = ctx();
-      const config = c.config();
+      const config = c.configToStop();
       const s = await withAdmin(config, (a) => a.request('status'));
       const counters = s['counters'] as Record<string, number>;
       // The journal's size and growth, read from its files (SPEC §9).

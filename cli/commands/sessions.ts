@@ -29,7 +29,7 @@ export function register(program: Command, ctx: Ctx): void {
     .description('list approved sessions (revoke: end them)')
     .action(async () => {
       const c = ctx();
-      const r = await withAdmin(c.config(), (a) => a.request('sessions.list'));
+      const r = await withAdmin(c.configToStop(), (a) => a.request('sessions.list'));
       const list = Array.isArray(r['sessions']) ? (r['sessions'] as SessionView[]) : [];
       c.out({ sessions: list }, list.length === 0 ? 'no sessions' : list.map(sessionLine));
     });
@@ -46,7 +46,7 @@ export function register(program: Command, ctx: Ctx): void {
         throw new UsageError(
           'say which session to end: `postern sessions revoke ID` (see `postern sessions`), or --all',
         );
-      const r = await withAdmin(c.config(), (a) => a.request('sessions.revoke', o.all ? { all: true } : { id }));
+      const r = await withAdmin(c.configToStop(), (a) => a.request('sessions.revoke', o.all ? { all: true } : { id }));
       const n = typeof r['revoked'] === 'number' ? r['revoked'] : 0;
       c.out(
         { revoked: n },

@@ -29,6 +29,7 @@ export interface InProgress {
   // Set while an unlock journals its success, so a second one waits for it.
   unlockJournaling: Promise<void> | null;
   rotatingAuditKey: boolean;
+  passwd: boolean;
 }
 
 export interface AdminContext {

@@ -28,9 +28,16 @@ export async function openWithPassphrase(ctx: AdminContext, passphrase: Buffer):
 export async function prove(ctx: AdminContext, passphrase: Buffer): Promise<UnlockedVault> {
   const vault = ctx.state.requireUnlocked();
   const epoch = ctx.state.epoch;
-  await guarded(ctx, 'proof', async () => (await vault.verifyPassphrase(passphrase)) || false);
-  if (ctx.state.epoch !== epoch)
-    throw new Refusal('vault_locked', 'the vault was locked while the passphrase was checked; unlock and try again');
+  const lockedMeanwhile = (): Refusal =>
+    new Refusal('vault_locked', 'the vault was locked while the passphrase was checked; unlock and try again');
+  await guarded(ctx, 'proof', async () => {
+    const right = await vault.verifyPassphrase(passphrase);
+    // Locked meanwhile, the key compared against was wiped: not a wrong
+    // passphrase, and not counted as one.
+    if (ctx.state.epoch !== epoch) throw lockedMeanwhile();
+    return right || false;
+  });
+  if (ctx.state.epoch !== epoch) throw lockedMeanwhile();
   return vault;
 }
 

@@ -39,6 +39,7 @@ async function unlockOnce(
 ): Promise<Record<string, unknown>> {
   const { state } = ctx;
   if (!state.locked) return { already_unlocked: true, ...ctx.status() };
+  const locksAsked = state.locksAsked;
   const fresh = ctx.reloadConfig();
   let opened: UnlockedVault;
   try {
@@ -74,6 +75,14 @@ async function unlockOnce(
   }
   // Another unlock may be journaling its success: wait for it.
   while (ctx.inProgress.unlockJournaling) await ctx.inProgress.unlockJournaling;
+  if (state.locksAsked !== locksAsked) {
+    // `postern lock` came while the key was derived: the later word wins.
+    opened.wipe();
+    throw new Refusal(
+      'vault_locked',
+      'a lock was asked (`postern lock`) while this unlock checked the passphrase, so the vault stays locked; run `postern unlock` again if that lock was not meant',
+    );
+  }
   if (!state.locked) {
     // Another unlock won the race while this one derived its key.
     opened.wipe();
@@ -172,14 +181,27 @@ export async function passwd(
 ): Promise<Record<string, unknown>> {
   if (newPassphrase.length < 12)
     throw new Refusal('bad_request', 'the new passphrase is too short (at least 12 characters); choose a longer one');
-  const vault = await prove(ctx, passphrase);
-  const fresh = newVaultHeader(
-    { opslimit: vault.header.opslimit, memlimit: vault.header.memlimit },
-    vault.header.approvedConfig,
-  );
-  const key = await deriveKey(newPassphrase, fresh.salt, fresh.opslimit, fresh.memlimit);
-  await ctx.writes.write(vault, { kind: 'passwd' }, () => undefined, { newKey: { key, header: fresh } });
-  return { generation: vault.generation };
+  // One at a time: two changes proved against the same passphrase would
+  // both answer "changed", and only the later passphrase would open the
+  // vault.
+  if (ctx.inProgress.passwd)
+    throw new Refusal(
+      'busy',
+      'a passphrase change is already running; wait for it to finish, then (if you still want to) change it again, proving the passphrase it set',
+    );
+  ctx.inProgress.passwd = true;
+  try {
+    const vault = await prove(ctx, passphrase);
+    const fresh = newVaultHeader(
+      { opslimit: vault.header.opslimit, memlimit: vault.header.memlimit },
+      vault.header.approvedConfig,
+    );
+    const key = await deriveKey(newPassphrase, fresh.salt, fresh.opslimit, fresh.memlimit);
+    await ctx.writes.write(vault, { kind: 'passwd' }, () => undefined, { newKey: { key, header: fresh } });
+    return { generation: vault.generation };
+  } finally {
+    ctx.inProgress.passwd = false;
+  }
 }
 
 // A new audit signing key. Three durable steps, each safe to be cut short

@@ -265,7 +265,16 @@ export class UnlockedVault {
     if (!isErrnoError(e)) return e;
     try {
       if (parseHeader(readVaultFile(this.path)).header.generation !== this.header.generation) return e;
-    } catch {
+    } catch (r) {
+      // What is at the vault's path is not a vault (a directory, a device,
+      // nothing): the rename, which would have put this file there, did
+      // not happen. The open vault in memory is unchanged.
+      if (r instanceof Refusal)
+        return new Refusal(
+          'bad_environment',
+          `the vault ${this.path} could not be written (${e.code ?? 'error'}); nothing was changed: ${r.message}, then retry`,
+          { errno: e.code ?? null, path: this.path },
+        );
       return e;
     }
     return vaultWriteFailed(this.path, e);
