@@ -86,15 +86,34 @@ export function utf8At(b: Uint8Array, i: number): number {
   return cp * 8 + len;
 }
 
-// The needle's text in UTF-16, both byte orders. A byte that is not valid
-// UTF-8 stands for U+FFFD, as a decoder would make it.
+// How many bytes at b[i] (not valid UTF-8 there) a decoder replaces with
+// one U+FFFD: the longest start of a well-formed sequence, at least one
+// byte (the WHATWG decoder's and Python's "maximal subpart").
+function illFormedLength(b: Uint8Array, i: number): number {
+  const c = b[i] as number;
+  const len = c >= 0xf5 ? 0 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+  let k = 1;
+  while (k < len && i + k < b.length) {
+    const d = b[i + k] as number;
+    // The second byte's range is narrower after E0, ED, F0 and F4.
+    const lo = k === 1 && c === 0xe0 ? 0xa0 : k === 1 && c === 0xf0 ? 0x90 : 0x80;
+    const hi = k === 1 && c === 0xed ? 0x9f : k === 1 && c === 0xf4 ? 0x8f : 0xbf;
+    if (d < lo || d > hi) break;
+    k += 1;
+  }
+  return k;
+}
+
+// The needle's text in UTF-16, both byte orders. Bytes that are not valid
+// UTF-8 stand for U+FFFD, as a decoder would make it (one for each maximal
+// ill-formed part).
 function utf16Forms(n: Uint8Array): Form[] {
   const units = new Uint16Array(n.length); // never more units than bytes
   let count = 0;
   for (let i = 0; i < n.length;) {
     const ch = utf8At(n, i);
     const cp = ch < 0 ? 0xfffd : Math.floor(ch / 8);
-    i += ch < 0 ? 1 : ch % 8;
+    i += ch < 0 ? illFormedLength(n, i) : ch % 8;
     if (cp < 0x10000) {
       units[count++] = cp;
     } else {

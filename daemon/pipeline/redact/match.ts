@@ -240,22 +240,38 @@ export function matchFrom(f: Compiled, data: Uint8Array, j: number, p: number): 
 }
 
 // Element j is a byte that starts escapes: raw, or one of its escapes
-// ("%" also as "%25" when "%25XX" reads otherwise), each tried to the end.
+// ("%" also as "%25" when "%25XX" reads otherwise), each tried to the end,
+// the longest kept (a needle's last byte written "%25" must be replaced
+// whole, not up to its "%"). The ways overlap ("%" raw and "%25" read
+// alike at a "%" not followed by two hex digits), so the same element at
+// the same position is reached again and again: each result is kept for
+// the rest of the match (matchAt), which bounds the work by the form's
+// length times the positions, not by the number of ways to read the text.
+let memo: Map<number, number> | null = null;
+
+// The end of the longest match of form `f` at `i`, or -1.
+export function matchAt(f: Compiled, data: Uint8Array, i: number): number {
+  memo = null;
+  try {
+    return matchFrom(f, data, 0, i);
+  } finally {
+    memo = null;
+  }
+}
+
 function matchBranching(f: Compiled, data: Uint8Array, j: number, p: number, before: number): number {
+  // p follows from before (a line break skipped), so (j, before) is the state.
+  const key = j * 0x100000000 + before;
+  const known = memo?.get(key);
+  if (known !== undefined) return known;
   const u = f.bytes[j] as number;
-  if (data[p] === u) {
-    const q = matchFrom(f, data, j + 1, p + 1);
-    if (q >= 0) return q;
-  }
-  if (u === PERCENT && hexPair(data, p + 1) === PERCENT) {
-    const q = matchFrom(f, data, j + 1, p + 3);
-    if (q >= 0) return q;
-  }
-  if (readEscape(data, p) === u) {
-    const q = matchFrom(f, data, j + 1, escapeEnd);
-    if (q >= 0) return q;
-  }
-  return j >= f.required ? before : -1;
+  let end = -1;
+  if (data[p] === u) end = Math.max(end, matchFrom(f, data, j + 1, p + 1));
+  if (u === PERCENT && hexPair(data, p + 1) === PERCENT) end = Math.max(end, matchFrom(f, data, j + 1, p + 3));
+  if (readEscape(data, p) === u) end = Math.max(end, matchFrom(f, data, j + 1, escapeEnd));
+  if (end < 0 && j >= f.required) end = before;
+  (memo ??= new Map()).set(key, end);
+  return end;
 }
 
 export const NONE: Compiled[] = [];

@@ -24,7 +24,7 @@ import {
   candidates,
   compile,
   inSet,
-  matchFrom,
+  matchAt,
   type Compiled,
 } from './match';
 
@@ -230,7 +230,7 @@ export function mayStartAt(pairs: Uint8Array, data: Uint8Array, i: number): bool
 // Where the longest occurrence that starts at i ends, or -1.
 export function longestAt(r: Redactor, data: Uint8Array, i: number): number {
   let end = -1;
-  for (const f of candidates(r, data, i)) end = Math.max(end, matchFrom(f, data, 0, i));
+  for (const f of candidates(r, data, i)) end = Math.max(end, matchAt(f, data, i));
   return end;
 }
 

@@ -36,6 +36,17 @@ export function streamRedactor(r: Redactor | null, cut = Infinity): StreamRedact
   let count = 0;
   let overflow = false; // the output would have grown beyond the cut
   let ended = false; // the last piece was pushed
+  // `held` lives at the end of `own` (allocated here, with room to grow)
+  // when `ownEnd` is its end: a piece is then appended in place rather
+  // than the whole of `held` copied at every piece.
+  let own: Buffer | null = null;
+  let ownEnd = 0;
+  // The tail is tried again only once this much input has arrived: a
+  // position whose match read to the end of what had arrived is retried
+  // when what is undecided has grown by half (at least a byte), so pieces
+  // of a byte each over a long near-match cost a bounded number of scans
+  // of it, not one per piece.
+  let tailWaitsFor = 0;
 
   // Output kept to at most `cut` bytes in all.
   const capped = (parts: Buffer[]): Buffer => {
@@ -48,6 +59,26 @@ export function streamRedactor(r: Redactor | null, cut = Infinity): StreamRedact
     }
     emitted += out.length;
     return out;
+  };
+
+  const append = (chunk: Buffer): Buffer => {
+    if (held.length === 0) {
+      own = null;
+      return chunk;
+    }
+    const inPlace =
+      own !== null && held.buffer === own.buffer && held.byteOffset + held.length === own.byteOffset + ownEnd;
+    if (inPlace && own !== null && ownEnd + chunk.length <= own.length) {
+      chunk.copy(own, ownEnd);
+      ownEnd += chunk.length;
+      return own.subarray(ownEnd - held.length - chunk.length, ownEnd);
+    }
+    const size = held.length + chunk.length;
+    own = Buffer.allocUnsafe(Math.max(4096, size * 2));
+    held.copy(own, 0);
+    chunk.copy(own, held.length);
+    ownEnd = size;
+    return own.subarray(0, size);
   };
 
   // Decide what can be decided of `held` (start positions stop at the
@@ -65,7 +96,11 @@ export function streamRedactor(r: Redactor | null, cut = Infinity): StreamRedact
       // Then, one by one, those whose match read nothing beyond what has
       // arrived: text that cannot be the start of an occurrence goes out
       // now, so an event stream is not held back a whole match length.
-      if (!last) next = settleTail(r, held, next, Math.min(held.length, limit), found);
+      if (!last && base + held.length >= tailWaitsFor) {
+        const until = Math.min(held.length, limit);
+        next = settleTail(r, held, next, until, found);
+        if (next < until) tailWaitsFor = base + held.length + Math.max(1, Math.ceil((held.length - next) / 2));
+      }
     }
     const parts: Buffer[] = [];
     let from = 0;
@@ -93,12 +128,14 @@ export function streamRedactor(r: Redactor | null, cut = Infinity): StreamRedact
       }
       ended = last;
       received += chunk.length;
-      if (base >= cut || emitted >= cut) return Buffer.alloc(0);
-      held = held.length === 0 ? chunk : Buffer.concat([held, chunk]);
+      // Once the output is full, input before the cut is still scanned:
+      // its occurrences are counted, as redact() counts them.
+      if (base >= cut) return Buffer.alloc(0);
+      held = append(chunk);
       return decide(last);
     },
     end() {
-      if (base >= cut || emitted >= cut) return Buffer.alloc(0);
+      if (base >= cut) return Buffer.alloc(0);
       return decide(true);
     },
     get count() {

@@ -1,4 +1,4 @@
-// Probe: joins of several credentials' redactors (joinRedactors, byPart as
+// joins of several credentials' redactors (joinRedactors, byPart as
 // the daemon builds them) and the redactor cache's kept joins
 // (daemon/stores/redactors.ts). Each occurrence of either credential's
 // value, in every form, is replaced whole and marked with the name of the
@@ -22,7 +22,7 @@ import {
   show,
   streamed,
   type Rnd,
-} from './lib';
+} from '../helpers/redact-fuzz';
 
 const INERT = '!#$()*,.;<>?@[]^`{|}~';
 const inert = (r: Rnd, len: number, avoid: Buffer[]): string => {

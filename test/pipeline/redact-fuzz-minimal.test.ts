@@ -1,8 +1,9 @@
-// Probe: minimal reproductions of what forms.test.ts, stream.test.ts and
-// join.test.ts found. Each asserts the documented behaviour.
+// Minimal cases of what the redaction fuzz suites (redact-fuzz-forms,
+// -stream, -join) found; each failed before its change and asserts the
+// documented behaviour.
 import t from 'tap';
 import { redact } from '../../daemon/pipeline/redact';
-import { lat, mustBuild, streamed } from './lib';
+import { lat, mustBuild, streamed } from '../helpers/redact-fuzz';
 
 const MARK = '[REDACTED:api]';
 
@@ -64,4 +65,22 @@ t.test('UTF-16 of a secret holding a cut UTF-8 sequence, as decoders make it', a
   t.equal(new TextDecoder().decode(secret), 'abc\ufffddef', 'one U+FFFD for E2 82');
   t.equal(redact(r, le).count, 1, 'UTF-16LE echo found');
   r.wipe();
+});
+
+// A secret rich in "%" or "\" over text rich in them: each such byte can
+// be read two ways ("%" raw or the "%25" escape; "\" raw or "\\"), and
+// tried to the end each way the matcher took time doubling with each one
+// (60 of them: for ever). Kept per element and position, it finishes. No
+// timing is asserted: before the change this row never ended (tap's
+// timeout), after it takes milliseconds.
+t.test('a secret rich in % or \\ over text rich in them: the scan ends', async (t) => {
+  for (const [secret, body] of [
+    ['x' + 'a%'.repeat(60) + 'z', 'x' + 'a%25'.repeat(60) + 'q'],
+    ['x' + '\\'.repeat(60) + 'z', 'x' + '\\'.repeat(120) + 'q'],
+  ] as const) {
+    const r = mustBuild([lat(secret)], 'api');
+    t.equal(redact(r, lat(body)).count, 0, `${secret.slice(0, 6)}…: no occurrence (the last byte differs)`);
+    t.equal(redact(r, lat(body.slice(0, -1) + 'z')).count, 1, `${secret.slice(0, 6)}…: found when it is there`);
+    r.wipe();
+  }
 });

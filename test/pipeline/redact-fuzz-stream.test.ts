@@ -1,4 +1,4 @@
-// Probe: streamRedactor against redact() over adversarial bodies. Random
+// streamRedactor against redact() over adversarial bodies. Random
 // needles (secret + "Bearer secret", all kinds), bodies made of whole
 // occurrences in every form, truncated and mutated occurrences (near
 // matches), overlapping occurrences, partial escapes and base64 noise;
@@ -26,7 +26,7 @@ import {
   show,
   streamed,
   type Rnd,
-} from './lib';
+} from '../helpers/redact-fuzz';
 
 const NOISE = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/=%&#;\\xu"_-. :\r\n\t';
 

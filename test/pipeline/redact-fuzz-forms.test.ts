@@ -1,4 +1,4 @@
-// Probe: every form and escape docs/responses.md promises, for random
+// every form and escape docs/responses.md promises, for random
 // needles (binary, ASCII, UTF-8 with non-ASCII, short, long), embedded
 // between inert text. redact() must give exactly `L + MARK + R` (for base64
 // and base32: the characters that carry no needle bit kept, every one that
@@ -21,7 +21,7 @@ import {
   show,
   streamed,
   type Rnd,
-} from './lib';
+} from '../helpers/redact-fuzz';
 
 const LABEL = 'api';
 const MARK = `[REDACTED:${LABEL}]`;
@@ -126,7 +126,6 @@ t.test('every promised form is replaced whole, exactly once', async (t) => {
     for (const kind of NEEDLE_KINDS) {
       const r = rng(seed * 7919 + kind.length);
       const nd = needle(r, kind);
-      if (process.env.SKIPLAST && [0x25, 0x5c, 0x26].includes(nd[nd.length - 1] as number)) continue;
       const red = mustBuild([nd], LABEL);
       for (const c of cases(r, nd)) {
         const L = inert(r, nd, int(r, 8));
