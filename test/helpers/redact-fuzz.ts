@@ -1,4 +1,4 @@
-// Shared generators for the redaction fuzz suites (test/pipeline/redact-fuzz-*) (not a test by itself).
+// Shared generators for the redaction fuzz suites (test/pipeline/redact-fuzz-*), not a test itself.
 import { buildRedactor, type Redactor } from '../../daemon/pipeline/redact';
 import { streamRedactor } from '../../daemon/pipeline/redact/stream';
 

@@ -9,19 +9,8 @@ import t from 'tap';
 import { buildRedactor, redact, type Redactor } from '../../daemon/pipeline/redact';
 import { streamRedactor } from '../../daemon/pipeline/redact/stream';
 import { base32, exposures } from '../helpers/exposure';
-
 // A small deterministic generator, so a failure can be replayed by seed.
-function rng(seed: number): () => number {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s / 0x100000000;
-  };
-}
+import { rng } from '../helpers/redact-fuzz';
 
 const hex2 = (c: number): string => c.toString(16).padStart(2, '0');
 
