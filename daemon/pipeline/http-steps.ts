@@ -207,7 +207,7 @@ function tokenWithin(token: Promise<Obtained>, ms: number, def: HttpCredentialDe
       reject(
         new Refusal(
           'upstream_timeout',
-          `no access token for credential "${def.name}" from ${from} within the request's timeout (${ms} ms); the request was not sent — retry later, or give it a longer timeout_ms`,
+          `no access token for credential "${def.name}" from ${from} within the request's timeout (${ms} ms); the request was not sent — retry later, or give the request longer (timeout_ms on POST /v1/http; through the proxy front door a human may raise http.timeout)`,
           { maybe_executed: false },
         ),
       );

@@ -15,7 +15,13 @@ import { Refusal } from '../../shared/errors';
 import type { LeafCertificates } from './leaf-certs';
 import { parseConnectTarget, type ConnectTarget } from './connect-target';
 import { coveringCredentials } from '../pipeline/coverage';
-import { runClientPid, serveProxiedExchange, type FrontDoorDeps } from './proxied-exchange';
+import {
+  declaredTooLarge,
+  droppedBodyCut,
+  runClientPid,
+  serveProxiedExchange,
+  type FrontDoorDeps,
+} from './proxied-exchange';
 import { refuseOnSocket, refuseResponse } from './refusal-response';
 import { nestedConnect, parseFailure, unmetExpectation } from './malformed';
 import { afterWholeRequests, trackExchange, whenAnswered } from '../exchanges-open';
@@ -42,16 +48,23 @@ function serveInner(
   secure: tls.TLSSocket,
   clientPid: number | null,
 ): void {
-  const inner = http.createServer({ keepAlive: true }, (req, res) => {
+  const serve = (req: http.IncomingMessage, res: http.ServerResponse): void => {
     trackExchange(req, res);
     void serveProxiedExchange(deps, outer, t, req, res, () => clientPid);
+  };
+  const inner = http.createServer({ keepAlive: true }, serve);
+  // `Expect: 100-continue`: the 100 only for a body that may be taken; one
+  // declared over the limit is refused at once (serveProxiedExchange).
+  inner.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    if (!declaredTooLarge(req, deps.pipeline.config().http.max_request_body)) res.writeContinue();
+    serve(req, res);
   });
   const endpoint = `HTTPS ${t.target.host}:${t.port}`;
   // Answered after the requests that arrived whole before the failure; one
   // it cut short stays quiet, this is its answer (exchanges-open.ts).
   inner.on('clientError', (e: NodeJS.ErrnoException, sock: Duplex) => {
     const after = afterWholeRequests(sock);
-    if (e.code === 'ECONNRESET') {
+    if (e.code === 'ECONNRESET' || droppedBodyCut(sock, e)) {
       sock.destroy();
       return;
     }

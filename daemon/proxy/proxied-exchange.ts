@@ -7,6 +7,7 @@
 import { once } from 'node:events';
 import type http from 'node:http';
 import type net from 'node:net';
+import type { Duplex } from 'node:stream';
 import { Refusal } from '../../shared/errors';
 import type { HttpCredentialDef } from '../../shared/credential';
 import type { Identity } from '../identity/identify';
@@ -62,12 +63,7 @@ function readBody(req: http.IncomingMessage, limit: number, deadlineMs: number):
       if (size > limit) {
         chunks = null;
         clearTimeout(timer);
-        reject(
-          new Refusal(
-            'body_too_large',
-            `the request body is larger than http.max_request_body (${limit} bytes); send a smaller body`,
-          ),
-        );
+        reject(tooLarge(limit));
         return;
       }
       chunks.push(c);
@@ -78,6 +74,41 @@ function readBody(req: http.IncomingMessage, limit: number, deadlineMs: number):
     });
     req.on('error', reject);
   });
+}
+
+// A body declared larger than the limit is refused before any of it is
+// read. With `Expect: 100-continue` it comes before a 100 Continue, and the
+// connection then closes: the client may send the body or not (RFC 9110
+// §10.1.1), so what follows cannot be told from the next request. Without
+// it the client is sending the body anyway: the connection stays open while
+// that is read and dropped, so the refusal reaches it (a connection closed
+// while the client still sends is reset, and the answer lost with it), as
+// long as that is at most DRAIN_LIMIT; beyond, it is closed.
+const DRAIN_LIMIT = 64 * 1024 * 1024;
+
+function declaredLength(req: http.IncomingMessage): number | null {
+  const v = req.headers['content-length'];
+  return typeof v === 'string' && /^[0-9]{1,15}$/.test(v) ? Number(v) : null;
+}
+
+export function declaredTooLarge(req: http.IncomingMessage, limit: number): boolean {
+  return (declaredLength(req) ?? 0) > limit;
+}
+
+function tooLarge(limit: number): Refusal {
+  return new Refusal(
+    'body_too_large',
+    `the request body is larger than http.max_request_body (${limit} bytes); send a smaller body, or a human may raise http.max_request_body in the config`,
+  );
+}
+
+// Connections reading and dropping a body refused early: a client that
+// stops sending it once it has the 413 and closes ends the connection in
+// the middle of that body, which is no new malformed request.
+export const dropping = new WeakSet<Duplex>();
+
+export function droppedBodyCut(sock: Duplex, e: NodeJS.ErrnoException): boolean {
+  return dropping.has(sock) && e.code === 'HPE_INVALID_EOF_STATE';
 }
 
 // Requests whose body did not arrive in time: their connection is closed
@@ -194,6 +225,7 @@ export async function serveProxiedExchange(
     deps.requireUnlocked();
     deps.touch();
     const cfg = s.config();
+    if (declaredTooLarge(req, cfg.http.max_request_body)) throw tooLarge(cfg.http.max_request_body);
     const reading = readBody(req, cfg.http.max_request_body, cfg.daemon.agent_request_timeout);
     const body = reading === null ? null : await reading;
     const parts: ProxiedParts = {
@@ -230,7 +262,12 @@ export async function serveProxiedExchange(
       return;
     }
     r = await deps.journalRefusal(outer, r, endpoint);
-    if (r.code === 'body_too_large' || tooSlow.has(req)) res.setHeader('connection', 'close');
+    const drained =
+      r.code === 'body_too_large' &&
+      req.headers['expect'] === undefined &&
+      (declaredLength(req) ?? Infinity) <= DRAIN_LIMIT;
+    if ((r.code === 'body_too_large' && !drained) || tooSlow.has(req)) res.setHeader('connection', 'close');
+    if (drained) dropping.add(req.socket);
     refuseResponse(res, r);
     req.resume();
   }
