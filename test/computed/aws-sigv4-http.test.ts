@@ -10,7 +10,7 @@ import t from 'tap';
 import { readFileSync } from 'node:fs';
 import type { Test } from 'tap';
 import { startStack, auditList, type Stack } from '../helpers/stack';
-import { verifySigV4, type RefKeys } from '../helpers/sigv4-verifier';
+import { verifyingHandler, type RefKeys, type SeenRequest } from '../helpers/sigv4-verifier';
 import { cliBytes } from '../helpers/cli-bytes';
 import { exposures } from '../helpers/exposure';
 import { journalText } from '../helpers/canary';
@@ -37,7 +37,7 @@ function unchunk(body: Buffer): Buffer {
 interface Setup {
   s: Stack;
   keys: RefKeys;
-  seen: { method: string; url: string; status: number; reason: string; auth: string }[];
+  seen: SeenRequest[];
 }
 
 async function setup(t: Test, o: { token?: boolean; service?: string } = {}): Promise<Setup> {
@@ -52,19 +52,7 @@ async function setup(t: Test, o: { token?: boolean; service?: string } = {}): Pr
   const s = await startStack({
     names: [HOST],
     records: { [HOST]: { A: ['127.0.0.1'] } },
-    handler: async (req, body, res) => {
-      const v = await verifySigV4(req, body, keys, scope);
-      seen.push({
-        method: req.method ?? '',
-        url: req.url ?? '',
-        status: v.status,
-        reason: v.reason,
-        auth: String(req.headers.authorization ?? ''),
-      });
-      if (v.status !== 200) {
-        res.writeHead(v.status, { 'content-type': 'text/plain' }).end(v.reason);
-        return;
-      }
+    handler: verifyingHandler(keys, scope, seen, (req, body, res) => {
       const key = (req.url ?? '').split('?')[0]!;
       if (req.method === 'PUT') {
         objects.set(key, /aws-chunked/.test(String(req.headers['content-encoding'])) ? unchunk(body) : body);
@@ -85,7 +73,7 @@ async function setup(t: Test, o: { token?: boolean; service?: string } = {}): Pr
         res
           .writeHead(200, { 'content-type': 'application/json' })
           .end(JSON.stringify({ verified: true, url: req.url }));
-    },
+    }),
   });
   t.teardown(() => s.close());
   const secret = `${ACCESS_KEY}:${SECRET_KEY}${o.token ? `:${TOKEN}` : ''}`;

@@ -165,6 +165,41 @@ export async function verifySigV4(
 }
 
 // A plain HTTP server on 127.0.0.1 handing each request over with its body.
+// What an upstream that checks every signature saw of each request.
+export interface SeenRequest {
+  method: string;
+  url: string;
+  status: number;
+  reason: string;
+  auth: string;
+}
+
+// A stack upstream's handler that verifies each request's signature,
+// records it in `seen`, answers a bad one with its verdict and passes a
+// good one to `answer`.
+export function verifyingHandler(
+  keys: RefKeys,
+  scope: { region: string; service: string },
+  seen: SeenRequest[],
+  answer: (req: http.IncomingMessage, body: Buffer, res: http.ServerResponse) => void,
+): (req: http.IncomingMessage, body: Buffer, res: http.ServerResponse) => Promise<void> {
+  return async (req, body, res) => {
+    const v = await verifySigV4(req, body, keys, scope);
+    seen.push({
+      method: req.method ?? '',
+      url: req.url ?? '',
+      status: v.status,
+      reason: v.reason,
+      auth: String(req.headers.authorization ?? ''),
+    });
+    if (v.status !== 200) {
+      res.writeHead(v.status, { 'content-type': 'text/plain' }).end(v.reason);
+      return;
+    }
+    answer(req, body, res);
+  };
+}
+
 export async function startBodyServer(
   onRequest: (req: http.IncomingMessage, body: Buffer, res: http.ServerResponse) => void,
 ): Promise<{ port: number; close(): Promise<void> }> {
