@@ -15,13 +15,15 @@ export interface Decoded {
 
 export type Coding = 'gzip' | 'deflate' | 'br';
 
-const CODINGS: Record<string, Coding | null> = {
-  identity: null,
-  gzip: 'gzip',
-  'x-gzip': 'gzip',
-  deflate: 'deflate',
-  br: 'br',
-};
+// A Map, not an object: the upstream names the coding, and a name such as
+// "constructor" or "__proto__" would be found on an object's prototype.
+const CODINGS = new Map<string, Coding | null>([
+  ['identity', null],
+  ['gzip', 'gzip'],
+  ['x-gzip', 'gzip'],
+  ['deflate', 'deflate'],
+  ['br', 'br'],
+]);
 
 // "gzip, br" means gzip was applied first: undo br, then gzip. Unknown
 // codings are refused by name: what postern cannot read it cannot redact.
@@ -32,7 +34,7 @@ export function parseContentEncoding(value: string | string[] | undefined, host:
   for (const part of text.split(',')) {
     const name = part.trim().toLowerCase();
     if (name === '') continue;
-    if (!(name in CODINGS)) {
+    if (!CODINGS.has(name)) {
       // The name is not quoted: the upstream chose it, and it could be the secret.
       throw new Refusal(
         'upstream_error',
@@ -40,7 +42,7 @@ export function parseContentEncoding(value: string | string[] | undefined, host:
         { maybe_executed: true },
       );
     }
-    const c = CODINGS[name];
+    const c = CODINGS.get(name);
     if (c) out.push(c);
   }
   return out.reverse();
@@ -59,7 +61,7 @@ export function parseTransferEncoding(value: string | string[] | undefined, host
   const out: Coding[] = [];
   names.forEach((name, i) => {
     if (name === 'chunked' && i === names.length - 1) return;
-    const c = CODINGS[name];
+    const c = CODINGS.get(name);
     if (name === 'chunked' || c === undefined) {
       throw new Refusal(
         'upstream_error',

@@ -481,6 +481,12 @@ t.test('parseOAuthTokenResponse: every answer, exactly', async (t) => {
       `${at} has "token_type" DPoP; postern sends Bearer tokens only`,
     ],
     [
+      'token_type named like a property every object has',
+      200,
+      good({ token_type: 'constructor' }),
+      `${at} has a "token_type" other than Bearer; postern sends Bearer tokens only`,
+    ],
+    [
       'token_type echoing the token',
       200,
       good({ token_type: token }),

@@ -229,7 +229,9 @@ export function parseOAuthTokenResponse(status: number, body: Buffer, now: Date)
   const tokenType = member(json, 'token_type');
   if (tokenType === undefined) return refused(`${answer} has no "token_type"`);
   if (typeof tokenType !== 'string' || tokenType.toLowerCase() !== 'bearer') {
-    const known = typeof tokenType === 'string' ? KNOWN_TOKEN_TYPES[tokenType.toLowerCase()] : undefined;
+    const lower = typeof tokenType === 'string' ? tokenType.toLowerCase() : '';
+    // Own names only: the endpoint chose the text ("constructor" is on every object).
+    const known = Object.hasOwn(KNOWN_TOKEN_TYPES, lower) ? KNOWN_TOKEN_TYPES[lower] : undefined;
     const which = known === undefined ? 'a "token_type" other than Bearer' : `"token_type" ${known}`;
     return refused(`${answer} has ${which}; postern sends Bearer tokens only`);
   }
