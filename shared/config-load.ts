@@ -149,13 +149,22 @@ export function loadConfigLeniently(opts: { configFlag?: string; env?: NodeJS.Pr
   } catch (e) {
     if (!(e instanceof Refusal) || e.code !== 'bad_config') throw e;
     const loc = resolveLocations({ configFlag: opts.configFlag, env: opts.env ?? process.env });
-    let text: string | null = null;
-    let raw: Record<string, unknown> = {};
+    // A file that cannot be read (another user's, in the dedicated-user
+    // deployment) or a --config that names nothing says so as before:
+    // defaults would point at another home. What is lenient is a file
+    // read whose content does not load, or the home's own config missing.
+    let text: string | null;
     try {
       text = readConfigFile(loc.configPath);
+    } catch {
+      throw e;
+    }
+    if (text === null && loc.configExplicit) throw e;
+    let raw: Record<string, unknown> = {};
+    try {
       raw = text === null ? {} : parseTomlText(loc.configPath, text);
     } catch {
-      // unreadable, or not TOML at all: every setting defaulted
+      // not TOML at all: every setting defaulted
     }
     const kept: Record<string, Record<string, unknown>> = {};
     for (const row of ROWS) {

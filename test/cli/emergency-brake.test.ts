@@ -6,7 +6,7 @@
 // `postern sessions revoke --all` a daemon that is running unlocked with the
 // config it was approved with.
 import t from 'tap';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cli, unlockedHome } from '../helpers/postern';
 import { TestAdmin } from '../helpers/admin';
@@ -49,4 +49,22 @@ t.test('config.toml broken: `postern sessions revoke --all` and `status` still r
   t.equal(rv.code, 0, `revoke --all exits 0 (stderr: ${rv.stderr.trim()})`);
   const st = cli(h, ['status', '--json']);
   t.equal(st.code, 0, `status exits 0 and can tell the human the daemon is unlocked (stderr: ${st.stderr.trim()})`);
+});
+
+t.test('config.toml removed from the home: `postern lock` still locks, with the defaults', async (t) => {
+  const h = await unlockedHome(t);
+  rmSync(join(h.home, 'config.toml'));
+  const r = cli(h, ['lock']);
+  t.equal(r.code, 0, `lock exits 0 (stderr: ${r.stderr.trim()})`);
+  t.match(r.stderr, /no config file here/, 'the warning says what is wrong');
+  t.equal(await lockedNow(h.home), true, 'the daemon is locked');
+});
+
+t.test('a --config that names no file, or a file that cannot be read: said as before, nothing defaulted', async (t) => {
+  const h = await unlockedHome(t);
+  const missing = cli(h, ['--config', join(h.dir, 'nowhere.toml'), 'lock']);
+  t.equal(missing.code, 1, missing.stderr);
+  t.match(missing.stderr, /nowhere\.toml: no config file here/);
+  t.notMatch(missing.stderr, /warning/);
+  t.equal(await lockedNow(h.home), false, 'nothing was sent to a daemon the config did not name');
 });
