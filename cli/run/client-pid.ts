@@ -17,9 +17,14 @@ import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 interface Row {
   localPort: number;
   remotePort: number;
-  established: boolean;
+  // Connected, in any state a client's socket may be in while its request
+  // is read: established, or half-closed after sending it (FIN_WAIT1/2,
+  // CLOSING). Not a listener; a socket with no owner has inode 0.
+  connected: boolean;
   inode: string;
 }
+
+const CONNECTED_STATES = new Set(['01', '04', '05', '08', '09', '0B']);
 
 function parseTable(text: string): Row[] {
   const rows: Row[] = [];
@@ -28,7 +33,12 @@ function parseTable(text: string): Row[] {
     // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
     const f = line.trim().split(/\s+/);
     if (f.length < 10) continue;
-    rows.push({ localPort: port(f[1]!), remotePort: port(f[2]!), established: f[3] === '01', inode: f[9]! });
+    rows.push({
+      localPort: port(f[1]!),
+      remotePort: port(f[2]!),
+      connected: CONNECTED_STATES.has(f[3]!),
+      inode: f[9]!,
+    });
   }
   return rows;
 }
@@ -65,13 +75,13 @@ export class SocketTables {
     return ++this.count;
   }
 
-  // The inode of the established socket whose local port is `clientPort`
+  // The inode of the connected socket whose local port is `clientPort`
   // and whose remote port is `serverPort`, in either table.
   clientSocketInode(ticket: number, clientPort: number, serverPort: number): string | null {
     for (const table of this.tables) {
       const row = table
         .rows(ticket, this.count)
-        .find((r) => r.localPort === clientPort && r.remotePort === serverPort && r.established && r.inode !== '0');
+        .find((r) => r.localPort === clientPort && r.remotePort === serverPort && r.connected && r.inode !== '0');
       if (row) return row.inode;
     }
     return null;

@@ -297,7 +297,7 @@ s.on('close', () => fs.writeFileSync(process.argv[4], Buffer.concat(chunks)));`,
       ),
     );
     const text = got.toString('latin1');
-    t.match(text, /^HTTP\/1\.1 502 /);
+    t.match(text, /^HTTP\/1\.1 502 /, text.slice(0, 600));
     t.match(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)), {
       error: { code: 'daemon_unreachable', message: /start it with `postern daemon`/ },
     });
