@@ -6,7 +6,7 @@
 // not die abruptly leaving a journal that `postern audit verify` rejects
 // and no record of its stop. SIGTERM is the reference: it does all this.
 import t from 'tap';
-import { cli, startDaemon, makeHome, init, eventually } from '../helpers/postern';
+import { cli, startDaemon, makeHome, init, eventually, credAdd } from '../helpers/postern';
 
 const DEF = `name = "api"\nkind = "http"\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\n`;
 
@@ -20,16 +20,7 @@ for (const sig of ['SIGTERM', 'SIGHUP'] as const) {
       if (d.proc.exitCode === null) d.proc.kill('SIGKILL');
     });
     t.equal(cli(h, ['unlock', '--passphrase-file', h.passFile]).code, 0);
-    const add = cli(h, [
-      'cred',
-      'add',
-      '--file',
-      h.file('d.toml', DEF),
-      '--secret-file',
-      h.file('s', 'tok_abcdefgh12345678\n'),
-      '--passphrase-file',
-      h.passFile,
-    ]);
+    const add = credAdd(h, 'd', DEF, 'tok_abcdefgh12345678\n');
     t.equal(add.code, 0, add.stderr);
     d.proc.kill(sig);
     const gone = await eventually(() => d.proc.exitCode !== null || d.proc.signalCode !== null, 3000);

@@ -9,22 +9,13 @@ import t from 'tap';
 import { mkdirSync, renameSync, rmdirSync, rmSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { cli, unlockedHome } from '../helpers/postern';
+import { cli, unlockedHome, credAdd } from '../helpers/postern';
 
 const DEF = (n: string): string =>
   `name = "${n}"\nkind = "http"\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\n`;
 
 function add(h: Awaited<ReturnType<typeof unlockedHome>>, name: string): ReturnType<typeof cli> {
-  return cli(h, [
-    'cred',
-    'add',
-    '--file',
-    h.file(`${name}.toml`, DEF(name)),
-    '--secret-file',
-    h.file(`${name}.s`, `tok_${name}_0123456789\n`),
-    '--passphrase-file',
-    h.passFile,
-  ]);
+  return credAdd(h, name, DEF(name), `tok_${name}_0123456789\n`);
 }
 
 t.test('a directory at the vault path: the write is refused naming the vault file, and what to do', async (t) => {

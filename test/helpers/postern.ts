@@ -101,6 +101,21 @@ export function cliAsync(h: { env: NodeJS.ProcessEnv }, args: string[], input?: 
   });
 }
 
+// `postern cred add` of a definition's text with its secret, proved with
+// the test passphrase; files written under `name`.
+export function credAdd(h: Home, name: string, definition: string, secret: string): Result {
+  return cli(h, [
+    'cred',
+    'add',
+    '--file',
+    h.file(`${name}.toml`, definition),
+    '--secret-file',
+    h.file(`${name}.secret`, secret),
+    '--passphrase-file',
+    h.passFile,
+  ]);
+}
+
 export function init(h: Home, extra: string[] = []): Result {
   return cli(h, ['init', '--kdf', 'interactive', '--passphrase-file', h.passFile, ...extra]);
 }

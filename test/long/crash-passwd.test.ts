@@ -7,7 +7,7 @@
 // documented format (docs/vault-format.md) and through the real daemon.
 import t from 'tap';
 import { join } from 'node:path';
-import { cli, init, makeHome, startDaemon, PASSPHRASE } from '../helpers/postern';
+import { cli, init, makeHome, startDaemon, PASSPHRASE, credAdd } from '../helpers/postern';
 import { TestAdmin } from '../helpers/admin';
 import { openVaultFile } from '../../shared/vault-format';
 
@@ -43,16 +43,7 @@ t.test('SIGKILL at moments across passwd: old or new passphrase, nothing lost, u
   {
     const d = await startDaemon(h);
     t.equal(cli(h, ['unlock', '--passphrase-file', h.passFile]).code, 0);
-    const add = cli(h, [
-      'cred',
-      'add',
-      '--file',
-      h.file('d.toml', DEF),
-      '--secret-file',
-      h.file('s', SECRET + '\n'),
-      '--passphrase-file',
-      h.passFile,
-    ]);
+    const add = credAdd(h, 'd', DEF, SECRET + '\n');
     t.equal(add.code, 0, add.stderr);
     const a = await TestAdmin.connect(join(h.home, 'admin.sock'));
     const next = 'measured new passphrase';
