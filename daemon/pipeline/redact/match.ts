@@ -211,7 +211,7 @@ export function compile(f: Form): Compiled {
 // required elements. The ways to write a byte start with different
 // characters except when the byte itself starts escapes ("%", "\\", "&"),
 // so only those branch.
-export function matchFrom(f: Compiled, data: Uint8Array, j: number, p: number): number {
+function matchFrom(f: Compiled, data: Uint8Array, j: number, p: number): number {
   const { bytes } = f;
   for (; j < bytes.length; j++) {
     const before = p;
