@@ -20,6 +20,7 @@ import { createRun } from './agent-runs';
 import type { LeafCertificates } from './proxy/leaf-certs';
 import { afterWholeRequests, trackExchange } from './exchanges-open';
 import { isAbsoluteForm, serveAbsoluteForm, serveConnect, type FrontDoorDeps } from './proxy/front-door';
+import { lingerAfterAnswer } from './lingering-close';
 
 const peers = new WeakMap<net.Socket, Identity | Refusal>();
 
@@ -273,9 +274,11 @@ export function createAgentServer(
           // Beyond audit.refusal_burst a second for one process instance they
           // are counted in a summary (SPEC §9).
           r = await journalAgentRefusal(pipeline, req.socket, r, `${req.method} ${path}`);
-          if (tooSlow.has(req) || r.code === 'body_too_large') res.setHeader('connection', 'close');
+          const closing = tooSlow.has(req) || r.code === 'body_too_large';
+          if (closing) res.setHeader('connection', 'close');
           sendRefusal(res, r);
-          if (!tooSlow.has(req)) req.resume();
+          if (closing) lingerAfterAnswer(req);
+          else req.resume();
         } finally {
           controller.countAgentRequest(refused);
         }

@@ -22,6 +22,7 @@ import type { ConnectTarget } from './connect-target';
 import { coveringCredentials } from '../pipeline/coverage';
 import { refuseResponse } from './refusal-response';
 import { cutByParseFailure } from '../exchanges-open';
+import { lingerAfterAnswer } from '../lingering-close';
 
 export interface FrontDoorDeps {
   pipeline: PipelineServices;
@@ -266,9 +267,13 @@ export async function serveProxiedExchange(
       r.code === 'body_too_large' &&
       req.headers['expect'] === undefined &&
       (declaredLength(req) ?? Infinity) <= DRAIN_LIMIT;
-    if ((r.code === 'body_too_large' && !drained) || tooSlow.has(req)) res.setHeader('connection', 'close');
-    if (drained) dropping.add(req.socket);
+    const closing = (r.code === 'body_too_large' && !drained) || tooSlow.has(req);
+    if (closing) res.setHeader('connection', 'close');
+    // Either way what is left of the body is read and dropped, and a
+    // client that stops sending it and closes is no new malformed request.
+    if (drained || closing) dropping.add(req.socket);
     refuseResponse(res, r);
-    req.resume();
+    if (closing) lingerAfterAnswer(req);
+    else req.resume();
   }
 }

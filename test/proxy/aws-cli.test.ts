@@ -180,6 +180,36 @@ t.test('aws s3 cp of a 12 MiB file (max_request_body 32MiB): a multipart upload,
   await noLeaks(t, x);
 });
 
+// botocore sends a part held in memory with its head despite its own
+// `Expect: 100-continue`; postern refuses it at the head and must not reset
+// the connection under the part still arriving, or the CLI reports a
+// connection error instead of the 413.
+t.test('aws s3 cp of a 12 MiB file at the default max_request_body: the CLI reads the 413', async (t) => {
+  const x = await setup(t, 's3', (req, _body, res) => {
+    const url = new URL(req.url ?? '/', 'https://x');
+    if (req.method === 'POST' && url.searchParams.has('uploads'))
+      res
+        .writeHead(200, { 'content-type': 'application/xml' })
+        .end(
+          `<?xml version="1.0" encoding="UTF-8"?><InitiateMultipartUploadResult><Bucket>bucket</Bucket><Key>big.bin</Key><UploadId>UP1</UploadId></InitiateMultipartUploadResult>`,
+        );
+    else res.writeHead(204).end();
+  });
+  const file = x.s.h.file('big.bin', '');
+  writeFileSync(file, randomBytes(12 * 1024 * 1024));
+  const r = await x.aws(['--debug', 's3', 'cp', file, 's3://bucket/big.bin']);
+  x.outputs.push(r.stdout, Buffer.from(r.stderr));
+  t.not(r.code, 0, 'the upload fails');
+  t.match(r.stderr, /x-postern-error[^\n]*body_too_large/i, 'the CLI read the 413 and its code');
+  t.notMatch(
+    r.stderr,
+    /Connection was closed|ConnectionResetError|Connection reset|BrokenPipe|EndpointConnectionError/,
+    'no connection reset or broken pipe',
+  );
+  t.equal(x.seen.filter((v) => v.method === 'PUT').length, 0, 'no part reached the endpoint');
+  await noLeaks(t, x);
+});
+
 t.test(
   'the CLI with the region the credential does not sign for: refused before sending, reason visible with --debug',
   async (t) => {
