@@ -260,7 +260,6 @@ export class JournalWriter {
         }
         const head = accept(d, enc);
         d.settled.push([p, head]);
-        p.assigned?.(head);
         if (this.signKey && d.work.sinceCheckpoint >= CHECKPOINT_AFTER) this.checkpointInto(d);
       }
       await this.flush(d, !batch.every((p) => p.lazy === true));
@@ -371,6 +370,10 @@ export class JournalWriter {
         await old.close().catch(() => undefined);
       }
       d.lines = [];
+      // An entry's seq is told once its bytes are written: a write that
+      // fails is cut back and its seq given to the next entry, so a seq
+      // told before would name another entry.
+      for (const [p, head] of d.settled) if (head) p.assigned?.(head);
     } else if (sync && this.unsynced.length > 0) {
       await this.fh.datasync();
       this.counters.syncs += 1;

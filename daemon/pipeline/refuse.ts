@@ -91,3 +91,16 @@ export function sendFailed(
     duration_ms: Date.now() - started,
   });
 }
+
+// The request was sent and answered, but its outcome could not be
+// journaled: nothing of the response is released (the journal could not
+// show what was), and the agent is told that it executed, under its
+// intent's seq, the one entry that exists.
+export function outcomeNotJournaled(intent: JournalHead, e: unknown, answered: string): Refusal {
+  const why = e instanceof Refusal ? String(e.detail?.['errno'] ?? e.code) : 'error';
+  return new Refusal(
+    'audit_unavailable',
+    `the request executed (${answered}) but its outcome could not be journaled (${why}); the response is withheld. Do not repeat it before checking its effect; a human must free space for the journal or fix its disk (see the daemon log)`,
+    { audit_seq: intent.seq, maybe_executed: true },
+  );
+}

@@ -28,7 +28,7 @@ import {
   sha256,
   who,
 } from './evidence';
-import { refuseAfterIntent, refuseHttp, sendFailed } from './refuse';
+import { outcomeNotJournaled, refuseAfterIntent, refuseHttp, sendFailed } from './refuse';
 
 // Two requests are "the same" for idempotency when they would send the same
 // bytes: credential, method, URL, headers (sorted) and body. The timeout is
@@ -140,16 +140,20 @@ export async function runHttp(ctx: RequestContext, req: HttpRequest): Promise<Ht
     }
     // 10. outcome; the hash is of what the agent gets, so the journal never
     // holds a hash of a secret the upstream echoed.
-    const outcome = await s.journal.recordOutcome({
-      kind: 'http_outcome',
-      intent_seq: intent.seq,
-      status: raw.status,
-      bytes: raw.body.length,
-      truncated: reply.truncated,
-      redactions: reply.redactions,
-      body_sha256: sha256(Buffer.from(reply.body, reply.body_encoding)),
-      duration_ms: Date.now() - started,
-    });
+    const outcome = await s.journal
+      .recordOutcome({
+        kind: 'http_outcome',
+        intent_seq: intent.seq,
+        status: raw.status,
+        bytes: raw.body.length,
+        truncated: reply.truncated,
+        redactions: reply.redactions,
+        body_sha256: sha256(Buffer.from(reply.body, reply.body_encoding)),
+        duration_ms: Date.now() - started,
+      })
+      .catch((e: unknown) => {
+        throw settle(ticket, outcomeNotJournaled(intent, e, `the upstream answered ${raw.status}`));
+      });
     // 11. reply
     const result: HttpReply = {
       ...reply,

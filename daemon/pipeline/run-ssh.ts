@@ -21,7 +21,7 @@ import { execOn, ExecResult, ChannelOpenFailed } from './execute-ssh';
 import { approve } from './approve';
 import type { RequestContext } from './context';
 import { Evidence, resolutionFacts, sha256, sshIntent, sshRequestFacts, who } from './evidence';
-import { refuseAfterIntent, refuseSsh } from './refuse';
+import { outcomeNotJournaled, refuseAfterIntent, refuseSsh } from './refuse';
 import { isIP } from 'node:net';
 
 // The longest connecting may take (TCP, key exchange with every host key
@@ -203,17 +203,25 @@ export async function runSsh(ctx: RequestContext, req: SshRequest): Promise<SshR
     // let the journal confirm a guess of the secret the command printed.
     const outputHash = sha256(Buffer.concat([stdout.data, stderr.data]));
     // 10. outcome
-    const outcome = await s.journal.recordOutcome({
-      kind: 'ssh_outcome',
-      intent_seq: intent.seq,
-      exit_code: result.exitCode,
-      signal: result.signal,
-      bytes: result.bytes,
-      truncated,
-      redactions: stdout.count + stderr.count,
-      output_sha256: outputHash,
-      duration_ms: Date.now() - started,
-    });
+    const outcome = await s.journal
+      .recordOutcome({
+        kind: 'ssh_outcome',
+        intent_seq: intent.seq,
+        exit_code: result.exitCode,
+        signal: result.signal,
+        bytes: result.bytes,
+        truncated,
+        redactions: stdout.count + stderr.count,
+        output_sha256: outputHash,
+        duration_ms: Date.now() - started,
+      })
+      .catch((e: unknown) => {
+        throw outcomeNotJournaled(
+          intent,
+          e,
+          `the command ended with ${result.signal ?? `exit code ${result.exitCode}`}`,
+        );
+      });
     // 11. reply
     return {
       exit_code: result.exitCode,
