@@ -14,6 +14,8 @@ import { basename, dirname } from 'node:path';
 import { createLogger } from './logger';
 import { checkHome } from './home-check';
 import { claimHome, listenUnix, removeSocket } from './sockets';
+import { capConnections, connectionBudget, openFileLimit } from './connection-budget';
+import { limitHeldProcesses } from './identity/identify';
 import { Controller } from './controller';
 import { createAdminServer } from './admin-server';
 import { createAgentServer, identify, journalAgentRefusal } from './agent-server';
@@ -70,6 +72,9 @@ export async function startDaemon(
   const services = createPipelineServices(controller);
   const agent = createAgentServer(controller, log, services);
   const d = config.config.daemon;
+  const budget = connectionBudget(openFileLimit() ?? 1024);
+  limitHeldProcesses(budget.heldProcesses);
+  capConnections(agent, budget.agentConnections, 'agent socket', log);
   const opened: { server: net.Server | http.Server; path: string }[] = [];
   try {
     await listenUnix(admin, config.paths.adminSocket, 0o600);
@@ -87,6 +92,7 @@ export async function startDaemon(
         touch: () => controller.touch(),
         log,
       });
+      capConnections(sshAgent, budget.sshAgentConnections, 'ssh-agent socket', log);
       await listenUnix(sshAgent, sshAgentPath, d.agent_socket_mode, d.agent_socket_group || undefined);
       opened.push({ server: sshAgent, path: sshAgentPath });
     }

@@ -201,7 +201,12 @@ export function readProcess(pid: number, uid: number, files?: ProcFiles): Proces
 // instance found gone or exec'd closes them. Bounded: beyond the limit the
 // oldest are closed (and opened again, by pid, when needed).
 const held = new Map<string, ProcFiles>();
-const HELD_LIMIT = 128;
+let heldLimit = 128;
+
+// Set once at start from the descriptor budget (connection-budget.ts).
+export function limitHeldProcesses(n: number): void {
+  heldLimit = n;
+}
 
 // Keys whose program was replaced by an exec that kept the key (the same
 // file, command line and addresses: randomisation off). Such a key names
@@ -211,7 +216,7 @@ const replaced = new Set<string>();
 const REPLACED_LIMIT = 4096;
 
 function hold(key: string, files: ProcFiles): void {
-  if (held.size >= HELD_LIMIT) {
+  if (held.size >= heldLimit) {
     const [oldest, f] = held.entries().next().value as [string, ProcFiles];
     held.delete(oldest);
     closeProcFiles(f);

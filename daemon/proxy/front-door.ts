@@ -154,6 +154,14 @@ async function terminate(
   if (head.length > 0) outer.unshift(head);
   const secure = new tls.TLSSocket(outer, { isServer: true, secureContext: context, ALPNProtocols: ['http/1.1'] });
   secure.on('error', () => secure.destroy());
+  // The handshake, like a request head, must be whole within
+  // agent_request_timeout: a CONNECT answered and then silent (or half a
+  // ClientHello) would otherwise hold its connection for ever. There is no
+  // channel to answer on yet: the connection is closed.
+  const handshake = setTimeout(() => secure.destroy(), deps.pipeline.config().daemon.agent_request_timeout);
+  handshake.unref();
+  secure.once('secure', () => clearTimeout(handshake));
+  secure.once('close', () => clearTimeout(handshake));
   serveInner(deps, outer, t, secure, clientPid);
 }
 
