@@ -18,9 +18,10 @@ import type { Slot } from './stores/budgets';
 import { journalRefusal } from './audit/refusal-summary';
 import { createRun } from './agent-runs';
 import type { LeafCertificates } from './proxy/leaf-certs';
-import { afterWholeRequests, trackExchange } from './exchanges-open';
+import { afterWholeRequests, closeIfUpgradeAsked, trackExchange } from './exchanges-open';
 import { isAbsoluteForm, serveAbsoluteForm, serveConnect, type FrontDoorDeps } from './proxy/front-door';
 import { lingerAfterAnswer } from './lingering-close';
+import { refuseOnSocket } from './proxy/refusal-response';
 
 const peers = new WeakMap<net.Socket, Identity | Refusal>();
 
@@ -244,10 +245,18 @@ export function createAgentServer(
   // that never reach the handler); idle connections are checked every second.
   const limit = controller.config.config.daemon.agent_request_timeout;
   const server = http.createServer(
-    { headersTimeout: limit, requestTimeout: limit + 1000, connectionsCheckingInterval: 1000 },
+    // A request without `host` is refused by postern (journaled, its JSON),
+    // not answered by Node's bare 400.
+    {
+      headersTimeout: limit,
+      requestTimeout: limit + 1000,
+      connectionsCheckingInterval: 1000,
+      requireHostHeader: false,
+    },
     (req, res) => {
       started.set(req, Date.now());
       trackExchange(req, res);
+      closeIfUpgradeAsked(req, res);
       if (isAbsoluteForm(req)) return serveAbsoluteForm(door, req, res);
       const path = (req.url ?? '').split('?')[0];
       // A requester that goes away withdraws its approval card.
@@ -256,6 +265,11 @@ export function createAgentServer(
         let refused = false;
         try {
           const identity = identify(controller, req.socket);
+          if (req.headers.host === undefined && req.httpVersion !== '1.0')
+            throw new Refusal(
+              'bad_request',
+              'header "host" is missing (HTTP/1.1 requires it); send any, such as "postern"',
+            );
           const route = ROUTES[`${req.method} ${path}`];
           if (!route)
             throw new Refusal(
@@ -291,20 +305,18 @@ export function createAgentServer(
   });
   // Answered after the requests that arrived whole before the failure
   // (exchanges-open.ts).
-  server.on('clientError', (e: NodeJS.ErrnoException, sock) => {
-    const message =
+  // Journaled like every refusal, with x-postern-error for a proxy client.
+  server.on('clientError', (e: NodeJS.ErrnoException, sock: net.Socket) => {
+    const why = typeof e.code === 'string' && /^HPE_[A-Z_]+$/.test(e.code) ? ` (${e.code})` : '';
+    const r = new Refusal(
+      'bad_request',
       e.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? `the request did not arrive within daemon.agent_request_timeout (${limit} ms); send the whole request at once`
-        : 'malformed HTTP request; send HTTP/1.1 with a JSON body';
-    const body = JSON.stringify({ error: { code: 'bad_request', message } });
+        : `malformed HTTP request${why}; send HTTP/1.1 with a JSON body, or through \`postern run\` a well-formed proxy request`,
+    );
     void afterWholeRequests(sock)
-      ?.then(() => {
-        if (sock.writable)
-          sock.end(
-            `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-          );
-        else sock.destroy();
-      })
+      ?.then(() => (sock.writable ? journalAgentRefusal(pipeline, sock, r, 'agent socket') : null))
+      .then((j) => (j && sock.writable ? refuseOnSocket(sock, j) : sock.destroy()))
       .catch(() => sock.destroy());
   });
   return server;

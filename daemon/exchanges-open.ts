@@ -11,21 +11,42 @@
 // in the same way.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
-type Open = { req: IncomingMessage; res: ServerResponse };
+// `done` once its response is finished (or its connection gone).
+type Open = { req: IncomingMessage; res: ServerResponse; done: boolean; waiters: (() => void)[] | null };
 
 const open = new WeakMap<object, Set<Open>>();
 const cut = new WeakSet<IncomingMessage>();
 const failed = new WeakSet<object>();
+// The exchanges still open on its connection when a request arrived.
+const before = new WeakMap<IncomingMessage, Open[]>();
 
-const closed = (res: ServerResponse): Promise<void> => new Promise((resolve) => res.once('close', () => resolve()));
+const closed = (e: Open): Promise<void> =>
+  e.done ? Promise.resolve() : new Promise((resolve) => (e.waiters ??= []).push(resolve));
 
 // From the request's handler, before anything else.
 export function trackExchange(req: IncomingMessage, res: ServerResponse): void {
   let set = open.get(req.socket);
   if (!set) open.set(req.socket, (set = new Set()));
-  const entry = { req, res };
+  if (set.size > 0) before.set(req, [...set]);
+  const entry: Open = { req, res, done: false, waiters: null };
   set.add(entry);
-  res.once('close', () => set.delete(entry));
+  res.once('close', () => {
+    set.delete(entry);
+    entry.done = true;
+    for (const wake of entry.waiters ?? []) wake();
+  });
+}
+
+// Whether a request may run: at once (true) when it is alone on its
+// connection; otherwise once the requests before it are answered, and only
+// if the connection is still open for its answer. A pipelined request behind
+// an answer that closes the connection (HTTP/1.0, `connection: close`, a
+// refusal that closes) would run and never be answered; its client sends it
+// again on a new connection, so it must not have run.
+export function inTurn(req: IncomingMessage): true | Promise<boolean> {
+  const earlier = before.get(req);
+  if (!earlier) return true;
+  return Promise.all(earlier.map(closed)).then(() => req.socket.writable && !req.socket.destroyed);
 }
 
 // Resolves once every request open on `sock` has its response finished (or
@@ -34,7 +55,7 @@ export function trackExchange(req: IncomingMessage, res: ServerResponse): void {
 export function whenAnswered(sock: object): Promise<void> {
   const set = open.get(sock);
   if (!set || set.size === 0) return Promise.resolve();
-  return Promise.all([...set].map(({ res }) => closed(res))).then(() => undefined);
+  return Promise.all([...set].map(closed)).then(() => undefined);
 }
 
 // Whether the connection's parse failure cut this request short.
@@ -50,9 +71,18 @@ export function afterWholeRequests(sock: object): Promise<void> | null {
   if (failed.has(sock)) return null;
   failed.add(sock);
   const whole: Promise<void>[] = [];
-  for (const { req, res } of open.get(sock) ?? []) {
-    if (!req.complete) cut.add(req);
-    else whole.push(closed(res));
+  for (const e of open.get(sock) ?? []) {
+    if (!e.req.complete) cut.add(e.req);
+    else whole.push(closed(e));
   }
   return Promise.all(whole).then(() => undefined);
+}
+
+// Node's parser stops reading a connection at a request that asks to
+// upgrade it (WebSocket, h2c), expecting the protocol to change. postern
+// never upgrades: the request is served as HTTP/1.1 and its answer closes
+// the connection, since nothing after it there would ever be read (a
+// pipelined request was held unanswered).
+export function closeIfUpgradeAsked(req: IncomingMessage, res: ServerResponse): void {
+  if (req.headers.upgrade !== undefined) res.shouldKeepAlive = false;
 }

@@ -93,6 +93,12 @@ function clientHeaders(parts: ProxiedParts, target: Target): [string, string][] 
         refuse('header "content-length" does not match the body sent; send the body\'s length');
       continue;
     }
+    // The front door undid the chunks, nothing else: a body coded besides
+    // ("gzip, chunked") would reach the server still coded, without a word.
+    if (lower === 'transfer-encoding' && value.trim().toLowerCase() !== 'chunked')
+      refuse(
+        'header "transfer-encoding" may only be "chunked": a body coded besides would reach the server still coded; send the body uncoded, or name its coding in content-encoding',
+      );
     if (FRAMING.has(lower)) continue;
     if (lower === 'host') {
       if (host !== null) refuse('header "host" is given twice; send it once');

@@ -24,7 +24,7 @@ import {
 } from './proxied-exchange';
 import { refuseOnSocket, refuseResponse } from './refusal-response';
 import { nestedConnect, parseFailure, unmetExpectation } from './malformed';
-import { afterWholeRequests, trackExchange, whenAnswered } from '../exchanges-open';
+import { afterWholeRequests, closeIfUpgradeAsked, trackExchange, whenAnswered } from '../exchanges-open';
 import { openTunnel } from './tunnel';
 
 export type { FrontDoorDeps } from './proxied-exchange';
@@ -50,9 +50,12 @@ function serveInner(
 ): void {
   const serve = (req: http.IncomingMessage, res: http.ServerResponse): void => {
     trackExchange(req, res);
+    closeIfUpgradeAsked(req, res);
     void serveProxiedExchange(deps, outer, t, req, res, () => clientPid);
   };
-  const inner = http.createServer({ keepAlive: true }, serve);
+  // Without `host`, a request is refused by the pipeline's own rule
+  // (journaled, postern's JSON), not answered by Node's bare 400.
+  const inner = http.createServer({ keepAlive: true, requireHostHeader: false }, serve);
   // `Expect: 100-continue`: the 100 only for a body that may be taken; one
   // declared over the limit is refused at once (serveProxiedExchange).
   inner.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => {

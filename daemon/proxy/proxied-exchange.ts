@@ -21,7 +21,7 @@ import { looksLikePlaceholder, type Runs } from '../stores/runs';
 import type { ConnectTarget } from './connect-target';
 import { coveringCredentials } from '../pipeline/coverage';
 import { refuseResponse } from './refusal-response';
-import { cutByParseFailure } from '../exchanges-open';
+import { cutByParseFailure, inTurn } from '../exchanges-open';
 import { lingerAfterAnswer } from '../lingering-close';
 
 export interface FrontDoorDeps {
@@ -49,7 +49,7 @@ function readBody(req: http.IncomingMessage, limit: number, deadlineMs: number):
     const timer = setTimeout(() => {
       if (chunks === null) return;
       chunks = null;
-      tooSlow.add(req);
+      closesAfter.add(req);
       reject(
         new Refusal(
           'bad_request',
@@ -112,9 +112,10 @@ export function droppedBodyCut(sock: Duplex, e: NodeJS.ErrnoException): boolean 
   return dropping.has(sock) && e.code === 'HPE_INVALID_EOF_STATE';
 }
 
-// Requests whose body did not arrive in time: their connection is closed
-// after the refusal (what is still to come of the body is not a request).
-const tooSlow = new WeakSet<http.IncomingMessage>();
+// Requests whose connection is closed after their refusal: a body that did
+// not arrive in time (what is still to come of it is not a request), or
+// framing that cannot be trusted.
+const closesAfter = new WeakSet<http.IncomingMessage>();
 
 // `postern run` names the connecting descendant on the first request head
 // (the CONNECT, or each absolute-form request); it is the front door's, not
@@ -220,6 +221,11 @@ export async function serveProxiedExchange(
 ): Promise<void> {
   const s = deps.pipeline;
   const endpoint = connect ? `${req.method} https://${connect.target.host}:${connect.port}` : `${req.method} http`;
+  const turn = inTurn(req);
+  if (turn !== true && !(await turn)) {
+    res.destroy();
+    return;
+  }
   const gone = requesterGone(res);
   try {
     const identity = deps.identify(outer);
@@ -227,6 +233,15 @@ export async function serveProxiedExchange(
     deps.touch();
     const cfg = s.config();
     if (declaredTooLarge(req, cfg.http.max_request_body)) throw tooLarge(cfg.http.max_request_body);
+    if (req.httpVersion === '1.0' && req.headers['transfer-encoding'] !== undefined) {
+      // HTTP/1.0 has no transfer codings: its framing is unsure, so nothing
+      // after it on the connection is read (RFC 9112 §6.1).
+      closesAfter.add(req);
+      throw new Refusal(
+        'bad_request',
+        'HTTP/1.0 has no transfer-encoding; send the request as HTTP/1.1, or with a content-length',
+      );
+    }
     const reading = readBody(req, cfg.http.max_request_body, cfg.daemon.agent_request_timeout);
     const body = reading === null ? null : await reading;
     const parts: ProxiedParts = {
@@ -267,7 +282,7 @@ export async function serveProxiedExchange(
       r.code === 'body_too_large' &&
       req.headers['expect'] === undefined &&
       (declaredLength(req) ?? Infinity) <= DRAIN_LIMIT;
-    const closing = (r.code === 'body_too_large' && !drained) || tooSlow.has(req);
+    const closing = (r.code === 'body_too_large' && !drained) || closesAfter.has(req);
     if (closing) res.setHeader('connection', 'close');
     // Either way what is left of the body is read and dropped, and a
     // client that stops sending it and closes is no new malformed request.
