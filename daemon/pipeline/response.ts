@@ -18,12 +18,29 @@ export function isText(contentType: string | undefined, body: Buffer): boolean {
   const ct = (contentType ?? '').toLowerCase();
   const textual = ct.startsWith('text/') || /json|xml|javascript|x-www-form-urlencoded|charset=/.test(ct);
   if (!textual && ct !== '') return false;
+  let text: string;
   try {
-    new TextDecoder('utf-8', { fatal: true }).decode(body);
-    return true;
+    text = new TextDecoder('utf-8', { fatal: true }).decode(body);
   } catch {
     return false;
   }
+  return !mostlyControl(text);
+}
+
+// JSON writes a control character other than \b \t \n \f \r as \u00XX,
+// six bytes for one: a body of them became six times its size in the reply
+// (64 replies of 8 MiB took 6.8 GiB). Beyond one such character in 16 the
+// body is not text to a reader anyway, and base64 (4/3 of the bytes) is
+// returned.
+const MOSTLY = 16;
+const WIDE_ESCAPE = /[\x00-\x07\x0b\x0e-\x1f]/g;
+
+function mostlyControl(text: string): boolean {
+  const allowed = text.length / MOSTLY;
+  let seen = 0;
+  WIDE_ESCAPE.lastIndex = 0;
+  while (WIDE_ESCAPE.test(text)) if (++seen > allowed) return true;
+  return false;
 }
 
 // Headers that describe the bytes on the wire rather than the body returned:

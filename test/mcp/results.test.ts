@@ -25,7 +25,8 @@ const MARK = 'start-of-body-7f3a';
 const BIG = Buffer.from(MARK + 'B'.repeat(9 * MiB));
 // Each of these grows when written as a JSON string: control characters to
 // six bytes (\u0001), quotes and backslashes to two, € to three, 😀 to four.
-const GROWING = Buffer.from(MARK + '\u0001"\\\n€😀a'.repeat(600_000), 'utf8');
+// One control character in 25: still text (more than one in 16 is base64).
+const GROWING = Buffer.from(MARK + ('\u0001' + '"\\\n€😀a'.repeat(3)).repeat(212_000), 'utf8');
 const BINARY = randomBytes(3 * MiB);
 
 interface Reply {
