@@ -17,6 +17,9 @@ export interface AgentCallOptions {
   // Asks for the waiting notice: told the approval's id and expiry when
   // the request starts to wait for a human, and again once one approved it.
   onWaiting?: (approval: ApprovalNotice) => void;
+  // With onWaiting: told at each informational answer, notices and the
+  // daemon's heartbeat alike (the daemon is still at work).
+  onHeard?: () => void;
 }
 
 // The agent socket: POSTERN_AGENT_SOCKET when set (SPEC §3), else the config's.
@@ -92,6 +95,7 @@ export function agentCall(
       },
     );
     req.on('information', (info) => {
+      if (info.statusCode === 102) opts.onHeard?.();
       const id = info.headers[WAITING_NOTICE.id];
       const expires = info.headers[WAITING_NOTICE.expires];
       if (info.statusCode === 102 && typeof id === 'string' && typeof expires === 'string')

@@ -4,7 +4,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import { Refusal } from '../shared/errors';
-import { REFUSALS, WAITING_NOTICE, type WaitingListener } from '../shared/protocol';
+import { REFUSALS, HEARTBEAT_MS, WAITING_NOTICE, type WaitingListener } from '../shared/protocol';
 import type { Card } from '../shared/admin-protocol';
 import { peerCredOfSocket } from '../shared/native';
 import type { Controller } from './controller';
@@ -115,6 +115,7 @@ function sendRefusal(res: http.ServerResponse, r: Refusal): void {
 // because Node's res.writeProcessing() cannot carry headers.
 function waitingNotice(req: http.IncomingMessage, res: http.ServerResponse): WaitingListener<Card> | undefined {
   if (req.headers[WAITING_NOTICE.ask] === undefined || req.httpVersion === '1.0') return undefined;
+  keepTellingWorking(res);
   return (card, approved) => {
     const sock = res.socket;
     if (!sock || !sock.writable || res.headersSent) return;
@@ -123,6 +124,17 @@ function waitingNotice(req: http.IncomingMessage, res: http.ServerResponse): Wai
       `HTTP/1.1 102 Processing\r\n${WAITING_NOTICE.id}: ${card.id}\r\n${WAITING_NOTICE.expires}: ${card.expires_at}\r\n${decision}\r\n`,
     );
   };
+}
+
+// A heartbeat while the request runs (shared/protocol.ts, WAITING_NOTICE).
+function keepTellingWorking(res: http.ServerResponse): void {
+  const beat = setInterval(() => {
+    const sock = res.socket;
+    if (!sock || !sock.writable || res.headersSent) clearInterval(beat);
+    else sock.write(`HTTP/1.1 102 Processing\r\n${WAITING_NOTICE.working}: 1\r\n\r\n`);
+  }, HEARTBEAT_MS);
+  beat.unref();
+  res.once('close', () => clearInterval(beat));
 }
 
 // The JSON of a request may be larger than its decoded body (escapes,

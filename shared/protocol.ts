@@ -197,13 +197,19 @@ export interface RunsReply {
 // requester stops saying a human is being asked while the request goes on
 // (a denial or an expiry is the final response itself). The final response
 // follows as usual. Only on request: some HTTP clients (Python's
-// http.client) take any 1xx but 100 for the final response.
+// http.client) take any 1xx but 100 for the final response. Such a request
+// is also sent a `102 Processing` with `working: 1` every HEARTBEAT_MS
+// while it runs, so a requester that reports progress (the MCP bridge) can
+// tell a daemon still at work from one that stopped answering.
 export const WAITING_NOTICE = {
   ask: 'postern-waiting-notice',
   id: 'postern-approval-id',
   expires: 'postern-approval-expires',
   decision: 'postern-approval-decision',
+  working: 'postern-working',
 } as const;
+
+export const HEARTBEAT_MS = 5000;
 
 // What a waiting notice tells the requester.
 export interface ApprovalNotice {

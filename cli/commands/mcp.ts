@@ -27,8 +27,12 @@ export function register(program: Command, ctx: Ctx): void {
       // withdrawn, as a cancelled call is (SPEC §10), not left to run.
       const clientGone = new AbortController();
       const server = createBridge(
-        (method, path, body, signal, onWaiting) =>
-          agentCall(socket, method, path, body, { signal: AbortSignal.any([signal, clientGone.signal]), onWaiting }),
+        (method, path, body, signal, onWaiting, onHeard) =>
+          agentCall(socket, method, path, body, {
+            signal: AbortSignal.any([signal, clientGone.signal]),
+            onWaiting,
+            onHeard,
+          }),
         { version: packageVersion(), maxResult },
       );
       // A call line of 16 MiB, or what the daemon reads of a body if more

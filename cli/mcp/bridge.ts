@@ -22,6 +22,7 @@ export type AgentCall = (
   body: unknown,
   signal: AbortSignal,
   onWaiting: (approval: ApprovalNotice) => void,
+  onHeard: () => void,
 ) => Promise<{ status: number; json: Record<string, unknown> }>;
 
 export interface BridgeOptions {
@@ -57,10 +58,17 @@ async function forward(
   body: unknown,
   shape: Shape,
 ): Promise<CallToolResult> {
-  const phase: CallPhase = { approval: null };
+  const phase: CallPhase = { approval: null, heardAt: Date.now() };
   const stop = reportWaiting(extra, phase);
   try {
-    const r = await call(method, path, body, extra.signal, (approval) => (phase.approval = approval));
+    const r = await call(
+      method,
+      path,
+      body,
+      extra.signal,
+      (approval) => (phase.approval = approval),
+      () => (phase.heardAt = Date.now()),
+    );
     if (r.status === 200) return toolResult(r.json, shape, o.maxResult);
     const err = (r.json['error'] ?? {}) as Record<string, unknown>;
     return toolError(

@@ -5,7 +5,7 @@
 // timeout on progress keeps waiting.
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
-import type { ApprovalNotice } from '../../shared/protocol';
+import { HEARTBEAT_MS, type ApprovalNotice } from '../../shared/protocol';
 
 export type ToolExtra = RequestHandlerExtra<ServerRequest, ServerNotification>;
 
@@ -18,7 +18,16 @@ export const PROGRESS_EVERY_MS = 2000;
 // and another when one approved it.
 export interface CallPhase {
   approval: ApprovalNotice | null;
+  // When the daemon last said anything (a notice or its heartbeat).
+  heardAt: number;
 }
+
+// The daemon's heartbeat comes every HEARTBEAT_MS while it works on a call;
+// after three missed, it is taken as stopped (a frozen or hung daemon, a
+// connection no longer read) and progress stops, so that a client that
+// resets its timeout on progress gives up in its own time instead of
+// waiting for ever.
+export const SILENT_AFTER_MS = 3 * HEARTBEAT_MS;
 
 export function waitingMessage(seconds: number, phase: CallPhase): string {
   const a = phase.approval;
@@ -36,7 +45,7 @@ export function reportWaiting(extra: ToolExtra, phase: CallPhase, everyMs = PROG
   const started = Date.now();
   let beat = 0;
   const timer = setInterval(() => {
-    if (extra.signal.aborted) return;
+    if (extra.signal.aborted || Date.now() - phase.heardAt > SILENT_AFTER_MS) return;
     beat += 1;
     const seconds = Math.round((Date.now() - started) / 1000);
     extra
