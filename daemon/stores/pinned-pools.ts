@@ -15,7 +15,8 @@
 // that put one agent's answers (what a human approved for it alone) in
 // another's hands; per requester, a broken upstream can only confuse the
 // answers of the process that keeps using it.
-import { Pool } from 'undici';
+import { buildConnector, Pool } from 'undici';
+import { guardParserEnd } from './parser-end-guard';
 import { rootCertificates, createSecureContext, SecureContext } from 'node:tls';
 import type { LookupAddress } from 'node:dns';
 
@@ -63,6 +64,16 @@ export const MAX_POOLS = 256;
 // How long a retired pool's requests may run before it is destroyed.
 const RETIRE_GRACE_MS = 10 * 60 * 1000;
 
+// Each connection made guarded against undici's end-while-paused
+// assertion (parser-end-guard.ts).
+function guardedConnector(connect: buildConnector.connector): buildConnector.connector {
+  return (options, callback) =>
+    connect(options, (err, socket) => {
+      if (socket) guardParserEnd(socket);
+      callback(err as never, socket as never);
+    });
+}
+
 export class PinnedPools {
   // Map order is use order: the first entry is the least recently used.
   private pools = new Map<string, { credential: string; pool: Pool }>();
@@ -98,14 +109,16 @@ export class PinnedPools {
       connections: this.maxConnectionsPerPool,
       pipelining: 1,
       allowH2: false,
-      connect: {
-        lookup: pinnedLookup(key.address, key.family) as never,
-        autoSelectFamily: false,
-        secureContext: this.secureContext(),
-        rejectUnauthorized: true,
-        // A bounded session cache per pool; pools are per credential.
-        maxCachedSessions: 16,
-      },
+      connect: guardedConnector(
+        buildConnector({
+          lookup: pinnedLookup(key.address, key.family) as never,
+          autoSelectFamily: false,
+          secureContext: this.secureContext(),
+          rejectUnauthorized: true,
+          // A bounded session cache per pool; pools are per credential.
+          maxCachedSessions: 16,
+        }),
+      ),
     });
     this.pools.delete(id);
     this.pools.set(id, { credential: key.credential, pool });
