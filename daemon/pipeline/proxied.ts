@@ -46,7 +46,9 @@ export interface ProxiedRequest extends UncredentialedRequest {
   aws?: AwsResign;
 }
 
-export const PLACEHOLDER = /postern-([a-z0-9._-]+)-[0-9a-f]{16}/g;
+// Bounded as credential names are (runs.ts): with an open `+`, text of
+// "postern-" repeated made every start run to the end and back (quadratic).
+export const PLACEHOLDER = /postern-([a-z0-9][a-z0-9._-]{0,63})-[0-9a-f]{16}/g;
 
 // Removed from the client's headers (the front door's own connection).
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'te', 'trailer', 'upgrade', 'accept-encoding']);

@@ -252,13 +252,24 @@ function parseSignedHeaders(value: string): string[] | null {
 // access key id): `AWS4-HMAC-SHA256 Credential=ID/DAY/REGION/SERVICE/aws4_request,
 // SignedHeaders=a;b, Signature=<64 hex>`, each field once, spaces allowed
 // around the commas. null when it is another scheme or malformed.
+function trimSpaceTab(v: string): string {
+  let start = 0;
+  let end = v.length;
+  while (start < end && (v[start] === ' ' || v[start] === '\t')) start++;
+  while (end > start && (v[end - 1] === ' ' || v[end - 1] === '\t')) end--;
+  return v.slice(start, end);
+}
+
 export function parseClientAuthorization(
   value: string,
 ): { accessKeyId: string; date: string; region: string; service: string; signedHeaders: string[] } | null {
-  const m = /^[ \t]*AWS4-HMAC-SHA256[ \t]+(.*?)[ \t]*$/.exec(value);
+  // Spaces and tabs trimmed without a regular expression: a lazy `(.*?)`
+  // before `[ \t]*$` rescanned a run of spaces from each of its positions.
+  const trimmed = trimSpaceTab(value);
+  const m = /^AWS4-HMAC-SHA256[ \t]+/.exec(trimmed);
   if (m === null) return null;
   const fields = new Map<string, string>();
-  for (const piece of (m[1] as string).split(',')) {
+  for (const piece of trimmed.slice(m[0].length).split(',')) {
     const f = /^[ \t]*(Credential|SignedHeaders|Signature)=([^\s,]+)[ \t]*$/.exec(piece);
     if (f === null || fields.has(f[1] as string)) return null;
     fields.set(f[1] as string, f[2] as string);
