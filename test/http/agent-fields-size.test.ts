@@ -10,28 +10,9 @@
 // printed. Times are printed, not asserted (test/pipeline/complexity has
 // the bounded rows).
 import t from 'tap';
+import { stallMeter } from '../helpers/stall-meter';
 import { startStack } from '../helpers/stack';
 import { agentRequest } from '../helpers/postern';
-
-function stallMeter(sock: string, everyMs = 20): { stop(): Promise<number> } {
-  let worst = 0;
-  let running = true;
-  const loop = (async () => {
-    while (running) {
-      const t0 = Date.now();
-      await agentRequest(sock, 'GET', '/v1/health').catch(() => undefined);
-      worst = Math.max(worst, Date.now() - t0);
-      await new Promise((r) => setTimeout(r, everyMs));
-    }
-  })();
-  return {
-    async stop() {
-      running = false;
-      await loop;
-      return worst;
-    },
-  };
-}
 
 t.test('agent-controlled fields of POST /v1/http', async (t) => {
   const s = await startStack();

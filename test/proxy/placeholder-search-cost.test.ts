@@ -9,6 +9,7 @@
 // (the fixed path takes milliseconds), test/pipeline/complexity has the
 // unit rows.
 import t from 'tap';
+import { stallMeter } from '../helpers/stall-meter';
 import { startProxyStack } from '../helpers/proxy-stack';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -97,31 +98,6 @@ interface TimedAnswer {
 }
 
 // Polls GET /v1/health every `everyMs` until stopped; the slowest answer.
-function stallMeter(sock: string, everyMs = 20): { stop(): Promise<number> } {
-  let worst = 0;
-  let running = true;
-  const errors: string[] = [];
-  const loop = (async () => {
-    while (running) {
-      const t0 = Date.now();
-      try {
-        await agentRequest(sock, 'GET', '/v1/health');
-      } catch (e) {
-        errors.push(String(e));
-      }
-      worst = Math.max(worst, Date.now() - t0);
-      await new Promise((r) => setTimeout(r, everyMs));
-    }
-  })();
-  return {
-    async stop() {
-      running = false;
-      await loop;
-      if (errors.length > 0) console.error(`# health poll errors: ${errors.length} (${errors[0]})`);
-      return worst;
-    },
-  };
-}
 
 async function sendTimed(
   h: Home,
