@@ -9,9 +9,16 @@ function clampTimer(ms: number): number {
   return Math.min(ms, 2 ** 31 - 1);
 }
 
+// The timers run on the monotonic clock, which stops while the machine is
+// suspended: a laptop that slept past unlock_max woke unlocked. So the
+// wall-clock deadlines are looked at this often too (two-clocks.ts); a wall
+// clock stepped back cannot delay the timers themselves.
+const WALL_CHECK_MS = 5000;
+
 export class LockTimers {
   private autoLockTimer: NodeJS.Timeout | null = null;
   private maxUnlockTimer: NodeJS.Timeout | null = null;
+  private wallCheck: NodeJS.Timeout | null = null;
   // When those timers fire (ms since the epoch), for `postern status`.
   private autoLockAt: number | null = null;
   private maxUnlockAt: number | null = null;
@@ -24,8 +31,10 @@ export class LockTimers {
   clear(): void {
     if (this.autoLockTimer) clearTimeout(this.autoLockTimer);
     if (this.maxUnlockTimer) clearTimeout(this.maxUnlockTimer);
+    if (this.wallCheck) clearInterval(this.wallCheck);
     this.autoLockTimer = null;
     this.maxUnlockTimer = null;
+    this.wallCheck = null;
     this.autoLockAt = null;
     this.maxUnlockAt = null;
   }
@@ -37,6 +46,7 @@ export class LockTimers {
     this.autoLockTimer = setTimeout(() => this.lock(`auto_lock: no agent request for ${ms} ms`), ms);
     this.autoLockTimer.unref();
     this.autoLockAt = Date.now() + ms;
+    this.checkWallClock();
   }
 
   armMaxUnlock(): void {
@@ -44,6 +54,23 @@ export class LockTimers {
     this.maxUnlockTimer = setTimeout(() => this.lock(`unlock_max: unlocked for ${ms} ms`), ms);
     this.maxUnlockTimer.unref();
     this.maxUnlockAt = Date.now() + ms;
+    this.checkWallClock();
+  }
+
+  private checkWallClock(): void {
+    if (this.wallCheck) return;
+    this.wallCheck = setInterval(() => {
+      const now = Date.now();
+      if (this.maxUnlockAt !== null && now >= this.maxUnlockAt)
+        this.lock(
+          `unlock_max: unlocked for ${this.settings().unlock_max} ms by the wall clock (the machine was suspended)`,
+        );
+      else if (this.autoLockAt !== null && now >= this.autoLockAt)
+        this.lock(
+          `auto_lock: no agent request for ${this.settings().auto_lock} ms by the wall clock (the machine was suspended)`,
+        );
+    }, WALL_CHECK_MS);
+    this.wallCheck.unref();
   }
 
   // The timers as `postern status` shows them: the setting and when it fires.

@@ -10,7 +10,7 @@ import { Refusal } from '../../shared/errors';
 import type { UnlockedVault } from '../vault/unlocked-vault';
 import { lockedWhileNeeded } from '../vault/sealed-secrets';
 import type { VaultWrites } from '../vault-writes';
-import { NewCa, createLocalCa, signLeaf, writeCaPem } from './local-ca';
+import { LEAF_BACKDATE_MS, NewCa, createLocalCa, signLeaf, writeCaPem } from './local-ca';
 
 // Hosts an agent can make the daemon sign for are bounded: the oldest leaf
 // is dropped first.
@@ -32,6 +32,10 @@ export interface LeafDeps {
 interface Cached {
   context: tls.SecureContext;
   certPem: string;
+  // Valid from (its notBefore) until renewed: a leaf signed while the clock
+  // ran ahead is not yet valid once it is set back ("certificate is not yet
+  // valid" for as long as the step), so it is signed again.
+  validFrom: number;
   renewAt: number;
 }
 
@@ -73,7 +77,8 @@ export class LeafCertificates {
   private leafFor(host: string): Promise<Cached> {
     const name = leafName(host);
     const hit = this.cache.get(name);
-    if (hit && this.now() < hit.renewAt) return Promise.resolve(hit);
+    const now = this.now();
+    if (hit && now < hit.renewAt && now >= hit.validFrom) return Promise.resolve(hit);
     const inFlight = this.signing.get(name);
     if (inFlight) return inFlight;
     const made = this.sign(name).finally(() => this.signing.delete(name));
@@ -98,7 +103,12 @@ export class LeafCertificates {
     // Signed under a lock that has since been lifted and put back: nothing
     // made before a lock outlives it.
     if (this.deps.lockEpoch() !== epoch) throw lockedWhileNeeded();
-    const entry = { context, certPem: leaf.certPem, renewAt: now + RENEW_AT * validity };
+    const entry = {
+      context,
+      certPem: leaf.certPem,
+      validFrom: now - LEAF_BACKDATE_MS,
+      renewAt: now + RENEW_AT * validity,
+    };
     this.cache.delete(name);
     this.cache.set(name, entry);
     while (this.cache.size > MAX_CACHED_HOSTS) this.cache.delete(this.cache.keys().next().value as string);

@@ -26,7 +26,7 @@ const MINUTE = 60_000;
 const CA_VALIDITY_MS = 10 * 365 * 24 * 3600_000;
 // Clocks of clients on the same machine can still differ a little (a VM, a
 // container with its own time namespace): a leaf is valid from a minute ago.
-const LEAF_BACKDATE_MS = MINUTE;
+export const LEAF_BACKDATE_MS = MINUTE;
 
 export interface NewCa {
   certPem: string;

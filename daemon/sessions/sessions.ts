@@ -4,13 +4,17 @@
 import { randomBytes } from 'node:crypto';
 import type { Identity, ProcessInfo } from '../identity/identify';
 import { stillRunning } from '../identity/identify';
+import { deadlineIn, passed, SYSTEM_CLOCKS, type Clocks, type TwoClockDeadline } from '../two-clocks';
 
 export interface Session {
   id: string;
   credential: string;
   root: ProcessInfo;
   createdAt: number;
-  expiresAt: number;
+  expiresAt: number; // by the wall clock, as shown
+  // session_ttl by both clocks (two-clocks.ts): a wall clock stepped back
+  // does not stretch it.
+  ends: TwoClockDeadline;
 }
 
 export type EndReason = 'expired' | 'root_exited' | 'revoked' | 'locked' | 'credential_removed';
@@ -21,14 +25,15 @@ export class SessionStore {
 
   constructor(
     private readonly onEnd: (s: Session, reason: EndReason) => void,
-    private readonly now: () => number = Date.now,
+    private readonly clocks: Clocks = SYSTEM_CLOCKS,
   ) {}
 
   // A grant is made, journaled, and only then added: a session the journal
   // does not know of never covers a request.
   make(credential: string, root: ProcessInfo, ttlMs: number): Session {
-    const at = this.now();
-    return { id: randomBytes(8).toString('hex'), credential, root, createdAt: at, expiresAt: at + ttlMs };
+    const ends = deadlineIn(ttlMs, this.clocks);
+    const at = ends.wallAt - ttlMs;
+    return { id: randomBytes(8).toString('hex'), credential, root, createdAt: at, expiresAt: ends.wallAt, ends };
   }
 
   add(s: Session): void {
@@ -76,7 +81,7 @@ export class SessionStore {
   }
 
   private endIfOver(s: Session): boolean {
-    if (this.now() >= s.expiresAt) {
+    if (passed(s.ends, this.clocks)) {
       this.end(s, 'expired');
       return true;
     }

@@ -80,7 +80,9 @@ interface Bucket {
 export class RateBudgets {
   private buckets = new Map<string, Bucket>();
 
-  constructor(private readonly now: () => number = Date.now) {}
+  // Elapsed time by the monotonic clock: a wall clock stepped back drained
+  // the bucket by the step (an hour back: an hour of rate_limited).
+  constructor(private readonly now: () => number = () => performance.now()) {}
 
   private bucket(credential: string, rate: string): { b: Bucket; count: number; perMs: number } {
     const r = parseRate(rate);
@@ -91,7 +93,7 @@ export class RateBudgets {
       b = { rate, tokens: r.count, at: t };
       this.buckets.set(credential, b);
     }
-    b.tokens = Math.min(r.count, b.tokens + ((t - b.at) * r.count) / r.per_ms);
+    b.tokens = Math.min(r.count, b.tokens + (Math.max(0, t - b.at) * r.count) / r.per_ms);
     b.at = t;
     return { b, count: r.count, perMs: r.per_ms };
   }
