@@ -106,6 +106,17 @@ export async function startDaemon(
     throw e;
   }
 
+  // A listening socket whose accept fails emits 'error' (ENOBUFS, ENOMEM;
+  // running out of descriptors libuv handles itself, closing what waits);
+  // unheard, it would end the daemon. One line, and it goes on listening.
+  for (const o of opened)
+    o.server.on('error', (e: NodeJS.ErrnoException) =>
+      log.warn(
+        { event: 'accept_failed', socket: o.path, code: e.code ?? null },
+        `a connection to ${o.path} could not be accepted (${e.code ?? e.message}); continuing`,
+      ),
+    );
+
   let stopping: Promise<void> | null = null;
   const stop = (reason: string): Promise<void> => {
     stopping ??= (async () => {
