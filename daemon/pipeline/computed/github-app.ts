@@ -183,7 +183,8 @@ export interface Obtained {
 interface CachedToken {
   definitionHash: string;
   token: string;
-  refreshAt: number;
+  refreshAt: number; // by the wall clock
+  monoRefreshAt: number; // by the monotonic clock (performance.now)
 }
 
 // Installation tokens per credential name, valid only for the definition
@@ -212,7 +213,7 @@ export class TokenCache {
   get(name: string, definitionHash: string, now: Date): string | null {
     const e = this.entries.get(name);
     if (e === undefined) return null;
-    if (e.definitionHash !== definitionHash || now.getTime() >= e.refreshAt) {
+    if (e.definitionHash !== definitionHash || now.getTime() >= e.refreshAt || performance.now() >= e.monoRefreshAt) {
       this.entries.delete(name);
       return null;
     }
@@ -228,7 +229,15 @@ export class TokenCache {
       return;
     }
     const margin = Math.min(REFRESH_MARGIN_MS, life / 2);
-    this.entries.set(name, { definitionHash, token, refreshAt: expiresAt.getTime() - margin });
+    // Its life counted by both clocks (daemon/two-clocks.ts): a wall clock
+    // stepped back would serve it past its expires_in.
+    const refreshAt = expiresAt.getTime() - margin;
+    this.entries.set(name, {
+      definitionHash,
+      token,
+      refreshAt,
+      monoRefreshAt: performance.now() + (refreshAt - now.getTime()),
+    });
   }
 
   forget(name: string): void {
