@@ -18,7 +18,7 @@ import type { Slot } from './stores/budgets';
 import { journalRefusal } from './audit/refusal-summary';
 import { createRun } from './agent-runs';
 import type { LeafCertificates } from './proxy/leaf-certs';
-import { afterWholeRequests, closeIfUpgradeAsked, trackExchange } from './exchanges-open';
+import { afterWholeRequests, closeIfUpgradeAsked, inTurn, trackExchange } from './exchanges-open';
 import { isAbsoluteForm, serveAbsoluteForm, serveConnect, type FrontDoorDeps } from './proxy/front-door';
 import { lingerAfterAnswer } from './lingering-close';
 import { refuseOnSocket } from './proxy/refusal-response';
@@ -129,9 +129,11 @@ function waitingNotice(req: http.IncomingMessage, res: http.ServerResponse): Wai
 // A heartbeat while the request runs (shared/protocol.ts, WAITING_NOTICE).
 function keepTellingWorking(res: http.ServerResponse): void {
   const beat = setInterval(() => {
+    // A response queued behind another has no socket yet: nothing is
+    // written until its turn (it would land in the other's answer).
     const sock = res.socket;
-    if (!sock || !sock.writable || res.headersSent) clearInterval(beat);
-    else sock.write(`HTTP/1.1 102 Processing\r\n${WAITING_NOTICE.working}: 1\r\n\r\n`);
+    if (res.headersSent || res.writableEnded) clearInterval(beat);
+    else if (sock && sock.writable) sock.write(`HTTP/1.1 102 Processing\r\n${WAITING_NOTICE.working}: 1\r\n\r\n`);
   }, HEARTBEAT_MS);
   beat.unref();
   res.once('close', () => clearInterval(beat));
@@ -179,9 +181,16 @@ function readBody(req: http.IncomingMessage, limit: number, deadlineMs: number):
       clearTimeout(timer);
       resolve(Buffer.concat(chunks));
     });
-    req.on('error', (e) => {
+    // The agent closed the connection before its body ended (a cancelled
+    // call, a killed bridge): a refusal that says so, not an internal error.
+    req.on('error', () => {
       clearTimeout(timer);
-      reject(e);
+      reject(
+        new Refusal(
+          'bad_request',
+          'the connection closed before the request body ended; send the whole request and wait for the answer',
+        ),
+      );
     });
   });
 }
@@ -274,6 +283,13 @@ export function createAgentServer(
       // A requester that goes away withdraws its approval card.
       const gone = requesterGone(res);
       void (async () => {
+        // Pipelined behind an answer that closes the connection: never run
+        // (exchanges-open.ts).
+        const turn = inTurn(req);
+        if (turn !== true && !(await turn)) {
+          res.destroy();
+          return;
+        }
         let refused = false;
         try {
           const identity = identify(controller, req.socket);
@@ -319,6 +335,12 @@ export function createAgentServer(
   // (exchanges-open.ts).
   // Journaled like every refusal, with x-postern-error for a proxy client.
   server.on('clientError', (e: NodeJS.ErrnoException, sock: net.Socket) => {
+    // The agent went away mid-request: nothing malformed was sent; a request
+    // it cut short says so itself (its body's read fails), once.
+    if (e.code === 'ECONNRESET' || e.code === 'HPE_INVALID_EOF_STATE') {
+      sock.destroy();
+      return;
+    }
     const why = typeof e.code === 'string' && /^HPE_[A-Z_]+$/.test(e.code) ? ` (${e.code})` : '';
     const r = new Refusal(
       'bad_request',

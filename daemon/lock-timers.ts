@@ -63,11 +63,11 @@ export class LockTimers {
       const now = Date.now();
       if (this.maxUnlockAt !== null && now >= this.maxUnlockAt)
         this.lock(
-          `unlock_max: unlocked for ${this.settings().unlock_max} ms by the wall clock (the machine was suspended)`,
+          `unlock_max: unlocked for ${this.settings().unlock_max} ms by the wall clock (the machine was suspended, or its clock set forward)`,
         );
       else if (this.autoLockAt !== null && now >= this.autoLockAt)
         this.lock(
-          `auto_lock: no agent request for ${this.settings().auto_lock} ms by the wall clock (the machine was suspended)`,
+          `auto_lock: no agent request for ${this.settings().auto_lock} ms by the wall clock (the machine was suspended, or its clock set forward)`,
         );
     }, WALL_CHECK_MS);
     this.wallCheck.unref();

@@ -31,11 +31,12 @@ export function isText(contentType: string | undefined, body: Buffer): boolean {
 // six bytes for one: a body of them became six times its size in the reply
 // (64 replies of 8 MiB took 6.8 GiB). Beyond one such character in 16 the
 // body is not text to a reader anyway, and base64 (4/3 of the bytes) is
-// returned.
+// returned. ESC is not counted: a terminal's colours (`ls --color`, `git
+// log --color`) put one every few characters, and such output is text.
 const MOSTLY = 16;
-const WIDE_ESCAPE = /[\x00-\x07\x0b\x0e-\x1f]/g;
+const WIDE_ESCAPE = /[\x00-\x07\x0b\x0e-\x1a\x1c-\x1f]/g;
 
-function mostlyControl(text: string): boolean {
+export function mostlyControl(text: string): boolean {
   const allowed = text.length / MOSTLY;
   let seen = 0;
   WIDE_ESCAPE.lastIndex = 0;

@@ -22,6 +22,7 @@ import { approve } from './approve';
 import type { RequestContext } from './context';
 import { Evidence, resolutionFacts, sha256, sshIntent, sshRequestFacts, who } from './evidence';
 import { outcomeNotJournaled, refuseAfterIntent, refuseSsh } from './refuse';
+import { mostlyControl } from './response';
 import { isIP } from 'node:net';
 
 // The longest connecting may take (TCP, key exchange with every host key
@@ -61,10 +62,12 @@ function hostKind(host: string): HostKind {
   return v === 4 ? 'ipv4' : v === 6 ? 'ipv6' : 'name';
 }
 
+// Text when every part is UTF-8 and not mostly control characters (each
+// would take six bytes in the JSON reply; see response.ts).
 function allUtf8(...parts: Buffer[]): boolean {
   try {
     const d = new TextDecoder('utf-8', { fatal: true });
-    for (const p of parts) d.decode(p);
+    for (const p of parts) if (mostlyControl(d.decode(p))) return false;
     return true;
   } catch {
     return false;

@@ -2,6 +2,7 @@
 // may be in flight at once, and how many a credential may send per period.
 import { Refusal } from '../../shared/errors';
 import { parseRate } from '../../shared/credential';
+import { SYSTEM_CLOCKS, type Clocks } from '../two-clocks';
 
 // Requests in flight across the daemon. A request waiting for a human's
 // decision gives its slot back for the wait (SPEC §7: pending approvals have
@@ -71,7 +72,8 @@ export interface Slot {
 interface Bucket {
   rate: string;
   tokens: number;
-  at: number;
+  wallAt: number;
+  monoAt: number;
 }
 
 // A token bucket per credential: `N/period` allows a burst of N and refills
@@ -80,21 +82,27 @@ interface Bucket {
 export class RateBudgets {
   private buckets = new Map<string, Bucket>();
 
-  // Elapsed time by the monotonic clock: a wall clock stepped back drained
-  // the bucket by the step (an hour back: an hour of rate_limited).
-  constructor(private readonly now: () => number = () => performance.now()) {}
+  // Elapsed time by both clocks, the larger (two-clocks.ts): the wall clock
+  // alone, stepped back, drained the bucket by the step (an hour back: an
+  // hour of rate_limited); the monotonic one alone stops while the machine
+  // is suspended, and a budget spent before a night's sleep would not
+  // refill for the night.
+  constructor(private readonly clocks: Clocks = SYSTEM_CLOCKS) {}
 
   private bucket(credential: string, rate: string): { b: Bucket; count: number; perMs: number } {
     const r = parseRate(rate);
     if (!r) throw new Refusal('internal_error', `credential "${credential}" has an unreadable rate`);
     let b = this.buckets.get(credential);
-    const t = this.now();
+    const wall = this.clocks.wall();
+    const mono = this.clocks.mono();
     if (!b || b.rate !== rate) {
-      b = { rate, tokens: r.count, at: t };
+      b = { rate, tokens: r.count, wallAt: wall, monoAt: mono };
       this.buckets.set(credential, b);
     }
-    b.tokens = Math.min(r.count, b.tokens + (Math.max(0, t - b.at) * r.count) / r.per_ms);
-    b.at = t;
+    const elapsed = Math.max(0, wall - b.wallAt, mono - b.monoAt);
+    b.tokens = Math.min(r.count, b.tokens + (elapsed * r.count) / r.per_ms);
+    b.wallAt = wall;
+    b.monoAt = mono;
     return { b, count: r.count, perMs: r.per_ms };
   }
 

@@ -17,8 +17,10 @@ interface Parser {
   finish(): unknown;
 }
 
-// How often a held 'end' looks whether the parser runs again.
-const RECHECK_MS = 5;
+// How soon a held 'end' looks whether the parser runs again: at once at
+// first, then less often while the reader stays stalled.
+const RECHECK_FIRST_MS = 5;
+const RECHECK_MAX_MS = 1000;
 
 // undici keeps the parser on the socket under its Symbol('parser').
 function parserOf(socket: Duplex): Parser | null {
@@ -52,12 +54,17 @@ export function guardParserEnd(socket: Duplex): void {
     const parser = parserOf(socket);
     if (parser) guardFinish(parser);
     if (event !== 'end' || !parser?.paused) return emit(event, ...args);
+    let wait = RECHECK_FIRST_MS;
     const later = (): void => {
       if (socket.destroyed) return;
-      if (parserOf(socket)?.paused) setTimeout(later, RECHECK_MS);
-      else emit('end', ...args);
+      if (!parserOf(socket)?.paused) {
+        emit('end', ...args);
+        return;
+      }
+      wait = Math.min(RECHECK_MAX_MS, wait * 2);
+      setTimeout(later, wait);
     };
-    setTimeout(later, RECHECK_MS);
+    setTimeout(later, wait);
     return true;
   } as typeof socket.emit;
 }

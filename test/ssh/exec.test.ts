@@ -371,7 +371,10 @@ t.test('POST /v1/ssh against OpenSSH, through the daemon', async (t) => {
     r = await ok(t, { credential: 'k-ed25519', command: BIG_EXIT });
     t.equal(r.truncated, true);
     t.equal(r.exit_code, 5);
-    t.ok(r.stdout.length + r.stderr.length <= CAP, 'stdout and stderr together at most the cap');
+    // NUL bytes: base64 (mostly control characters), so counted decoded.
+    t.equal(r.encoding, 'base64', 'output of NUL bytes comes back as base64');
+    const bytes = (v: string): number => Buffer.from(v, r.encoding as BufferEncoding).length;
+    t.ok(bytes(r.stdout) + bytes(r.stderr) <= CAP, 'stdout and stderr together at most the cap');
   });
 
   await t.test('connection reuse; lock closes connections', async (t) => {

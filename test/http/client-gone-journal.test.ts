@@ -1,0 +1,50 @@
+// A client that goes away in the middle of its request (a cancelled
+// `curl`, a killed MCP bridge) is not a malformed request: since malformed
+// HTTP on the agent socket is journaled, such a connection was journaled
+// twice, once as malformed (HPE_INVALID_EOF_STATE) and once as an internal
+// error (its body's read failed with a non-refusal), with an error in the
+// log. Now at most one refusal that says the connection closed.
+import t from 'tap';
+import net from 'node:net';
+import { startStack, auditList } from '../helpers/stack';
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+t.test('clients that go away mid-request', async (t) => {
+  const s = await startStack();
+  t.teardown(() => s.close());
+  const before = auditList(s).length;
+  const send = (wire: string, how: 'end' | 'destroy'): Promise<string> =>
+    new Promise((resolve) => {
+      const c = net.connect(s.sock);
+      let got = '';
+      c.on('data', (d: Buffer) => (got += d.toString('latin1')));
+      c.on('error', () => undefined);
+      c.on('close', () => resolve(got));
+      c.on('connect', () => {
+        c.write(wire);
+        setTimeout(() => (how === 'end' ? c.end() : c.destroy()), 300);
+        setTimeout(() => c.destroy(), 3000);
+      });
+    });
+  const partialBody = `POST /v1/http HTTP/1.1\r\nHost: postern\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"credential":`;
+  const partialHead = `POST /v1/http HTTP/1.1\r\nHost: postern\r\ncontent-ty`;
+  const r1 = await send(partialBody, 'end');
+  const r2 = await send(partialBody, 'destroy');
+  const r3 = await send(partialHead, 'end');
+  await sleep(1500);
+  const entries = auditList(s).slice(before);
+  t.comment(`half-close mid-body answered: ${JSON.stringify(r1.slice(0, 300))}`);
+  t.comment(`close mid-body answered: ${JSON.stringify(r2.slice(0, 200))}`);
+  t.comment(`half-close mid-head answered: ${JSON.stringify(r3.slice(0, 300))}`);
+  t.comment(`journal: ${JSON.stringify(entries.map((e) => [e['kind'], e['code'], e['endpoint']]))}`);
+  const log = s.d.logs();
+  const errs = log.split('\n').filter((l) => /agent_error|internal_error/.test(l));
+  t.comment(`log errors: ${errs.length} ${errs.slice(0, 2).join(' / ').slice(0, 400)}`);
+  t.equal(errs.length, 0, 'a client going away is not logged as an internal error');
+  t.equal(
+    entries.filter((e) => e['code'] === 'internal_error').length,
+    0,
+    'a client going away is not journaled as internal_error',
+  );
+});
