@@ -18,7 +18,14 @@ import type { Slot } from './stores/budgets';
 import { journalRefusal } from './audit/refusal-summary';
 import { createRun } from './agent-runs';
 import type { LeafCertificates } from './proxy/leaf-certs';
-import { afterWholeRequests, closeIfUpgradeAsked, inTurn, trackExchange } from './exchanges-open';
+import {
+  afterWholeRequests,
+  bodyCutOff,
+  clientWentAway,
+  closeIfUpgradeAsked,
+  inTurn,
+  trackExchange,
+} from './exchanges-open';
 import { isAbsoluteForm, serveAbsoluteForm, serveConnect, type FrontDoorDeps } from './proxy/front-door';
 import { lingerAfterAnswer } from './lingering-close';
 import { refuseOnSocket } from './proxy/refusal-response';
@@ -185,12 +192,7 @@ function readBody(req: http.IncomingMessage, limit: number, deadlineMs: number):
     // call, a killed bridge): a refusal that says so, not an internal error.
     req.on('error', () => {
       clearTimeout(timer);
-      reject(
-        new Refusal(
-          'bad_request',
-          'the connection closed before the request body ended; send the whole request and wait for the answer',
-        ),
-      );
+      reject(bodyCutOff());
     });
   });
 }
@@ -335,9 +337,7 @@ export function createAgentServer(
   // (exchanges-open.ts).
   // Journaled like every refusal, with x-postern-error for a proxy client.
   server.on('clientError', (e: NodeJS.ErrnoException, sock: net.Socket) => {
-    // The agent went away mid-request: nothing malformed was sent; a request
-    // it cut short says so itself (its body's read fails), once.
-    if (e.code === 'ECONNRESET' || e.code === 'HPE_INVALID_EOF_STATE') {
+    if (clientWentAway(e)) {
       sock.destroy();
       return;
     }

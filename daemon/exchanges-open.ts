@@ -10,6 +10,7 @@
 // stays quiet. A CONNECT on a connection waits for the answers before it
 // in the same way.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Refusal } from '../shared/errors';
 
 // `done` once its response is finished (or its connection gone).
 type Open = { req: IncomingMessage; res: ServerResponse; done: boolean; waiters: (() => void)[] | null };
@@ -85,4 +86,18 @@ export function afterWholeRequests(sock: object): Promise<void> | null {
 // pipelined request was held unanswered).
 export function closeIfUpgradeAsked(req: IncomingMessage, res: ServerResponse): void {
   if (req.headers.upgrade !== undefined) res.shouldKeepAlive = false;
+}
+
+// The client went away in the middle of a request (closed or reset): not
+// malformed HTTP. Both front doors close quietly; a request it cut short
+// says so itself, once, when its body's read fails (bodyCutOff).
+export function clientWentAway(e: NodeJS.ErrnoException): boolean {
+  return e.code === 'ECONNRESET' || e.code === 'HPE_INVALID_EOF_STATE';
+}
+
+export function bodyCutOff(): Refusal {
+  return new Refusal(
+    'bad_request',
+    'the connection closed before the request body ended; send the whole request and wait for the answer',
+  );
 }

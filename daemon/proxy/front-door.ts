@@ -15,16 +15,16 @@ import { Refusal } from '../../shared/errors';
 import type { LeafCertificates } from './leaf-certs';
 import { parseConnectTarget, type ConnectTarget } from './connect-target';
 import { coveringCredentials } from '../pipeline/coverage';
-import {
-  declaredTooLarge,
-  droppedBodyCut,
-  runClientPid,
-  serveProxiedExchange,
-  type FrontDoorDeps,
-} from './proxied-exchange';
+import { declaredTooLarge, runClientPid, serveProxiedExchange, type FrontDoorDeps } from './proxied-exchange';
 import { refuseOnSocket, refuseResponse } from './refusal-response';
 import { nestedConnect, parseFailure, unmetExpectation } from './malformed';
-import { afterWholeRequests, closeIfUpgradeAsked, trackExchange, whenAnswered } from '../exchanges-open';
+import {
+  afterWholeRequests,
+  clientWentAway,
+  closeIfUpgradeAsked,
+  trackExchange,
+  whenAnswered,
+} from '../exchanges-open';
 import { openTunnel } from './tunnel';
 
 export type { FrontDoorDeps } from './proxied-exchange';
@@ -64,14 +64,15 @@ function serveInner(
   });
   const endpoint = `HTTPS ${t.target.host}:${t.port}`;
   // Answered after the requests that arrived whole before the failure; one
-  // it cut short stays quiet, this is its answer (exchanges-open.ts).
+  // it cut short stays quiet, this is its answer (exchanges-open.ts). A
+  // client gone mid-request sent nothing malformed: closed quietly, and a
+  // request it cut short says so itself.
   inner.on('clientError', (e: NodeJS.ErrnoException, sock: Duplex) => {
-    const after = afterWholeRequests(sock);
-    if (e.code === 'ECONNRESET' || droppedBodyCut(sock, e)) {
+    if (clientWentAway(e)) {
       sock.destroy();
       return;
     }
-    void after
+    void afterWholeRequests(sock)
       ?.then(() => (sock.writable ? deps.journalRefusal(outer, parseFailure(e), endpoint) : null))
       .then((r) => (r ? refuseOnSocket(sock, r) : sock.destroy()))
       .catch(() => sock.destroy());

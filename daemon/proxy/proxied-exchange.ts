@@ -7,7 +7,6 @@
 import { once } from 'node:events';
 import type http from 'node:http';
 import type net from 'node:net';
-import type { Duplex } from 'node:stream';
 import { Refusal } from '../../shared/errors';
 import type { HttpCredentialDef } from '../../shared/credential';
 import type { Identity } from '../identity/identify';
@@ -21,7 +20,7 @@ import { looksLikePlaceholder, type Runs } from '../stores/runs';
 import type { ConnectTarget } from './connect-target';
 import { coveringCredentials } from '../pipeline/coverage';
 import { refuseResponse } from './refusal-response';
-import { cutByParseFailure, inTurn } from '../exchanges-open';
+import { bodyCutOff, cutByParseFailure, inTurn } from '../exchanges-open';
 import { lingerAfterAnswer } from '../lingering-close';
 
 export interface FrontDoorDeps {
@@ -73,7 +72,7 @@ function readBody(req: http.IncomingMessage, limit: number, deadlineMs: number):
       clearTimeout(timer);
       if (chunks) resolve(size === 0 ? null : Buffer.concat(chunks));
     });
-    req.on('error', reject);
+    req.on('error', () => reject(bodyCutOff()));
   });
 }
 
@@ -101,15 +100,6 @@ function tooLarge(limit: number): Refusal {
     'body_too_large',
     `the request body is larger than http.max_request_body (${limit} bytes); send a smaller body, or a human may raise http.max_request_body in the config`,
   );
-}
-
-// Connections reading and dropping a body refused early: a client that
-// stops sending it once it has the 413 and closes ends the connection in
-// the middle of that body, which is no new malformed request.
-export const dropping = new WeakSet<Duplex>();
-
-export function droppedBodyCut(sock: Duplex, e: NodeJS.ErrnoException): boolean {
-  return dropping.has(sock) && e.code === 'HPE_INVALID_EOF_STATE';
 }
 
 // Requests whose connection is closed after their refusal: a body that did
@@ -282,11 +272,9 @@ export async function serveProxiedExchange(
       r.code === 'body_too_large' &&
       req.headers['expect'] === undefined &&
       (declaredLength(req) ?? Infinity) <= DRAIN_LIMIT;
+    // Either way what is left of the body is read and dropped.
     const closing = (r.code === 'body_too_large' && !drained) || closesAfter.has(req);
     if (closing) res.setHeader('connection', 'close');
-    // Either way what is left of the body is read and dropped, and a
-    // client that stops sending it and closes is no new malformed request.
-    if (drained || closing) dropping.add(req.socket);
     refuseResponse(res, r);
     if (closing) lingerAfterAnswer(req);
     else req.resume();
