@@ -42,6 +42,14 @@ t.test('clients that go away mid-request', async (t) => {
   const errs = log.split('\n').filter((l) => /agent_error|internal_error/.test(l));
   t.comment(`log errors: ${errs.length} ${errs.slice(0, 2).join(' / ').slice(0, 400)}`);
   t.equal(errs.length, 0, 'a client going away is not logged as an internal error');
+  t.same(
+    entries.map((e) => [e['kind'], e['code'], e['endpoint']]),
+    [
+      ['agent_refused', 'bad_request', 'POST /v1/http'],
+      ['agent_refused', 'bad_request', 'POST /v1/http'],
+    ],
+    'each body cut off is one bad_request; a head cut off is nothing (no request was made)',
+  );
   t.equal(
     entries.filter((e) => e['code'] === 'internal_error').length,
     0,
