@@ -287,11 +287,8 @@ export function createAgentServer(
       void (async () => {
         // Pipelined behind an answer that closes the connection: never run
         // (exchanges-open.ts).
-        const turn = inTurn(req);
-        if (turn !== true && !(await turn)) {
-          res.destroy();
-          return;
-        }
+        const turn = inTurn(req, res);
+        if (turn !== true && !(await turn)) return;
         let refused = false;
         try {
           const identity = identify(controller, req.socket);

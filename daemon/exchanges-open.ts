@@ -43,11 +43,17 @@ export function trackExchange(req: IncomingMessage, res: ServerResponse): void {
 // if the connection is still open for its answer. A pipelined request behind
 // an answer that closes the connection (HTTP/1.0, `connection: close`, a
 // refusal that closes) would run and never be answered; its client sends it
-// again on a new connection, so it must not have run.
-export function inTurn(req: IncomingMessage): true | Promise<boolean> {
+// again on a new connection, so it must not have run: its response is
+// destroyed and the answer is false. Synchronous in the common case, so the
+// lone request pays no turn of the event loop.
+export function inTurn(req: IncomingMessage, res: ServerResponse): true | Promise<boolean> {
   const earlier = before.get(req);
   if (!earlier) return true;
-  return Promise.all(earlier.map(closed)).then(() => req.socket.writable && !req.socket.destroyed);
+  return Promise.all(earlier.map(closed)).then(() => {
+    const open = req.socket.writable && !req.socket.destroyed;
+    if (!open) res.destroy();
+    return open;
+  });
 }
 
 // Resolves once every request open on `sock` has its response finished (or

@@ -211,11 +211,8 @@ export async function serveProxiedExchange(
 ): Promise<void> {
   const s = deps.pipeline;
   const endpoint = connect ? `${req.method} https://${connect.target.host}:${connect.port}` : `${req.method} http`;
-  const turn = inTurn(req);
-  if (turn !== true && !(await turn)) {
-    res.destroy();
-    return;
-  }
+  const turn = inTurn(req, res);
+  if (turn !== true && !(await turn)) return;
   const gone = requesterGone(res);
   try {
     const identity = deps.identify(outer);

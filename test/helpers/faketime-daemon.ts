@@ -8,10 +8,9 @@
 // The daemon refuses LD_PRELOAD (SPEC §3); the loader needs it only at exec,
 // so a one-line `node -e` entry deletes it from process.env before the CLI's
 // own check runs. Requires the Debian package `faketime` (libfaketime).
-import { spawn } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CLI, canConnect, Daemon } from './postern';
+import { CLI, startDaemon, type Daemon } from './postern';
 
 export const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 export const haveFaketime = existsSync(LIBFAKETIME);
@@ -28,47 +27,18 @@ export function makeClock(dir: string): Clock {
   return { file, set: (offset) => writeFileSync(file, `${offset}\n`) };
 }
 
-export async function startFakeDaemon(h: { env: NodeJS.ProcessEnv; home: string }, clock: Clock): Promise<Daemon> {
+export function startFakeDaemon(h: { env: NodeJS.ProcessEnv; home: string }, clock: Clock): Promise<Daemon> {
   const entry = `delete process.env.LD_PRELOAD; process.argv = [process.execPath, ${JSON.stringify(CLI)}, 'daemon']; require(${JSON.stringify(CLI)});`;
-  const proc = spawn(
-    '/usr/bin/env',
-    [
-      '-u',
-      'NODE_OPTIONS',
+  return startDaemon(h, [], {
+    prefix: [
       `LD_PRELOAD=${LIBFAKETIME}`,
       `FAKETIME_TIMESTAMP_FILE=${clock.file}`,
       'FAKETIME_NO_CACHE=1',
       'FAKETIME_DONT_FAKE_MONOTONIC=1',
-      process.execPath,
-      '-e',
-      entry,
     ],
-    { env: h.env, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let logs = '';
-  proc.stdout!.on('data', (d: Buffer) => (logs += d.toString()));
-  proc.stderr!.on('data', (d: Buffer) => (logs += d.toString()));
-  const exited = new Promise<number | null>((r) => proc.on('exit', (code) => r(code)));
-  let done = false;
-  void exited.then(() => (done = true));
-  const deadline = Date.now() + 30_000;
-  while (!(await canConnect(join(h.home, 'admin.sock'))) || !(await canConnect(join(h.home, 'agent.sock')))) {
-    if (done) throw new Error(`faketime daemon exited early:\n${logs}`);
-    if (Date.now() > deadline) {
-      proc.kill('SIGKILL');
-      throw new Error(`faketime daemon did not start:\n${logs}`);
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return {
-    proc,
-    logs: () => logs,
-    exited,
-    async stop() {
-      if (!done) proc.kill('SIGTERM');
-      return exited;
-    },
-  };
+    nodeArgs: ['-e', entry],
+    startMs: 30_000,
+  });
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

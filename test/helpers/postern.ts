@@ -141,6 +141,9 @@ export function canConnect(path: string): Promise<boolean> {
 export interface DaemonOptions {
   prefix?: string[]; // a command that execs node, e.g. ["nsenter", "--net=...", "--"]
   startMs?: number; // how long the sockets may take to appear (default 20 s)
+  // What node runs instead of the CLI's `daemon` command and `args`, e.g.
+  // ["-e", "<a script that ends by requiring the CLI>"].
+  nodeArgs?: string[];
 }
 
 export async function startDaemon(
@@ -148,7 +151,7 @@ export async function startDaemon(
   args: string[] = [],
   o: DaemonOptions = {},
 ): Promise<Daemon> {
-  const [cmd, argv] = command(h.env, [CLI, 'daemon', ...args], o.prefix);
+  const [cmd, argv] = command(h.env, o.nodeArgs ?? [CLI, 'daemon', ...args], o.prefix);
   const proc = spawn(cmd, argv, { env: h.env, stdio: ['ignore', 'pipe', 'pipe'] });
   let logs = '';
   proc.stdout!.on('data', (d: Buffer) => (logs += d.toString()));

@@ -14,7 +14,9 @@ import type { Home } from './postern';
 // by its argument, sends each on its own CONNECT tunnel, and prints one JSON
 // line per request with the raw response bytes (or none, when the
 // connection closed without one). `@@PH:VAR@@` in a request stands for the
-// placeholder in $VAR, `@@B64:USER:VAR@@` for base64("USER:" + $VAR).
+// placeholder in $VAR, `@@B64:USER:VAR@@` for base64("USER:" + $VAR),
+// `@@LEN@@` for the body's length. Each answer carries `ms`, from the
+// body's last byte written to the answer (or the close).
 export const RAW_PROXY_CLIENT = String.raw`
 const fs = require('node:fs');
 const net = require('node:net');
@@ -44,14 +46,15 @@ function send(r) {
     const c = net.connect(Number(proxy.port), proxy.hostname);
     let got = Buffer.alloc(0);
     let done = false;
+    let sentAt = 0;
     const finish = (what) => {
       if (done) return;
       done = true;
       clearTimeout(timer);
       c.destroy();
-      resolve({ id: r.id, ...what });
+      resolve({ id: r.id, ms: sentAt ? Date.now() - sentAt : -1, ...what });
     };
-    const timer = setTimeout(() => finish({ error: 'timeout', raw: got.toString('base64') }), 15000);
+    const timer = setTimeout(() => finish({ error: 'timeout', raw: got.toString('base64') }), r.timeoutMs ?? 15000);
     c.on('error', (e) => finish({ error: String(e) }));
     c.once('connect', () => c.write('CONNECT ' + r.connect + ' HTTP/1.1\r\nHost: ' + r.connect + '\r\nProxy-Authorization: Basic ' + auth + '\r\n\r\n'));
     let head = Buffer.alloc(0);
@@ -63,8 +66,15 @@ function send(r) {
       const s = tls.connect({ socket: c, servername: r.connect.split(':')[0], ca, ALPNProtocols: ['http/1.1'] });
       s.on('error', (e) => finish({ error: String(e), raw: got.toString('base64') }));
       s.on('secureConnect', () => {
-        s.write(Buffer.from(fill(r.head), 'utf8'));
-        if (r.body) s.write(Buffer.from(r.body, 'base64'));
+        const body = r.bodyRepeat
+          ? Buffer.from(r.bodyRepeat.text.repeat(r.bodyRepeat.times), 'latin1')
+          : Buffer.from(r.body ?? '', 'base64');
+        s.write(Buffer.from(fill(r.head).replace('@@LEN@@', String(body.length)), 'utf8'));
+        s.write(body, () => {
+          sentAt = Date.now();
+          // A client that goes away mid-request: half-closes or resets.
+          if (r.cut) setTimeout(() => (r.cut.how === 'end' ? s.end() : c.destroy()), r.cut.afterMs);
+        });
       });
       s.on('data', (d) => {
         got = Buffer.concat([got, d]);
@@ -82,14 +92,18 @@ function send(r) {
 `;
 
 export interface Wire {
-  id: number;
+  id: number | string;
   connect: string;
   head: string;
-  body?: string;
+  body?: string; // base64
+  bodyRepeat?: { text: string; times: number }; // instead of body
+  timeoutMs?: number; // 15 s unless given
+  cut?: { how: 'end' | 'destroy'; afterMs: number }; // after the last byte written
 }
 
 export interface Answer {
-  id: number;
+  id: number | string;
+  ms: number; // from the last byte written to the answer; -1 if never sent
   raw?: string;
   closed?: boolean;
   error?: string;
@@ -133,13 +147,13 @@ export async function sendRaw(
   h: Home,
   requests: Wire[],
   args: string[] = [],
-): Promise<{ answers: Map<number, Answer>; code: number | null; stdout: Buffer; stderr: string }> {
+): Promise<{ answers: Map<number | string, Answer>; code: number | null; stdout: Buffer; stderr: string }> {
   const file = join(h.dir, `raw-requests-${process.pid}-${Date.now()}.json`);
   writeFileSync(file, JSON.stringify(requests));
   const script = join(h.dir, 'raw-proxy-client.js');
   writeFileSync(script, RAW_PROXY_CLIENT);
   const run = await cliBytes(h.env, ['run', ...args, '--', process.execPath, script, file]);
-  const answers = new Map<number, Answer>();
+  const answers = new Map<number | string, Answer>();
   for (const line of run.stdout.toString().split('\n').filter(Boolean)) {
     const a = JSON.parse(line) as Answer;
     answers.set(a.id, a);

@@ -144,7 +144,7 @@ t.before(async () => {
     calls.map((c, id) => wire(id, c, s.up.port)),
   );
   if (run.code !== 0) throw new Error(`postern run exited ${run.code}: ${run.stderr}`);
-  for (const [id, a] of run.answers) answers.set(id, a);
+  for (const [id, a] of run.answers) answers.set(Number(id), a);
   runOutput = Buffer.concat([run.stdout, Buffer.from(run.stderr)]);
 });
 t.teardown(() => s.close());

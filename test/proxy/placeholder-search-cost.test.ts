@@ -11,107 +11,33 @@
 import t from 'tap';
 import { stallMeter } from '../helpers/stall-meter';
 import { startProxyStack } from '../helpers/proxy-stack';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { cliBytes } from '../helpers/cli-bytes';
+import { sendRaw, type Wire } from '../helpers/proxy-raw-client';
 import { agentRequest, type Home } from '../helpers/postern';
 
-// ---- A timed raw client of the proxy front door, run under `postern run`:
-// each request on its own CONNECT tunnel, timed from its last byte to its
-// whole answer. And a meter polling GET /v1/health on the agent socket.
-
-const TIMED_PROXY_CLIENT = String.raw`
-const fs = require('node:fs');
-const net = require('node:net');
-const tls = require('node:tls');
-const proxy = new URL(process.env.HTTPS_PROXY);
-const auth = Buffer.from(decodeURIComponent(proxy.username) + ':' + decodeURIComponent(proxy.password)).toString('base64');
-const ca = fs.readFileSync(process.env.SSL_CERT_FILE);
-function complete(buf) {
-  const end = buf.indexOf('\r\n\r\n');
-  if (end === -1) return false;
-  const head = buf.subarray(0, end).toString('latin1');
-  const body = buf.subarray(end + 4);
-  const cl = /\r\ncontent-length: *(\d+)/i.exec(head);
-  if (cl) return body.length >= Number(cl[1]);
-  if (/\r\ntransfer-encoding: *chunked/i.test(head)) return body.includes('\r\n0\r\n\r\n');
-  return false;
-}
-function send(r) {
-  return new Promise((resolve) => {
-    const c = net.connect(Number(proxy.port), proxy.hostname);
-    let got = Buffer.alloc(0);
-    let done = false;
-    let sentAt = 0;
-    const finish = (what) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      c.destroy();
-      resolve({ id: r.id, ms: sentAt ? Date.now() - sentAt : -1, status: got.toString('latin1').split('\r\n')[0], error: got.toString('latin1').match(/x-postern-error: *([a-z_]+)/i)?.[1], ...what });
-    };
-    const timer = setTimeout(() => finish({ timeout: true }), 600000);
-    c.on('error', (e) => finish({ neterror: String(e) }));
-    c.once('connect', () => c.write('CONNECT ' + r.connect + ' HTTP/1.1\r\nHost: ' + r.connect + '\r\nProxy-Authorization: Basic ' + auth + '\r\n\r\n'));
-    let head = Buffer.alloc(0);
-    const onHead = (d) => {
-      head = Buffer.concat([head, d]);
-      if (head.indexOf('\r\n\r\n') === -1) return;
-      c.off('data', onHead);
-      if (!/^HTTP\/1\.1 200 /.test(head.toString('latin1'))) return finish({ neterror: 'CONNECT refused: ' + head.toString('latin1') });
-      const s = tls.connect({ socket: c, servername: r.connect.split(':')[0], ca, ALPNProtocols: ['http/1.1'] });
-      s.on('error', (e) => finish({ neterror: String(e) }));
-      s.on('secureConnect', () => {
-        const body = r.bodyRepeat ? Buffer.from(r.bodyRepeat.text.repeat(r.bodyRepeat.times), 'latin1') : Buffer.alloc(0);
-        s.write(Buffer.from(r.head.replace('@@LEN@@', String(body.length)), 'latin1'));
-        s.write(body, () => { sentAt = Date.now(); });
-      });
-      s.on('data', (d) => {
-        got = Buffer.concat([got, d]);
-        if (complete(got)) finish({});
-      });
-      s.on('close', () => finish({ closed: true }));
-    };
-    c.on('data', onHead);
-  });
-}
-(async () => {
-  for (const r of JSON.parse(fs.readFileSync(process.argv[2], 'utf8'))) process.stdout.write(JSON.stringify(await send(r)) + '\n');
-})();
-`;
-
-interface TimedWire {
-  id: string;
-  connect: string;
-  head: string; // '@@LEN@@' stands for the body's length
-  bodyRepeat?: { text: string; times: number };
-}
-
-interface TimedAnswer {
-  id: string;
+// Each request on its own CONNECT tunnel under `postern run`, timed from its
+// last byte to its whole answer; GET /v1/health polled meanwhile.
+interface Timed {
   ms: number;
   status: string;
   error?: string;
-  timeout?: boolean;
-  closed?: boolean;
-  neterror?: string;
+  timeout: boolean;
 }
 
-// Polls GET /v1/health every `everyMs` until stopped; the slowest answer.
-
-async function sendTimed(
-  h: Home,
-  requests: TimedWire[],
-): Promise<{ answers: Map<string, TimedAnswer>; stderr: string }> {
-  const file = join(h.dir, `timed-requests-${Date.now()}.json`);
-  writeFileSync(file, JSON.stringify(requests));
-  const script = join(h.dir, 'timed-proxy-client.js');
-  writeFileSync(script, TIMED_PROXY_CLIENT);
-  const run = await cliBytes(h.env, ['run', '--', process.execPath, script, file]);
-  const answers = new Map<string, TimedAnswer>();
-  for (const line of run.stdout.toString().split('\n').filter(Boolean)) {
-    const a = JSON.parse(line) as TimedAnswer;
-    answers.set(a.id, a);
+async function sendTimed(h: Home, requests: Wire[]): Promise<{ answers: Map<string | number, Timed>; stderr: string }> {
+  const run = await sendRaw(
+    h,
+    requests.map((r) => ({ ...r, timeoutMs: 600_000 })),
+  );
+  const answers = new Map<string | number, Timed>();
+  for (const [id, a] of run.answers) {
+    const raw = Buffer.from(a.raw ?? '', 'base64');
+    const head = raw.subarray(0, Math.max(0, raw.indexOf('\r\n\r\n'))).toString('latin1');
+    answers.set(id, {
+      ms: a.ms,
+      status: head.split('\r\n')[0] ?? '',
+      error: /x-postern-error: *([a-z_]+)/i.exec(head)?.[1],
+      timeout: a.error === 'timeout',
+    });
   }
   return { answers, stderr: run.stderr };
 }
@@ -129,14 +55,14 @@ t.test('placeholder search over a body of repeated "postern-" is linear', async 
   t.teardown(() => s.close());
   const HOST = 'api.example.test';
   const P = s.up.port;
-  const post = (id: string, text: string, bytes: number): TimedWire => ({
+  const post = (id: string, text: string, bytes: number): Wire => ({
     id,
     connect: `${HOST}:${P}`,
     head: `POST /search HTTP/1.1\r\nHost: ${HOST}:${P}\r\nContent-Type: text/plain\r\nContent-Length: @@LEN@@\r\n\r\n`,
     bodyRepeat: { text, times: bytes / text.length },
   });
   const sizes = [32 * 1024, 64 * 1024, 128 * 1024];
-  const requests: TimedWire[] = [];
+  const requests: Wire[] = [];
   for (const n of sizes) requests.push(post(`plain-${n}`, 'abcdefgh', n), post(`hostile-${n}`, 'postern-', n));
   const meter = stallMeter(s.sock);
   const { answers, stderr } = await sendTimed(s.h, requests);
@@ -186,7 +112,7 @@ t.test('AWS Authorization parse over a run of spaces is linear', async (t) => {
   // A placeholder-shaped text naming the aws credential (never honoured,
   // and it need not be: the slot is judged before the lookup).
   const ph = 'postern-cloud-0123456789abcdef';
-  const get = (id: string, spaces: number): TimedWire => ({
+  const get = (id: string, spaces: number): Wire => ({
     id,
     connect: `${HOST}:${P}`,
     head: `GET /search HTTP/1.1\r\nHost: ${HOST}:${P}\r\nAuthorization: AWS4-HMAC-SHA256 Credential=${ph}/20250101/eu-west-1/s3/aws4_request,${' '.repeat(spaces)}x\r\n\r\n`,
