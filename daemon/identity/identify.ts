@@ -201,7 +201,19 @@ export function readProcess(pid: number, uid: number, files?: ProcFiles): Proces
 // instance found gone or exec'd closes them. Bounded: beyond the limit the
 // oldest are closed (and opened again, by pid, when needed).
 const held = new Map<string, ProcFiles>();
+// The key held for each pid (at most one: a pid runs one instance at a time).
+const heldByPid = new Map<number, string>();
 let heldLimit = 128;
+
+function pidOfKey(key: string): number {
+  return Number(key.slice(0, key.indexOf(':')));
+}
+
+function release(key: string, files: ProcFiles): void {
+  held.delete(key);
+  if (heldByPid.get(pidOfKey(key)) === key) heldByPid.delete(pidOfKey(key));
+  closeProcFiles(files);
+}
 
 // Set once at start from the descriptor budget (connection-budget.ts).
 export function limitHeldProcesses(n: number): void {
@@ -218,15 +230,18 @@ const REPLACED_LIMIT = 4096;
 function hold(key: string, files: ProcFiles): void {
   if (held.size >= heldLimit) {
     const [oldest, f] = held.entries().next().value as [string, ProcFiles];
-    held.delete(oldest);
-    closeProcFiles(f);
+    release(oldest, f);
   }
+  // An earlier instance under the same pid is gone: its files read nothing.
+  const pid = pidOfKey(key);
+  const earlier = heldByPid.get(pid);
+  if (earlier !== undefined && earlier !== key) release(earlier, held.get(earlier)!);
   held.set(key, files);
+  heldByPid.set(pid, key);
 }
 
 function retire(key: string, files: ProcFiles): void {
-  held.delete(key);
-  closeProcFiles(files);
+  release(key, files);
   // Gone or exec'd: the key can come back only after an exec that kept it.
   if (replaced.size >= REPLACED_LIMIT) replaced.delete(replaced.values().next().value as string);
   replaced.add(key);
@@ -267,7 +282,15 @@ function bind(p: ProcessInfo, files: ProcFiles): ProcessInfo | null {
 }
 
 // Read one process through files opened first and then held (see bind).
+// When files are held for the instance now under `pid` (a process that
+// connects again), they are read instead: still answering for the program
+// they were opened on, with the same key, they are bound to what was read.
 function readBound(pid: number, uid: number): ProcessInfo | 'replaced' | null {
+  const heldKey = heldByPid.get(pid);
+  if (heldKey !== undefined && !replaced.has(heldKey)) {
+    const p = readProcess(pid, uid, held.get(heldKey)!);
+    if (p?.key === heldKey) return p;
+  }
   const files = openProcFiles(pid);
   if (!files) return null;
   const p = readProcess(pid, uid, files);

@@ -6,10 +6,10 @@
 // and the descriptors never outgrow the bound.
 import t from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync } from 'node:fs';
+import fs, { mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { heldProcFiles, readProcess, stillRunning, type ProcessInfo } from '../../daemon/identity/identify';
+import { heldProcFiles, identify, readProcess, stillRunning, type ProcessInfo } from '../../daemon/identity/identify';
 import { eventually } from '../helpers/postern';
 
 const UID = process.getuid!();
@@ -89,4 +89,42 @@ t.test('bounded: the oldest are closed, every answer stays right', async (t) => 
     children.slice(0, 70).map((c) => (c.exitCode === null ? new Promise((r) => c.once('exit', r)) : 0)),
   );
   infos.forEach((i, n) => t.equal(stillRunning(i), n >= 70, `pid ${i.pid}: ${n >= 70 ? 'running' : 'gone'}`));
+});
+
+// A process that connects again is read through the files held for it, not
+// through new ones: the connection's identity costs no open of /proc. Once
+// it execs, the next connection opens afresh and the dead instance's files
+// are closed.
+t.test('a process that connects again: read through its held files', async (t) => {
+  const c = spawn('/bin/sh', ['-c', 'sleep 0.8; exec sleep 30'], { stdio: 'ignore' });
+  t.teardown(() => c.kill('SIGKILL'));
+  await running(c);
+  const opened: string[] = [];
+  const real = fs.openSync;
+  (fs as { openSync: typeof fs.openSync }).openSync = ((path: fs.PathLike, ...rest: unknown[]) => {
+    if (String(path).startsWith(`/proc/${c.pid}/`)) opened.push(String(path));
+    return (real as (...a: unknown[]) => number)(path, ...rest);
+  }) as typeof fs.openSync;
+  t.teardown(() => void ((fs as { openSync: typeof fs.openSync }).openSync = real));
+  const first = identify(c.pid!, UID);
+  const held = heldProcFiles();
+  const openedFirst = opened.length;
+  t.ok(openedFirst >= 3, `the first connection opens its files (${opened.join(', ')})`);
+  for (let i = 0; i < 5; i++)
+    t.equal(identify(c.pid!, UID).process.key, first.process.key, `connection ${i + 2}: the same instance`);
+  t.equal(opened.length, openedFirst, 'later connections open nothing');
+  t.equal(heldProcFiles(), held, 'and hold nothing more');
+  t.ok(
+    await eventually(() => {
+      try {
+        return identify(c.pid!, UID).process.key !== first.process.key;
+      } catch {
+        return false;
+      }
+    }, 5000),
+    'after the exec: another instance',
+  );
+  t.ok(opened.length > openedFirst, 'whose files were opened afresh');
+  t.equal(heldProcFiles(), held, "the dead instance's files were closed for the new one's");
+  t.notOk(stillRunning(first.process), 'the first instance is not running');
 });
