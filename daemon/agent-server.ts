@@ -23,12 +23,15 @@ import {
   bodyCutOff,
   clientWentAway,
   closeIfUpgradeAsked,
+  cutByParseFailure,
   inTurn,
   trackExchange,
 } from './exchanges-open';
 import { isAbsoluteForm, serveAbsoluteForm, serveConnect, type FrontDoorDeps } from './proxy/front-door';
 import { lingerAfterAnswer } from './lingering-close';
-import { refuseOnSocket } from './proxy/refusal-response';
+import { refuseOnSocket, refuseResponse } from './proxy/refusal-response';
+import { declaredTooLarge } from './proxy/proxied-exchange';
+import { unmetExpectation } from './proxy/malformed';
 
 const peers = new WeakMap<net.Socket, Identity | Refusal>();
 
@@ -179,7 +182,7 @@ function readBody(req: http.IncomingMessage, limit: number, deadlineMs: number):
         over = true;
         chunks.length = 0;
         clearTimeout(timer);
-        reject(new Refusal('body_too_large', `the request is larger than ${limit} bytes; send a smaller body`));
+        reject(bodyTooLarge(limit));
         return;
       }
       chunks.push(c);
@@ -216,12 +219,26 @@ function counted(
   run: (raw: Buffer, slot: Slot) => Promise<unknown>,
 ): Promise<unknown> {
   s.controller.requireUnlocked();
+  const limit = jsonBodyLimit(s.controller);
+  // A declared length over the limit is refused before its body is read
+  // (and, with Expect: 100-continue, before it is asked for).
+  if (declaredTooLarge(req, limit)) throw bodyTooLarge(limit);
   return s.pipeline.stores.inFlight.run(async (slot) => {
     const cfg = s.controller.config.config;
     const left = cfg.daemon.agent_request_timeout - (Date.now() - (started.get(req) ?? Date.now()));
-    const raw = await readBody(req, cfg.http.max_request_body * 6 + 64 * 1024, left);
+    const raw = await readBody(req, limit, left);
     return await run(raw, slot);
   });
+}
+
+// The JSON request's own limit: a body of max_request_body bytes as JSON
+// (base64, or escapes of up to six characters a byte) and its fields.
+function jsonBodyLimit(controller: Controller): number {
+  return controller.config.config.http.max_request_body * 6 + 64 * 1024;
+}
+
+function bodyTooLarge(limit: number): Refusal {
+  return new Refusal('body_too_large', `the request is larger than ${limit} bytes; send a smaller body`);
 }
 
 type Route = (
@@ -307,6 +324,9 @@ export function createAgentServer(
           send(res, 200, await route(services, identity, req, gone, waitingNotice(req, res)));
         } catch (e) {
           refused = true;
+          // Cut short by malformed HTTP: the connection's refusal (journaled
+          // once, in clientError) is this request's answer too.
+          if (cutByParseFailure(req)) return;
           let r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
           if (!(e instanceof Refusal))
             log.error({ event: 'agent_error', err: (e as Error)?.name }, 'agent request failed');
@@ -326,6 +346,33 @@ export function createAgentServer(
       })();
     },
   );
+  // A client that has sent its requests may shut its sending side and wait
+  // for the answers (`printf ... | nc -N`, a half-closing HTTP library). By
+  // default Node's server then aborts the requests it is running and ends
+  // the connection: a request could run upstream, with its secret, and its
+  // answer be dropped. Half-open, the answers are given, and the connection
+  // ends after the last. (A property of Node's server its types omit.)
+  (server as http.Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
+  // Expect: 100-continue: a body over the limit is refused without being
+  // asked for (the handler refuses it on its declared length).
+  server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const limit = isAbsoluteForm(req) ? controller.config.config.http.max_request_body : jsonBodyLimit(controller);
+    if (!declaredTooLarge(req, limit)) res.writeContinue();
+    server.emit('request', req, res);
+  });
+  // Any other expectation: a refusal like every other, journaled, with its
+  // JSON and x-postern-error (Node's own answer is a bare 417); the
+  // connection closes after it, its body unread.
+  server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    trackExchange(req, res);
+    res.setHeader('connection', 'close');
+    const endpoint = isAbsoluteForm(req) ? `${req.method} http` : `${req.method} ${(req.url ?? '').split('?')[0]}`;
+    journalAgentRefusal(pipeline, req.socket, unmetExpectation(String(req.headers['expect'] ?? '')), endpoint).then(
+      (r) => refuseResponse(res, r),
+      () => res.destroy(),
+    );
+    req.resume();
+  });
   server.on('connection', (sock: net.Socket) => identifyAtConnect(door.identify, sock));
   server.on('connect', (req: http.IncomingMessage, sock: net.Socket, head: Buffer) => {
     void serveConnect(door, req, sock, head);

@@ -7,7 +7,6 @@
 // own files and the /proc files it holds, halved (a connection may bring an
 // upstream socket with it). A connection beyond it is closed at once, so
 // the flooder pays, and the log says so.
-import { readFileSync } from 'node:fs';
 import type net from 'node:net';
 import type { Logger } from './logger';
 
@@ -27,24 +26,6 @@ export interface ConnectionBudget {
   agentConnections: number; // agent socket (JSON and proxy)
   sshAgentConnections: number;
   heldProcesses: number; // processes whose /proc files are kept open
-}
-
-// The soft "Max open files" of this process (Node raises it to the hard
-// limit at start); null when /proc does not say.
-export function openFileLimit(text = readLimits()): number | null {
-  const line = text.split('\n').find((l) => l.startsWith('Max open files'));
-  const soft = line?.slice('Max open files'.length).trim().split(/\s+/)[0];
-  if (soft === 'unlimited') return Number.MAX_SAFE_INTEGER;
-  const n = Number(soft);
-  return Number.isSafeInteger(n) && n > 0 ? n : null;
-}
-
-function readLimits(): string {
-  try {
-    return readFileSync('/proc/self/limits', 'utf8');
-  } catch {
-    return '';
-  }
 }
 
 export function connectionBudget(limit: number): ConnectionBudget {

@@ -13,10 +13,13 @@
 // node's thread pool instead, a lookup took 1–2 ms longer: the relay stays
 // synchronous.)
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { isIPv4 } from 'node:net';
+import { endianness } from 'node:os';
 
 interface Row {
-  localPort: number;
-  remotePort: number;
+  // As the table prints them: address and port in hex ("0100007F:1F90").
+  local: string;
+  remote: string;
   // Connected, in any state a client's socket may be in while its request
   // is read: established, or half-closed after sending it (FIN_WAIT1/2,
   // CLOSING). Not a listener; a socket with no owner has inode 0.
@@ -28,14 +31,13 @@ const CONNECTED_STATES = new Set(['01', '04', '05', '08', '09', '0B']);
 
 function parseTable(text: string): Row[] {
   const rows: Row[] = [];
-  const port = (address: string): number => parseInt(address.split(':')[1] ?? '', 16);
   for (const line of text.split('\n').slice(1)) {
     // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
     const f = line.trim().split(/\s+/);
     if (f.length < 10) continue;
     rows.push({
-      localPort: port(f[1]!),
-      remotePort: port(f[2]!),
+      local: f[1]!.toUpperCase(),
+      remote: f[2]!.toUpperCase(),
       connected: CONNECTED_STATES.has(f[3]!),
       inode: f[9]!,
     });
@@ -56,8 +58,10 @@ class Table {
     let rows: Row[] = [];
     try {
       rows = parseTable(readFileSync(this.file, 'utf8'));
-    } catch {
-      // unreadable: no rows, the answer is "unknown"
+    } catch (e) {
+      // Out of descriptors says nothing of the connection: the caller says so.
+      if (outOfDescriptors(e)) throw e;
+      // otherwise unreadable: no rows, the answer is "unknown"
     }
     this.last = { covers: latest, rows };
     return rows;
@@ -75,13 +79,19 @@ export class SocketTables {
     return ++this.count;
   }
 
-  // The inode of the connected socket whose local port is `clientPort`
-  // and whose remote port is `serverPort`, in either table.
-  clientSocketInode(ticket: number, clientPort: number, serverPort: number): string | null {
-    for (const table of this.tables) {
+  // The inode of the connected socket at the client's end of `c`: local
+  // address and port the client's, remote the listener's, in either table
+  // (an IPv6 socket connected to 127.0.0.1 shows the IPv4-mapped form). All
+  // four: a port alone is matched by another program connecting from
+  // another loopback address (127.0.0.2) with the same port number.
+  clientSocketInode(ticket: number, c: Connection): string | null {
+    const tuples = tableForms(c);
+    if (tuples === null) return null;
+    for (const [i, table] of this.tables.entries()) {
+      const { local, remote } = tuples[i]!;
       const row = table
         .rows(ticket, this.count)
-        .find((r) => r.localPort === clientPort && r.remotePort === serverPort && r.connected && r.inode !== '0');
+        .find((r) => r.local === local && r.remote === remote && r.connected && r.inode !== '0');
       if (row) return row.inode;
     }
     return null;
@@ -91,6 +101,51 @@ export class SocketTables {
   reads(): number[] {
     return this.tables.map((t) => t.reads);
   }
+}
+
+// A relayed connection as the listener sees it: the client's address and
+// port, and the listener's.
+export interface Connection {
+  clientAddress: string;
+  clientPort: number;
+  serverAddress: string;
+  serverPort: number;
+}
+
+// An IPv4 address as /proc/net/tcp prints it: the 32-bit word in the
+// machine's byte order, in hex.
+function ipv4Word(address: string): string {
+  const bytes = address.split('.').map(Number);
+  if (endianness() === 'LE') bytes.reverse();
+  return bytes
+    .map((b) => b.toString(16).padStart(2, '0'))
+    .join('')
+    .toUpperCase();
+}
+
+function hexPort(port: number): string {
+  return port.toString(16).padStart(4, '0').toUpperCase();
+}
+
+// The client's end of `c` as each table prints it: /proc/net/tcp, then
+// /proc/net/tcp6 (IPv4-mapped, ::ffff:a.b.c.d, word by word). Null when
+// the addresses are not IPv4 (the listener is on 127.0.0.1).
+function tableForms(c: Connection): { local: string; remote: string }[] | null {
+  const client = c.clientAddress.replace(/^::ffff:/i, '');
+  const server = c.serverAddress.replace(/^::ffff:/i, '');
+  if (!isIPv4(client) || !isIPv4(server)) return null;
+  const mapped = `0000000000000000${endianness() === 'LE' ? 'FFFF0000' : '0000FFFF'}`;
+  const form = (prefix: string) => ({
+    local: `${prefix}${ipv4Word(client)}:${hexPort(c.clientPort)}`,
+    remote: `${prefix}${ipv4Word(server)}:${hexPort(c.serverPort)}`,
+  });
+  return [form(''), form(mapped)];
+}
+
+// EMFILE or ENFILE: the process (or the system) has no descriptor left.
+export function outOfDescriptors(e: unknown): boolean {
+  const code = (e as NodeJS.ErrnoException | null)?.code;
+  return code === 'EMFILE' || code === 'ENFILE';
 }
 
 function parentOf(pid: number): number | null {
@@ -104,7 +159,8 @@ function parentOf(pid: number): number | null {
   }
 }
 
-// `root` and every process below it, parents before children.
+// `root` and every process below it, parents before children. Throws when
+// /proc cannot be listed (out of descriptors).
 export function descendants(root: number): number[] {
   const children = new Map<number, number[]>();
   for (const name of readdirSync('/proc')) {
@@ -133,16 +189,11 @@ function holds(pid: number, link: string): boolean {
 
 // The pid that opened the connection, as text, or "unknown". A socket
 // inherited across fork is held by parent and child; the deepest holder is
-// the one that uses it.
-export function connectionClient(
-  tables: SocketTables,
-  ticket: number,
-  root: number | null,
-  clientPort: number,
-  serverPort: number,
-): string {
+// the one that uses it. Throws when out of descriptors (outOfDescriptors):
+// then nothing can be said of the connection.
+export function connectionClient(tables: SocketTables, ticket: number, root: number | null, c: Connection): string {
   if (root === null) return 'unknown';
-  const inode = tables.clientSocketInode(ticket, clientPort, serverPort);
+  const inode = tables.clientSocketInode(ticket, c);
   if (inode === null) return 'unknown';
   const link = `socket:[${inode}]`;
   const holders = descendants(root).filter((pid) => holds(pid, link));

@@ -11,7 +11,8 @@ import net from 'node:net';
 import { HeadProblem, headerValues, readRequestHead, relayedHead } from './request-head';
 import { proxyAnswer, REALM } from './proxy-answer';
 import { proxyCredentialsProblem } from './proxy-token';
-import { connectionClient, SocketTables } from './client-pid';
+import { connectionClient, outOfDescriptors, SocketTables } from './client-pid';
+import { openFileLimit } from '../../shared/open-file-limit';
 
 export interface RelayOptions {
   agentSocket: string;
@@ -53,7 +54,15 @@ function refuse(client: net.Socket, status: number, code: string, message: strin
   setTimeout(() => client.destroy(), LINGER_MS).unref();
 }
 
-async function serve(client: net.Socket, o: RelayOptions, port: number, tables: SocketTables): Promise<void> {
+// `trusted` is called once the connection has shown the token and comes
+// from CMD's tree, as it starts being relayed.
+async function serve(
+  client: net.Socket,
+  o: RelayOptions,
+  port: number,
+  tables: SocketTables,
+  trusted: () => void,
+): Promise<void> {
   const ticket = tables.accepted();
   client.on('error', () => client.destroy());
   let head;
@@ -75,7 +84,12 @@ async function serve(client: net.Socket, o: RelayOptions, port: number, tables: 
     );
     return;
   }
-  const who = connectionClient(tables, ticket, o.root(), client.remotePort ?? 0, port);
+  const who = connectionClient(tables, ticket, o.root(), {
+    clientAddress: client.remoteAddress ?? '',
+    clientPort: client.remotePort ?? 0,
+    serverAddress: client.localAddress ?? '',
+    serverPort: port,
+  });
   if (who === 'unknown') {
     refuse(
       client,
@@ -97,6 +111,7 @@ async function serve(client: net.Socket, o: RelayOptions, port: number, tables: 
     );
   });
   daemon.once('connect', () => {
+    trusted();
     daemon.removeAllListeners('error');
     daemon.write(relayedHead(head, who));
     if (head.rest.length) daemon.write(head.rest);
@@ -105,15 +120,78 @@ async function serve(client: net.Socket, o: RelayOptions, port: number, tables: 
   });
 }
 
+// What failed in serve beyond the refusals it makes itself: out of
+// descriptors (a flood, or CMD's own connections) or a defect. The
+// connection is answered; run goes on.
+function refuseFailure(client: net.Socket, e: unknown): void {
+  if (client.destroyed) return;
+  if (outOfDescriptors(e))
+    refuse(
+      client,
+      429,
+      'busy',
+      '`postern run` is out of file descriptors and cannot tell which process made this connection; close idle connections, or raise the limit (ulimit -n) before `postern run`',
+    );
+  else {
+    process.stderr.write(`postern: run's proxy: ${e instanceof Error ? e.message : String(e)}\n`);
+    refuse(client, 500, 'internal_error', "unexpected error in `postern run`'s proxy; it printed the cause");
+  }
+}
+
+// Descriptors for everything else: stdio, the listener, /proc reads, the
+// runtime's own.
+const RESERVE = 64;
+// At most one line on stderr per this long while connections are closed.
+const WARN_EVERY_MS = 10_000;
+
+// Connections are bounded by the descriptor limit (each relayed one holds
+// two: the client's and the daemon's). Those that have not yet shown the
+// token from CMD's tree (any local program can connect to the port) may
+// take at most half: beyond, the oldest of them is closed, so a flood of
+// idle connections costs its maker and never the descriptors CMD's own
+// requests need, and a request from CMD, whose head follows its connect at
+// once, is read before its turn to be closed comes.
+export function relayBudget(limit: number): { connections: number; untrusted: number } {
+  const connections = Math.max(8, Math.floor((limit - RESERVE) / 2));
+  return { connections, untrusted: Math.max(4, Math.floor(connections / 2)) };
+}
+
 export function startRelay(o: RelayOptions): Promise<Relay> {
   return new Promise((resolve, reject) => {
     const sockets = new Set<net.Socket>();
+    // Not yet trusted, oldest first.
+    const untrusted = new Set<net.Socket>();
+    const budget = relayBudget(openFileLimit() ?? 1024);
+    let warnedAt = -Infinity;
+    const warn = (what: string): void => {
+      if (Date.now() - warnedAt < WARN_EVERY_MS) return;
+      warnedAt = Date.now();
+      process.stderr.write(`postern: run's proxy: ${what}; another local program may be flooding it\n`);
+    };
     const tables = new SocketTables();
     // Half-open: a client that has sent all it will still reads the answer.
     const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (client) => {
+      if (sockets.size >= budget.connections) {
+        client.destroy();
+        warn(`${sockets.size} connections open, the most it keeps (from the descriptor limit); closing new ones`);
+        return;
+      }
+      if (untrusted.size >= budget.untrusted) {
+        const oldest = untrusted.values().next().value as net.Socket;
+        untrusted.delete(oldest);
+        oldest.destroy();
+        warn(`${budget.untrusted} connections without a request from CMD yet, the most it keeps; closing the oldest`);
+      }
       sockets.add(client);
-      client.on('close', () => sockets.delete(client));
-      void serve(client, o, (server.address() as net.AddressInfo).port, tables);
+      untrusted.add(client);
+      client.on('close', () => {
+        sockets.delete(client);
+        untrusted.delete(client);
+      });
+      const trusted = (): void => void untrusted.delete(client);
+      serve(client, o, (server.address() as net.AddressInfo).port, tables, trusted).catch((e: unknown) =>
+        refuseFailure(client, e),
+      );
     });
     // Before listening, a failure to start; after, an accept that failed
     // (out of descriptors, say): one line, and the relay goes on, since an

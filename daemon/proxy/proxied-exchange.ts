@@ -258,7 +258,7 @@ export async function serveProxiedExchange(
     });
   } catch (e) {
     // Cut short by a parse failure: the failure's answer is this request's.
-    if (!(e instanceof Refusal) && cutByParseFailure(req)) return;
+    if (cutByParseFailure(req)) return;
     let r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
     if (res.headersSent) {
       res.destroy();

@@ -12,9 +12,18 @@ import { HeadProblem, readRequestHead } from '../../cli/run/request-head';
 
 // One lookup as the relay makes it: a ticket taken for the connection,
 // then the lookup (each with tables of its own, so no read is shared).
-function connectionClient(root: number | null, clientPort: number, serverPort: number): string {
+function connectionClient(
+  root: number | null,
+  clientPort: number,
+  serverPort: number,
+  clientAddress = '127.0.0.1',
+): string {
   const tables = new SocketTables();
-  return lookUp(tables, tables.accepted(), root, clientPort, serverPort);
+  return lookUp(tables, tables.accepted(), root, on(clientAddress, clientPort, serverPort));
+}
+
+function on(clientAddress: string, clientPort: number, serverPort: number) {
+  return { clientAddress, clientPort, serverAddress: '127.0.0.1', serverPort };
 }
 
 function listen(): Promise<net.Server> {
@@ -66,7 +75,7 @@ async function connectors(t: Test, port: number, host: string, n: number) {
 }
 function lookUpAll(tables: SocketTables, clients: { localPort: number }[], port: number): string[] {
   const tickets = clients.map(() => tables.accepted());
-  return clients.map((c, i) => lookUp(tables, tickets[i]!, process.pid, c.localPort, port));
+  return clients.map((c, i) => lookUp(tables, tickets[i]!, process.pid, on('127.0.0.1', c.localPort, port)));
 }
 
 t.test('the client of a proxy connection is found among the descendants of CMD', async (t) => {
@@ -95,6 +104,19 @@ t.test('the client of a proxy connection is found among the descendants of CMD',
     'a grandchild is named',
   );
   t.equal(connectionClient(child.pid, nested.localPort, port), 'unknown', "another process's connection");
+
+  // Another program connecting from another loopback address with the
+  // same port number as CMD's connection: the port alone matched it to
+  // CMD's socket, and it was served as CMD.
+  const twin = net.connect({ port, host: '127.0.0.1', localAddress: '127.0.0.2', localPort: child.localPort });
+  await new Promise((r) => twin.once('connect', r));
+  t.equal(
+    connectionClient(child.pid, child.localPort, port, '127.0.0.2'),
+    'unknown',
+    "a connection from 127.0.0.2 with the port of CMD's",
+  );
+  t.equal(connectionClient(child.pid, child.localPort, port), String(child.pid), "CMD's own is still CMD's");
+  twin.destroy();
 
   const mine = net.connect(port, '127.0.0.1');
   await new Promise((r) => mine.once('connect', r));
@@ -129,9 +151,13 @@ t.test('a read of the tables answers the lookups of connections accepted before 
   const late = await connector(port, '127.0.0.1', false);
   t.teardown(() => late.proc.kill('SIGKILL'));
   const lateTicket = tables.accepted();
-  t.equal(lookUp(tables, lateTicket, process.pid, late.localPort, port), String(late.pid), 'the later connection');
+  t.equal(
+    lookUp(tables, lateTicket, process.pid, on('127.0.0.1', late.localPort, port)),
+    String(late.pid),
+    'the later connection',
+  );
   t.same(tables.reads(), [2, 0], 'found by a read of its own');
-  t.equal(lookUp(tables, 4, process.pid, clients[3]!.localPort, port), String(clients[3]!.pid));
+  t.equal(lookUp(tables, 4, process.pid, on('127.0.0.1', clients[3]!.localPort, port)), String(clients[3]!.pid));
   t.same(tables.reads(), [2, 0], 'an earlier connection again: the last read answers it');
 
   // Not found in the IPv4 table: the IPv6 one is read, also once for many.

@@ -2,7 +2,8 @@
 // read from /proc/self/limits, and always leaving the reserve for the
 // daemon's own files and the admin socket, however small the limit.
 import t from 'tap';
-import { connectionBudget, openFileLimit } from '../../daemon/connection-budget';
+import { connectionBudget } from '../../daemon/connection-budget';
+import { openFileLimit } from '../../shared/open-file-limit';
 
 const limits = (soft: string, hard = soft): string =>
   `Limit                     Soft Limit           Hard Limit           Units     \nMax processes             95436                95436                processes \nMax open files            ${soft.padEnd(20)} ${hard.padEnd(20)} files     \n`;
