@@ -50,6 +50,7 @@ function join(a: net.Socket, b: net.Socket): void {
 }
 
 function refuse(client: net.Socket, status: number, code: string, message: string, extra = {}): void {
+  if (client.destroyed) return;
   client.end(proxyAnswer(status, code, message, extra));
   setTimeout(() => client.destroy(), LINGER_MS).unref();
 }

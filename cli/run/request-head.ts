@@ -43,6 +43,7 @@ export function readRequestHead(
       clearTimeout(timer);
       socket.off('data', onData);
       socket.off('end', onEnd);
+      socket.off('close', onEnd);
       socket.pause();
     };
     const timer = setTimeout(() => {
@@ -71,6 +72,8 @@ export function readRequestHead(
     };
     socket.on('data', onData);
     socket.on('end', onEnd);
+    // Closed without an end (destroyed, reset): nothing is left to wait for.
+    socket.on('close', onEnd);
   });
 }
 

@@ -214,6 +214,21 @@ t.test("the request head's bounds", async (t) => {
   t.match((slow as Error).message, /did not arrive within 0\.3 s/);
   const big = await headFrom((c) => c.write(`GET http://a/ HTTP/1.1\r\nX: ${'a'.repeat(2000)}\r\n\r\n`), 1024, 2000);
   t.match((big as Error).message, /over 1 KiB/);
+  // Closed by the relay itself (the oldest idle connection of a flood):
+  // the wait ends then, not at its timeout, so a flood leaves no waits
+  // behind it.
+  const server = net.createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const client = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1');
+  client.on('error', () => undefined);
+  const accepted = await new Promise<net.Socket>((r) => server.once('connection', r));
+  server.close();
+  const t0 = Date.now();
+  setTimeout(() => accepted.destroy(), 100);
+  const closed = await readRequestHead(accepted, 1024, 20_000).catch((e: unknown) => e);
+  client.destroy();
+  t.ok(closed instanceof HeadProblem, 'a connection closed before its head: a HeadProblem');
+  t.ok(Date.now() - t0 < 10_000, `at the close, not at the 20 s timeout (${Date.now() - t0} ms)`);
   const ended = await headFrom((c) => c.end('GET http://a/ HTTP/1.1\r\n'), 1024, 2000);
   t.match((ended as Error).message, /ended before a whole request head/);
   const malformed: [string, string][] = [
