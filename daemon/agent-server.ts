@@ -346,13 +346,6 @@ export function createAgentServer(
       })();
     },
   );
-  // A client that has sent its requests may shut its sending side and wait
-  // for the answers (`printf ... | nc -N`, a half-closing HTTP library). By
-  // default Node's server then aborts the requests it is running and ends
-  // the connection: a request could run upstream, with its secret, and its
-  // answer be dropped. Half-open, the answers are given, and the connection
-  // ends after the last. (A property of Node's server its types omit.)
-  (server as http.Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
   // Expect: 100-continue: a body over the limit is refused without being
   // asked for (the handler refuses it on its declared length).
   server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => {

@@ -78,6 +78,9 @@ export interface RequestContext {
   identity: Identity;
   // Aborted when the requester goes away: a pending card is withdrawn.
   signal: AbortSignal;
+  // Whether the requester has gone already (its connection closed): a
+  // request not yet sent is then not sent (refuseIfRequesterLeft).
+  requesterLeft?: () => boolean;
   // The request's http.max_concurrent slot, given back while it waits for
   // a human (pending approvals have their own budget, daemon.max_pending).
   slot?: Slot;

@@ -5,6 +5,7 @@
 // already gone by then (two signals per request were a measurable part of
 // the request path's cost).
 import type { WaitingListener } from '../../shared/protocol';
+import { Refusal } from '../../shared/errors';
 import type { ServerResponse } from 'node:http';
 import type { Identity } from '../identity/identify';
 import type { Card } from '../sessions/approvals';
@@ -13,6 +14,8 @@ import type { PipelineServices, RequestContext } from './context';
 
 export interface RequesterGone {
   readonly signal: AbortSignal;
+  // Whether it has gone already (no signal made).
+  readonly left: boolean;
 }
 
 export function requesterGone(res: ServerResponse): RequesterGone {
@@ -24,6 +27,12 @@ export function requesterGone(res: ServerResponse): RequesterGone {
     controller?.abort();
   });
   return {
+    // Gone, or done sending: the connection's reading side ended (a close
+    // shows there before the response's own close, which waits for the
+    // connection's end to be written).
+    get left(): boolean {
+      return gone || res.socket?.readableEnded === true;
+    },
     get signal(): AbortSignal {
       if (!controller) {
         controller = new AbortController();
@@ -49,7 +58,21 @@ export function requestContext(
     get signal() {
       return gone.signal;
     },
+    requesterLeft: () => gone.left,
     slot,
     ...(onWaiting ? { onWaiting } : {}),
   };
+}
+
+// A request whose requester closed its connection before the request was
+// sent is not sent: no one would get its answer. HTTP servers treat a
+// client's end of sending as its going away (Node's server aborts the
+// request, nginx answers 499); so does postern, as long as nothing has left.
+export function refuseIfRequesterLeft(ctx: RequestContext): void {
+  if (ctx.requesterLeft?.())
+    throw new Refusal(
+      'bad_request',
+      'the connection closed before the request was sent, so nothing was sent; keep the connection open, both ways, until the answer arrives',
+      { withdrawn: 'by the requester' },
+    );
 }

@@ -3,6 +3,7 @@
 // request arrives validated (step 1, by its front door); a refusal at any
 // later step is journaled and carries its audit_seq; the secret is opened
 // only at step 8, after everything before it passed.
+import { refuseIfRequesterLeft } from './requester-gone';
 import { Refusal } from '../../shared/errors';
 import { responseFailure } from './http-failures';
 import { canonicalJson } from '../../shared/canonical-json';
@@ -71,6 +72,7 @@ export async function runHttp(ctx: RequestContext, req: HttpRequest): Promise<Ht
     // 5. approval: a covering session, else a human's decision
     const approval = (ev.approval = await approveHttp(ctx, def, match, req, pinned, bodyHash));
     const done: Complete<HttpRequestFacts> = { requester: ev.requester, request, resolution: resolved, approval };
+    refuseIfRequesterLeft(ctx);
     // 6. idempotency: each-use requests are never replayed (a human saw
     // this one and approved it again)
     if (req.idempotencyKey !== null && match.approve !== 'each-use') {

@@ -11,6 +11,7 @@
 // A refusal before the response head is thrown (with its audit_seq) for the
 // front door to answer as an HTTP response; once the head is out, a failure
 // aborts the message and is the outcome's error.
+import { refuseIfRequesterLeft } from './requester-gone';
 import type { HttpCredentialDef } from '../../shared/credential';
 import { Refusal } from '../../shared/errors';
 import { responseFailure } from './http-failures';
@@ -89,6 +90,7 @@ export async function runProxied(
         via: 'proxy',
         proxy_client_pid: door.clientPid ?? null,
       }));
+      refuseIfRequesterLeft(ctx);
       s.stores.budgets.take(d.name, d.rate);
       intentEvent = {
         kind: 'http_intent',
@@ -100,6 +102,7 @@ export async function runProxied(
     } else {
       intentEvent = { kind: 'http_intent', ...ev.requester, ...(request as UncredentialedHttpFacts), ...resolution };
     }
+    if (!credentialed) refuseIfRequesterLeft(ctx);
     // 7. intent, durable before anything leaves the machine
     const intent = await s.journal.record(intentEvent);
     // 8. connect to the checked address, inject (with a credential), send

@@ -4,6 +4,7 @@
 // intent, connect to the checked address with the host key checked before
 // authentication (or reuse a connection made so), exec, read within limits,
 // redact, audit outcome, reply. The secret is opened only to connect.
+import { refuseIfRequesterLeft } from './requester-gone';
 import { Refusal } from '../../shared/errors';
 import { SshCredentialDef, sshPrivateParts } from '../../shared/credential';
 import { credentialOfKind } from './credential';
@@ -158,6 +159,7 @@ export async function runSsh(ctx: RequestContext, req: SshRequest): Promise<SshR
       stdin_sha256: stdinHash,
       ...(req.reason !== null ? { reason: req.reason } : {}),
     }));
+    refuseIfRequesterLeft(ctx);
     // 7. intent, durable before anything leaves the machine
     const intent = await s.journal.record(
       sshIntent({ requester: ev.requester, request, resolution: resolved, approval }),
