@@ -196,12 +196,10 @@ t.test('JSON door: pipelining and framing', async (t) => {
         `${paths[i]}: executed ${sentUp[i]}x, answered ${upstreamPath(msgs[i])}`,
       );
     }
-    t.same(
-      msgs.map((m) => upstreamPath(m)),
-      paths,
-      'all answered in order',
-    );
-    t.ok(closed, 'connection closed after the answers');
+    // A client done sending is gone (agent-linger-backpressure): none is
+    // sent, none answered.
+    t.same(sentUp, [0, 0, 0, 0, 0], 'none sent');
+    t.ok(closed, 'connection closed');
     t.comment(
       `journal tail: ${JSON.stringify(
         auditList(s)
