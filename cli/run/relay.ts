@@ -170,7 +170,9 @@ export function startRelay(o: RelayOptions): Promise<Relay> {
       process.stderr.write(`postern: run's proxy: ${what}; another local program may be flooding it\n`);
     };
     const tables = new SocketTables();
-    // Half-open: a client that has sent all it will still reads the answer.
+    // Half-open: a client's end of sending is passed on to the daemon, which
+    // takes it as the client going away (docs/proxy.md); a refused client
+    // still reads its refusal.
     const server = net.createServer({ allowHalfOpen: true, noDelay: true }, (client) => {
       if (sockets.size >= budget.connections) {
         client.destroy();
