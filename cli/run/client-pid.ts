@@ -148,15 +148,55 @@ export function outOfDescriptors(e: unknown): boolean {
   return code === 'EMFILE' || code === 'ENFILE';
 }
 
-function parentOf(pid: number): number | null {
+// A process's parent and start time (clock ticks since boot, as text), from
+// /proc/<pid>/stat; null when it is gone.
+function statOf(pid: number): { ppid: number; start: string } | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // The command name (field 2) may hold anything: count after the last ')'.
-    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-    return Number.isInteger(ppid) ? ppid : null;
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ppid = Number(fields[1]);
+    // Field 22 of the line: the 20th after the command name.
+    const start = fields[19] ?? '';
+    return Number.isInteger(ppid) && /^\d+$/.test(start) ? { ppid, start } : null;
   } catch {
     return null;
   }
+}
+
+function parentOf(pid: number): number | null {
+  return statOf(pid)?.ppid ?? null;
+}
+
+// The process `pid` as first seen: a pid alone could be another process's
+// later.
+export interface Holder {
+  pid: number;
+  start: string;
+}
+
+export function holderOf(pid: number): Holder | null {
+  const s = statOf(pid);
+  return s ? { pid, start: s.start } : null;
+}
+
+const MAX_DEPTH = 64;
+
+// Whether `holder` is still the process first seen and still below `root`:
+// a process that leaves CMD's tree (its parent exited, it was reparented to
+// init or a subreaper) is no longer CMD's, whatever it connected as.
+export function stillInTree(holder: Holder, root: number): boolean {
+  if (holder.pid === root) return true;
+  const first = statOf(holder.pid);
+  if (!first || first.start !== holder.start) return false;
+  let pid = first.ppid;
+  for (let depth = 0; depth < MAX_DEPTH && pid > 1; depth++) {
+    if (pid === root) return true;
+    const up = parentOf(pid);
+    if (up === null) return false;
+    pid = up;
+  }
+  return false;
 }
 
 // `root` and every process below it, parents before children. Throws when

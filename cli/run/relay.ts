@@ -8,10 +8,10 @@
 // session a human granted to the run (a placeholder is honoured only on
 // connections from the run's tree: SPEC §11).
 import net from 'node:net';
-import { HeadProblem, headerValues, readRequestHead, relayedHead } from './request-head';
+import { HeadProblem, headerValues, readRequestHead, relayedHead, type RequestHead } from './request-head';
 import { proxyAnswer, REALM } from './proxy-answer';
 import { proxyCredentialsProblem } from './proxy-token';
-import { connectionClient, outOfDescriptors, SocketTables } from './client-pid';
+import { connectionClient, holderOf, outOfDescriptors, SocketTables, stillInTree } from './client-pid';
 import { openFileLimit } from '../../shared/open-file-limit';
 
 export interface RelayOptions {
@@ -29,17 +29,30 @@ export interface Relay {
 // How long one side may take to finish after the other has closed.
 const LINGER_MS = 5_000;
 
-// Bytes both ways, each direction paced by its reader (pipe pauses the
-// source while the destination's buffer is full); an end is passed on, and
-// when one side is gone the other is finished, then destroyed if it lingers.
-function join(a: net.Socket, b: net.Socket): void {
+// Bytes both ways, each direction paced by its reader (the source paused
+// while the destination's buffer is full); an end is passed on, and when
+// one side is gone the other is finished, then destroyed if it lingers.
+// What the client `a` sends is passed on only while `admit()` holds: its
+// maker must still be of CMD's tree when it sends each piece, not only
+// when it connected.
+function join(a: net.Socket, b: net.Socket, admit: () => boolean): void {
   const destroyBoth = (): void => {
     a.destroy();
     b.destroy();
   };
   a.on('error', destroyBoth);
   b.on('error', destroyBoth);
-  a.pipe(b);
+  a.on('data', (chunk: Buffer) => {
+    if (!admit()) {
+      destroyBoth();
+      return;
+    }
+    if (!b.write(chunk)) {
+      a.pause();
+      b.once('drain', () => a.resume());
+    }
+  });
+  a.on('end', () => b.end());
   b.pipe(a);
   const finish = (other: net.Socket) => (): void => {
     other.end();
@@ -72,6 +85,18 @@ async function serve(
   } catch (e) {
     const why = e instanceof HeadProblem ? e.message : 'the request head could not be read';
     refuse(client, 400, 'bad_request', `${why}; send an HTTP/1.1 proxy request (CONNECT host:port or http://…)`);
+    return;
+  }
+  // Only proxy requests: anything else would reach the agent API as
+  // `postern run` itself (the root of the run), so a process of CMD's tree
+  // could make runs, or requests, in its name.
+  if (!isProxyRequest(head)) {
+    refuse(
+      client,
+      400,
+      'bad_request',
+      `this proxy serves only proxy requests: CONNECT host:port, or GET http://host/… (an absolute http:// URL); a ${head.method} request for a path is neither. The agent API is on the agent socket`,
+    );
     return;
   }
   const problem = proxyCredentialsProblem(headerValues(head, 'proxy-authorization'), o.token);
@@ -111,14 +136,31 @@ async function serve(
       `the postern daemon is not reachable at ${o.agentSocket} (${e.code ?? e.message}); start it with \`postern daemon\``,
     );
   });
+  const holder = holderOf(Number(who));
+  const root = o.root();
+  let told = false;
+  const admit = (): boolean => {
+    if (holder !== null && root !== null && stillInTree(holder, root)) return true;
+    if (!told) {
+      told = true;
+      process.stderr.write(
+        `postern: run's proxy closed a connection of pid ${who}: it is no longer a process CMD started (it left CMD's tree); start it under its own \`postern run\`\n`,
+      );
+    }
+    return false;
+  };
   daemon.once('connect', () => {
     trusted();
     daemon.removeAllListeners('error');
     daemon.write(relayedHead(head, who));
     if (head.rest.length) daemon.write(head.rest);
-    join(client, daemon);
+    join(client, daemon, admit);
     client.resume();
   });
+}
+
+function isProxyRequest(head: RequestHead): boolean {
+  return head.method === 'CONNECT' ? !head.target.startsWith('/') : /^http:\/\//i.test(head.target);
 }
 
 // What failed in serve beyond the refusals it makes itself: out of

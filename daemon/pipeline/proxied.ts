@@ -276,6 +276,8 @@ function findPlaceholders(
     const texts = decoded === text ? [text] : [text, decoded];
     return texts.filter((t) => t.includes(PLACEHOLDER_START));
   };
+  // In the host it would go out in a DNS query.
+  if (target.host.includes(PLACEHOLDER_START)) add(target.host, () => 'the host', none);
   for (const text of asSentAndDecoded(target.path)) add(text, () => 'the URL path', none);
   const pairs = target.query.length > 1 ? target.query.slice(1).split('&') : [];
   pairs.forEach((pair, index) => {

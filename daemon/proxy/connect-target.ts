@@ -3,6 +3,7 @@
 // The host is checked by the same rules as a URL's (target.ts).
 import { Refusal } from '../../shared/errors';
 import { parseTarget, type Target } from '../pipeline/target';
+import { PLACEHOLDER_IN_TEXT } from '../stores/runs';
 
 export interface ConnectTarget {
   host: string; // lower case; an IPv6 literal without brackets
@@ -31,5 +32,12 @@ export function parseConnectTarget(authority: string): ConnectTarget {
     if (e instanceof Refusal) bad(authority, 'the host is not a valid host name or IP literal');
     throw e;
   }
+  // A placeholder is honoured only in its credential's inject slot; in the
+  // host it would go out in a DNS query (SPEC §11).
+  if (PLACEHOLDER_IN_TEXT.test(target.host))
+    throw new Refusal(
+      'bad_request',
+      'the CONNECT host holds a placeholder, which is honoured only in its credential\'s inject slot (a header); CONNECT to the host the request is for',
+    );
   return { host: target.host.replace(/^\[|\]$/g, '').toLowerCase(), port, target };
 }

@@ -81,8 +81,14 @@ async function answer(deps: SshAgentDeps, conn: AgentConnection, sock: net.Socke
   }
 }
 
-async function refuseFrame(deps: SshAgentDeps, conn: AgentConnection, sock: net.Socket, why: string): Promise<void> {
-  const r = new Refusal('bad_request', `malformed ssh-agent frame: ${why}; the connection is closed`);
+// A refusal of the connection itself (a malformed frame, a flood), journaled
+// as the connection's peer's.
+async function refuseConnection(
+  deps: SshAgentDeps,
+  conn: AgentConnection,
+  sock: net.Socket,
+  r: Refusal,
+): Promise<void> {
   let identity: Identity;
   try {
     identity = deps.identify(sock);
@@ -109,47 +115,56 @@ function serveConnection(deps: SshAgentDeps, sock: net.Socket): void {
     warn: (event, fields, message) => deps.log.warn({ event, ...fields }, message),
   };
   const queue: Buffer[] = [];
-  let busy = false;
-  const drain = async (): Promise<void> => {
-    if (busy) return;
-    busy = true;
-    try {
-      while (queue.length > 0 && !sock.destroyed) {
-        const reply = await answer(deps, conn, sock, queue.shift() as Buffer);
-        // A client that does not read its answers is not read either: its
-        // answers would pile up in the daemon's memory.
-        if (!sock.destroyed && !sock.write(reply)) {
-          sock.pause();
-          await new Promise<void>((resolve) => {
-            const done = (): void => {
-              sock.off('drain', done);
-              sock.off('close', done);
-              resolve();
-            };
-            sock.on('drain', done);
-            sock.on('close', done);
-          });
-          if (!sock.destroyed) sock.resume();
-        }
+  // The loop answering the queue, while it runs: it takes messages queued
+  // meanwhile too, so awaiting it awaits every answer so far.
+  let running: Promise<void> | null = null;
+  const drain = (): Promise<void> =>
+    (running ??= answerQueue().finally(() => {
+      running = null;
+    }));
+  const answerQueue = async (): Promise<void> => {
+    while (queue.length > 0 && !sock.destroyed) {
+      const reply = await answer(deps, conn, sock, queue.shift() as Buffer);
+      // A client that does not read its answers is not read either: its
+      // answers would pile up in the daemon's memory.
+      if (!sock.destroyed && !sock.write(reply)) {
+        sock.pause();
+        await new Promise<void>((resolve) => {
+          const done = (): void => {
+            sock.off('drain', done);
+            sock.off('close', done);
+            resolve();
+          };
+          sock.on('drain', done);
+          sock.on('close', done);
+        });
+        if (!sock.destroyed) sock.resume();
       }
-    } finally {
-      busy = false;
     }
   };
   sock.on('close', () => abort.abort());
   sock.on('error', () => sock.destroy());
+  // Closes the connection once `r` is journaled, after the answers to the
+  // messages before it. Nothing of the journaling may escape as an
+  // unhandled rejection.
+  const refuseAndClose = (r: Refusal): void => {
+    sock.pause();
+    void drain()
+      .catch(() => undefined)
+      .then(() => refuseConnection(deps, conn, sock, r))
+      .catch(() => undefined)
+      .finally(() => sock.destroy());
+  };
   sock.on('data', (chunk: Buffer) => {
     try {
       queue.push(...frames.push(chunk));
     } catch (e) {
-      // A frame that cannot be a message: nothing after it can be read,
-      // so the connection is closed once the refusal is journaled.
+      // A frame that cannot be a message: nothing after it can be read, so
+      // the connection is closed once the messages whole before it are
+      // answered and the refusal is journaled.
+      if (e instanceof WireError) queue.push(...e.before);
       const why = e instanceof WireError ? e.message : 'unreadable frame';
-      sock.pause();
-      // Nothing of a refusal's journaling may escape as an unhandled rejection.
-      void refuseFrame(deps, conn, sock, why)
-        .catch(() => undefined)
-        .finally(() => sock.destroy());
+      refuseAndClose(new Refusal('bad_request', `malformed ssh-agent frame: ${why}; the connection is closed`));
       return;
     }
     if (queue.length > MAX_QUEUED) {
@@ -157,7 +172,15 @@ function serveConnection(deps: SshAgentDeps, sock: net.Socket): void {
         { event: 'ssh_agent_flood' },
         `ssh-agent connection closed: more than ${MAX_QUEUED} messages unanswered`,
       );
-      sock.destroy();
+      // Those not yet answered are dropped: counted in the journal, as every
+      // refusal is.
+      queue.length = 0;
+      refuseAndClose(
+        new Refusal(
+          'busy',
+          `more than ${MAX_QUEUED} ssh-agent messages unanswered on one connection; it is closed and those messages dropped: send one request at a time and read its answer`,
+        ),
+      );
       return;
     }
     void drain().catch((e: unknown) => {

@@ -7,11 +7,19 @@ export const MAX_MESSAGE = 256 * 1024;
 
 // A message that is not well formed: the message names the field.
 export class WireError extends Error {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    // Messages whole before the bad frame, in the same chunk: answered
+    // before the connection closes.
+    readonly before: Buffer[] = [],
+  ) {
     super(message);
     this.name = 'WireError';
   }
 }
+
+// Chunks shorter than this are gathered (FrameSplitter).
+const SMALL = 4096;
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
@@ -115,19 +123,27 @@ export function message(type: number, ...parts: Buffer[]): Buffer {
 export class FrameSplitter {
   // Chunks of the message not yet whole, joined only once it is (joining at
   // every chunk would cost the square of the message's length to a client
-  // that sends a byte at a time).
+  // that sends a byte at a time). Small chunks are gathered into buffers of
+  // SMALL bytes first: one Buffer per chunk cost about fifty times the
+  // bytes held to a client that sends them one at a time.
   private parts: Buffer[] = [];
   private held = 0;
+  // The buffer small chunks are copied into, and how much of it is used;
+  // its used part is the last of `parts`.
+  private small: Buffer | null = null;
+  private smallUsed = 0;
 
+  // The messages made whole by `chunk`. A frame that cannot be a message
+  // throws a WireError carrying those whole before it (`before`).
   push(chunk: Buffer): Buffer[] {
-    this.parts.push(chunk);
-    this.held += chunk.length;
+    this.add(chunk);
     const bodies: Buffer[] = [];
     while (this.held >= 4) {
       const head = this.peekHead();
       const n = head.readUInt32BE(0);
-      if (n === 0) throw new WireError('message length is 0; a message has at least its type byte');
-      if (n > MAX_MESSAGE) throw new WireError(`message length ${n} is more than the limit of ${MAX_MESSAGE} bytes`);
+      if (n === 0) throw new WireError('message length is 0; a message has at least its type byte', bodies);
+      if (n > MAX_MESSAGE)
+        throw new WireError(`message length ${n} is more than the limit of ${MAX_MESSAGE} bytes`, bodies);
       if (this.held < 4 + n) break;
       const all = this.parts.length === 1 ? (this.parts[0] as Buffer) : Buffer.concat(this.parts, this.held);
       // A copy: the body outlives the chunk it came in.
@@ -135,8 +151,26 @@ export class FrameSplitter {
       const rest = all.subarray(4 + n);
       this.parts = rest.length > 0 ? [rest] : [];
       this.held = rest.length;
+      this.small = null;
     }
     return bodies;
+  }
+
+  private add(chunk: Buffer): void {
+    this.held += chunk.length;
+    if (chunk.length >= SMALL) {
+      this.parts.push(chunk);
+      this.small = null;
+      return;
+    }
+    if (this.small === null || this.smallUsed + chunk.length > SMALL) {
+      this.small = Buffer.allocUnsafe(SMALL);
+      this.smallUsed = 0;
+      this.parts.push(this.small.subarray(0, 0));
+    }
+    chunk.copy(this.small, this.smallUsed);
+    this.smallUsed += chunk.length;
+    this.parts[this.parts.length - 1] = this.small.subarray(0, this.smallUsed);
   }
 
   // The first four bytes held, joined only when the first chunk is shorter.
@@ -145,6 +179,7 @@ export class FrameSplitter {
     if (first.length >= 4) return first;
     const head = Buffer.concat(this.parts, this.held);
     this.parts = [head];
+    this.small = null;
     return head;
   }
 
