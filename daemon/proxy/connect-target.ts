@@ -37,7 +37,7 @@ export function parseConnectTarget(authority: string): ConnectTarget {
   if (PLACEHOLDER_IN_TEXT.test(target.host))
     throw new Refusal(
       'bad_request',
-      'the CONNECT host holds a placeholder, which is honoured only in its credential\'s inject slot (a header); CONNECT to the host the request is for',
+      "the CONNECT host holds a placeholder, which is honoured only in its credential's inject slot (a header); CONNECT to the host the request is for",
     );
   return { host: target.host.replace(/^\[|\]$/g, '').toLowerCase(), port, target };
 }
