@@ -305,7 +305,13 @@ export function createAgentServer(
         // Pipelined behind an answer that closes the connection: never run
         // (exchanges-open.ts).
         const turn = inTurn(req, res);
-        if (turn !== true && !(await turn)) return;
+        if (turn !== true) {
+          if (!(await turn)) return;
+          // Its body could not come before its turn (a client waiting for
+          // a 100 Continue, which goes out after the answers before it):
+          // agent_request_timeout counts from the turn.
+          started.set(req, Date.now());
+        }
         let refused = false;
         try {
           const identity = identify(controller, req.socket);
