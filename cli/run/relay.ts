@@ -166,7 +166,7 @@ function isProxyRequest(head: RequestHead): boolean {
 // What failed in serve beyond the refusals it makes itself: out of
 // descriptors (a flood, or CMD's own connections) or a defect. The
 // connection is answered; run goes on.
-function refuseFailure(client: net.Socket, e: unknown): void {
+export function refuseFailure(client: net.Socket, e: unknown): void {
   if (client.destroyed) return;
   if (outOfDescriptors(e))
     refuse(

@@ -9,6 +9,7 @@ import net from 'node:net';
 import { spawn, ChildProcess } from 'node:child_process';
 import { connectionClient as lookUp, SocketTables } from '../../cli/run/client-pid';
 import { HeadProblem, readRequestHead } from '../../cli/run/request-head';
+import { refuseFailure } from '../../cli/run/relay';
 
 // One lookup as the relay makes it: a ticket taken for the connection,
 // then the lookup (each with tables of its own, so no read is shared).
@@ -242,4 +243,29 @@ t.test("the request head's bounds", async (t) => {
     const r = await headFrom((c) => c.write(bytes), 1024, 2000);
     t.ok(r instanceof HeadProblem, what);
   }
+});
+
+// What the relay answers when the lookup itself fails: out of descriptors
+// (a flood, or a low `ulimit -n`) is a 429 `busy` the client can retry;
+// anything else a 500 naming no detail (the cause goes to run's stderr).
+t.test('a lookup that failed is answered: 429 busy out of descriptors, else 500', async (t) => {
+  const answerTo = async (e: Error): Promise<string> => {
+    const server = net.createServer((c) => refuseFailure(c, e));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    t.teardown(() => server.close());
+    const c = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1');
+    let got = '';
+    c.on('data', (d: Buffer) => (got += d.toString()));
+    await new Promise((r) => c.on('close', r));
+    return got;
+  };
+  const emfile = await answerTo(Object.assign(new Error('EMFILE: too many open files'), { code: 'EMFILE' }));
+  t.match(emfile, /^HTTP\/1\.1 429 Too Many Requests\r\n/);
+  t.match(emfile, /\r\nx-postern-error: busy\r\n/);
+  t.match(emfile, /out of file descriptors .*raise the limit \(ulimit -n\)/);
+  const enfile = await answerTo(Object.assign(new Error('ENFILE'), { code: 'ENFILE' }));
+  t.match(enfile, /^HTTP\/1\.1 429 .*\r\nx-postern-error: busy\r\n/s, 'the system-wide limit too');
+  const other = await answerTo(new Error('some defect with /home/someone/path'));
+  t.match(other, /^HTTP\/1\.1 500 .*\r\nx-postern-error: internal_error\r\n/s);
+  t.notMatch(other, /some defect/, 'the cause is not sent to the client');
 });
