@@ -35,6 +35,10 @@ const CURVES: Readonly<Record<string, Curve>> = {
 
 // OpenSSH refuses RSA keys below this size (SSH_RSA_MINIMUM_MODULUS_SIZE).
 const MIN_RSA_HOST_BITS = 1024;
+// A larger public exponent makes each verification as costly as a private
+// key operation, for anyone who can send a session-bind; OpenSSL refuses
+// more beside moduli over 3072 bits, and host keys use 65537.
+const MAX_RSA_EXPONENT_BITS = 64;
 
 const RSA_HASHES: Readonly<Record<string, string>> = { 'rsa-sha2-256': 'sha256', 'rsa-sha2-512': 'sha512' };
 
@@ -76,6 +80,9 @@ function readPublicBlob(blob: Buffer): PublicKey {
     const n = r.mpint('rsa modulus');
     r.end('rsa key blob');
     if (e.length === 0) throw new WireError('rsa exponent is 0');
+    const eBits = e.length * 8 - Math.clz32(e[0] as number) + 24;
+    if (eBits > MAX_RSA_EXPONENT_BITS)
+      throw new WireError(`rsa exponent has ${eBits} bits, more than ${MAX_RSA_EXPONENT_BITS}`);
     const key = createPublicKey({ key: { kty: 'RSA', n: b64u(n), e: b64u(e) }, format: 'jwk' });
     const bits = key.asymmetricKeyDetails?.modulusLength ?? 0;
     if (bits < MIN_RSA_HOST_BITS) throw new WireError(`rsa modulus has ${bits} bits, fewer than ${MIN_RSA_HOST_BITS}`);

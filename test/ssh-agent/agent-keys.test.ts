@@ -11,7 +11,16 @@
 // mislabelled algorithm and every malformed or truncated blob.
 import t from 'tap';
 import { execFile } from 'node:child_process';
-import { createHash, createPrivateKey, generateKeyPairSync, randomBytes, sign, verify, KeyObject } from 'node:crypto';
+import {
+  createHash,
+  createPrivateKey,
+  generateKeyPairSync,
+  generatePrimeSync,
+  randomBytes,
+  sign,
+  verify,
+  KeyObject,
+} from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -285,6 +294,68 @@ t.test('verifyHostSignature: an RSA host key needs 1024 bits', async (t) => {
   const k1023 = rsaOfBits(1023, data);
   t.equal(verifyHostSignature(k1023.blob, data, k1023.sig), false, '1023 bits');
   t.equal(keyTypeOf(k1023.blob), null, 'keyTypeOf: no usable key');
+});
+
+// An RSA host key with a public exponent of `eBits` bits (node makes only
+// small ones: built here from two primes), its blob and its rsa-sha2-256
+// signature of data.
+function rsaWithExponent(eBits: number, data: Buffer): { blob: Buffer; sig: Buffer } {
+  const prime = (): bigint => generatePrimeSync(1024, { bigint: true });
+  const [p, q] = [prime(), prime()];
+  const phi = (p - 1n) * (q - 1n);
+  const inverse = (a: bigint, m: bigint): bigint => {
+    let [r0, r1, s0, s1] = [a % m, m, 1n, 0n];
+    while (r1 !== 0n) {
+      const k = r0 / r1;
+      [r0, r1, s0, s1] = [r1, r0 - k * r1, s1, s0 - k * s1];
+    }
+    return r0 === 1n ? ((s0 % m) + m) % m : 0n;
+  };
+  let e = 0n;
+  while (e === 0n || inverse(e, phi) === 0n)
+    e = BigInt('0x' + randomBytes(Math.ceil(eBits / 8)).toString('hex')) | (1n << BigInt(eBits - 1)) | 1n;
+  e &= (1n << BigInt(eBits)) - 1n;
+  const d = inverse(e, phi);
+  const bytes = (v: bigint): Buffer => {
+    const hex = v.toString(16);
+    return Buffer.from(hex.length % 2 ? `0${hex}` : hex, 'hex');
+  };
+  const b64 = (v: bigint): string => bytes(v).toString('base64url');
+  const privateKey = createPrivateKey({
+    key: {
+      kty: 'RSA',
+      n: b64(p * q),
+      e: b64(e),
+      d: b64(d),
+      p: b64(p),
+      q: b64(q),
+      dp: b64(d % (p - 1n)),
+      dq: b64(d % (q - 1n)),
+      qi: b64(inverse(q, p)),
+    },
+    format: 'jwk',
+  });
+  const mp = (v: bigint): Buffer => {
+    const b = bytes(v);
+    return str(b[0]! & 0x80 ? Buffer.concat([Buffer.from([0]), b]) : b);
+  };
+  const blob = Buffer.concat([str('ssh-rsa'), mp(e), mp(p * q)]);
+  return { blob, sig: Buffer.concat([str('rsa-sha2-256'), str(sign('sha256', data, privateKey))]) };
+}
+
+// A public exponent as large as the modulus makes each verification cost a
+// private-key operation (≈6 ms at 3072 bits) for anyone who can send a
+// session-bind; OpenSSL itself refuses exponents over 64 bits beside moduli
+// over 3072 bits, and host keys use 65537.
+t.test("verifyHostSignature: an RSA host key's exponent has at most 64 bits", async (t) => {
+  const data = randomBytes(32);
+  const e64 = rsaWithExponent(64, data);
+  t.equal(verifyHostSignature(e64.blob, data, e64.sig), true, 'a 64-bit exponent');
+  const e65 = rsaWithExponent(65, data);
+  t.equal(verifyHostSignature(e65.blob, data, e65.sig), false, 'a 65-bit exponent');
+  const huge = rsaWithExponent(2040, data);
+  t.equal(verifyHostSignature(huge.blob, data, huge.sig), false, 'an exponent nearly as long as the modulus');
+  t.equal(keyTypeOf(huge.blob), null, 'keyTypeOf: no usable key');
 });
 
 t.test('verifyHostSignature: SHA-1, mislabelled algorithms, malformed keys and signatures are false', async (t) => {
