@@ -12,6 +12,7 @@ import { HeadProblem, headerValues, readRequestHead, relayedHead, type RequestHe
 import { proxyAnswer, REALM } from './proxy-answer';
 import { proxyCredentialsProblem } from './proxy-token';
 import { connectionClient, holderOf, outOfDescriptors, SocketTables, stillInTree } from './client-pid';
+import type { Connection, Holder } from './client-pid';
 import { openFileLimit } from '../../shared/open-file-limit';
 
 export interface RelayOptions {
@@ -110,12 +111,13 @@ async function serve(
     );
     return;
   }
-  const who = connectionClient(tables, ticket, o.root(), {
+  const connection = {
     clientAddress: client.remoteAddress ?? '',
     clientPort: client.remotePort ?? 0,
     serverAddress: client.localAddress ?? '',
     serverPort: port,
-  });
+  };
+  const who = connectionClient(tables, ticket, o.root(), connection);
   if (who === 'unknown') {
     refuse(
       client,
@@ -136,11 +138,19 @@ async function serve(
       `the postern daemon is not reachable at ${o.agentSocket} (${e.code ?? e.message}); start it with \`postern daemon\``,
     );
   });
-  const holder = holderOf(Number(who));
+  let holder = holderOf(Number(who));
   const root = o.root();
   let told = false;
   const admit = (): boolean => {
     if (holder !== null && root !== null && stillInTree(holder, root)) return true;
+    // The process seen first may have exited while another of CMD's tree
+    // still holds the connection (both held it when it was looked up: a
+    // worker forked in between): that one speaks for it now.
+    const now = heldInTree(tables, root, connection);
+    if (now !== null) {
+      holder = now;
+      return true;
+    }
     if (!told) {
       told = true;
       process.stderr.write(
@@ -157,6 +167,20 @@ async function serve(
     join(client, daemon, admit);
     client.resume();
   });
+}
+
+// The process of CMD's tree that holds the connection now, looked up
+// afresh (a new read of the tables), or null; out of descriptors, null too:
+// nothing can be said of the connection.
+function heldInTree(tables: SocketTables, root: number | null, c: Connection): Holder | null {
+  try {
+    const who = connectionClient(tables, tables.accepted(), root, c);
+    if (who === 'unknown' || root === null) return null;
+    const holder = holderOf(Number(who));
+    return holder !== null && stillInTree(holder, root) ? holder : null;
+  } catch {
+    return null;
+  }
 }
 
 function isProxyRequest(head: RequestHead): boolean {
