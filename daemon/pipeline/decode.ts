@@ -154,6 +154,9 @@ export async function decodeBody(
   limit: number,
   host: string,
 ): Promise<Decoded> {
+  // Nothing to undo: a bodiless answer (HEAD, 204, 304, a length of 0)
+  // names the coding of a body it does not carry, and zlib fails on no input.
+  if (body.length === 0) return { data: body, complete, decoded: codings.length > 0 };
   let data = body;
   let whole = complete;
   for (const c of codings) {
