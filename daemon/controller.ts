@@ -162,8 +162,11 @@ export class Controller implements AdminContext {
 
   // Lock, record the stop, and close the journal (a final checkpoint when
   // the signing key was ever loaded).
-  async shutdown(reason: string): Promise<void> {
+  // `drained`: resolves once the requests in flight have been answered
+  // (the lock ends their approvals and connections) or a short wait passed.
+  async shutdown(reason: string, drained: () => Promise<void> = async () => undefined): Promise<void> {
     lock(this, 'daemon stopped');
+    await drained();
     await this.writes.settled();
     try {
       await this.record({ kind: 'daemon_stop', reason });

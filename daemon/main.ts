@@ -25,6 +25,10 @@ import { createPipelineServices } from './request-services';
 import { Journal } from './audit/journal';
 import { limitHeapGrowth } from './heap-growth';
 
+// How long a stopping daemon waits for the requests in flight to be
+// answered (the lock ends each at once: this bounds a defect, not a wait).
+const STOP_DRAIN_MS = 5_000;
+
 export interface DaemonOptions {
   configFlag: string | undefined;
   env: NodeJS.ProcessEnv;
@@ -124,11 +128,14 @@ export async function startDaemon(
       for (const o of opened) {
         removeSocket(o.path);
         o.server.close();
-        if ('closeAllConnections' in o.server) o.server.closeAllConnections();
+        if ('closeIdleConnections' in o.server) o.server.closeIdleConnections();
       }
       // Summaries of refusals still counting are journaled before the stop.
       await services.refusals.flushAll();
-      await controller.shutdown(reason);
+      // The lock refuses what is in flight; those answers go out, their
+      // outcomes journaled, before the connections and the journal close.
+      await controller.shutdown(reason, () => services.stores.inFlight.settled(STOP_DRAIN_MS));
+      for (const o of opened) if ('closeAllConnections' in o.server) o.server.closeAllConnections();
       lock.close();
     })();
     return stopping;

@@ -2,7 +2,8 @@
 // decision on a card. The request's concurrency slot is given back while it
 // waits; the requester must still be the same process instance once decided.
 import { Refusal } from '../../shared/errors';
-import type { Approve } from '../../shared/credential';
+import type { Approve, CredentialDef } from '../../shared/credential';
+import { changedSince } from '../vault/unlocked-vault';
 import type { CardAction } from '../../shared/admin-protocol';
 import type { Approval } from '../../shared/events';
 import { identify, stillRunning } from '../identity/identify';
@@ -14,11 +15,15 @@ import type { RequestContext } from './context';
 // allow-once decision. The card shows `action`.
 export async function approve(
   ctx: RequestContext,
-  credential: string,
+  def: CredentialDef,
   mode: Approve,
   action: CardAction,
 ): Promise<Approval> {
   const s = ctx.services;
+  const credential = def.name;
+  // Locked while the request waited before this step (for DNS, say): no
+  // card is shown for it (a lock ends every pending approval).
+  inForce(s, def);
   if (mode === 'session') {
     const covering = s.sessions.covering(ctx.identity, credential);
     if (covering) return { approval: `session:${covering.id}` };
@@ -52,10 +57,20 @@ export async function approve(
     );
   if (decision.kind === 'deny')
     throw new Refusal('denied_by_user', 'a human denied this request; do not retry it unchanged');
+  // Removed or changed while the human decided: nothing is sent, and no
+  // session is granted for a name that may later mean another credential.
+  inForce(s, def);
   if (decision.kind === 'once') return { approval: 'once' };
   const root = [ctx.identity.process, ...ctx.identity.ancestors].find((p) => p.key === decision.rootKey)!;
   const granted = await grantSession(s, credential, root, s.config().daemon.session_ttl);
   return { approval: `session:${granted.id}` };
+}
+
+// The vault open (else the lock's refusal) and the credential still the
+// one the request was checked against (else removed or changed).
+function inForce(s: RequestContext['services'], def: CredentialDef): void {
+  const changed = changedSince(s.vault().credential(def.name), def);
+  if (changed) throw changed;
 }
 
 function nowShown(ctx: RequestContext): RequestContext['identity'] {

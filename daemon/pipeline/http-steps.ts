@@ -49,7 +49,7 @@ export function approveHttp(
   door: ProxyCardFields | null = null,
 ): Promise<Approval> {
   const t = req.target;
-  return approve(ctx, def.name, match.approve, {
+  return approve(ctx, def, match.approve, {
     kind: 'http',
     method: req.method,
     scheme: t.scheme,
@@ -182,7 +182,7 @@ export async function scanForCovering(
 }
 
 function standingLease(s: PipelineServices, def: HttpCredentialDef): Promise<RedactorLease> {
-  return s.vault().withCredentialSecret(def.name, async (secret) => {
+  return s.vault().withCredentialSecret(def, async (secret) => {
     const inj = def.inject;
     const token =
       'github_app' in inj || 'oauth2' in inj ? s.stores.tokens.get(def.name, definitionHash(def), new Date()) : null;
@@ -236,7 +236,7 @@ export async function sendWithSecret<T>(
 ): Promise<T> {
   let handed = false;
   try {
-    return await s.vault().withCredentialSecret(def.name, async (secret) => {
+    return await s.vault().withCredentialSecret(def, async (secret) => {
       const inj = def.inject;
       const obtained =
         'github_app' in inj

@@ -55,7 +55,7 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'te', 'trailer', 'upgrad
 const FRAMING = new Set(['content-length', 'transfer-encoding', 'expect']);
 
 const NOT_HONOURED =
-  'this placeholder is not valid for this process: it belongs to another run, or its run ended (a run ends when its command exits and when the vault is locked, so placeholders from before a lock are void); start the program again under a new `postern run`';
+  'is not valid for this process: it belongs to another run, or its run ended (a run ends when its command exits and when the vault is locked, so placeholders from before a lock are void), or its credential was removed (postern cred rm); start the program again under a new `postern run`';
 
 function refuse(message: string): never {
   throw new Refusal('bad_request', message);
@@ -141,6 +141,7 @@ interface Found {
   named: string; // the credential the placeholder's text names
   where: string;
   slot: Slot | null; // the inject slot it sits in, if it is one
+  stored: boolean; // a credential of the name it names exists
   // Not in its slot but in the header its credential injects: how that
   // header must read (the refusal says so instead of "remove it").
   expected?: string;
@@ -232,7 +233,7 @@ function findPlaceholders(
   ) => {
     for (const o of occurrences(text)) {
       const def = defs(o.named);
-      const f: Found = { ...o, where: where(), slot: slot(o.placeholder, def) };
+      const f: Found = { ...o, where: where(), slot: slot(o.placeholder, def), stored: def !== undefined };
       const form = f.slot === null ? expected?.(def) : null;
       if (form) f.expected = form;
       found.push(f);
@@ -307,6 +308,9 @@ function findPlaceholders(
 function designation(found: Found[], lookup: PlaceholderLookup): { credential: string; slot: Slot } | null {
   let chosen: { credential: string; slot: Slot } | null = null;
   for (const f of found) {
+    // A placeholder of no stored credential: never one, or removed since
+    // (its placeholders stopped resolving then).
+    if (!f.stored) refuse(`the placeholder in ${f.where} ${NOT_HONOURED}`);
     if (!f.slot && f.expected)
       refuse(
         `a placeholder is in ${f.where}, but not as its credential "${f.named}" injects it: the header must read exactly ${f.expected} (case and spacing included)`,
@@ -316,8 +320,8 @@ function designation(found: Found[], lookup: PlaceholderLookup): { credential: s
         `a placeholder is in ${f.where}; postern puts a secret only where its credential's inject form does (its header, the Basic password or its query parameter), never into content: remove it`,
       );
     const r = lookup(f.placeholder);
-    if (r === null || r === 'not-honoured') refuse(NOT_HONOURED);
-    if (r.credential !== f.named) refuse(NOT_HONOURED);
+    if (r === null || r === 'not-honoured') refuse(`this placeholder ${NOT_HONOURED}`);
+    if (r.credential !== f.named) refuse(`this placeholder ${NOT_HONOURED}`);
     if (chosen && chosen.credential !== r.credential)
       refuse('the request carries placeholders of two credentials; use one credential per request');
     chosen = { credential: r.credential, slot: f.slot };
@@ -353,7 +357,7 @@ export function proxiedRequest(
   let aws: AwsResign | undefined;
   if (chosen?.slot.kind === 'aws') {
     const def = defs(chosen.credential);
-    if (!def || !('aws_sigv4' in def.inject)) refuse(NOT_HONOURED);
+    if (!def || !('aws_sigv4' in def.inject)) refuse(`this placeholder ${NOT_HONOURED}`);
     refusePresigned(target.query);
     ({ headers, aws } = resignAws(headers, chosen.slot.index, parts.body, def.inject.aws_sigv4));
   } else if (chosen?.slot.kind === 'query') {

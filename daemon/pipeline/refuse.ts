@@ -61,6 +61,30 @@ async function journalAndThrow(
   throw new Refusal(r.code, r.message, { ...(r.detail ?? {}), ...detail });
 }
 
+// A failure on the way out while the vault is locked is the lock's doing
+// (a lock, or the daemon stopping, closes every upstream connection): said
+// so, with whether the request may have reached its target, rather than as
+// a failure of the upstream.
+export function lockedMeanwhile(services: PipelineServices, r: Refusal): Refusal {
+  try {
+    services.vault();
+    return r;
+  } catch (locked) {
+    if (!(locked instanceof Refusal)) return r;
+    const sent =
+      r.maybeExecuted === false
+        ? 'nothing was sent'
+        : 'it may have reached its target: check its effect before repeating it';
+    return new Refusal(
+      locked.code,
+      `the vault was locked while this request was on its way (${sent}); ${locked.message}`,
+      {
+        maybe_executed: r.maybeExecuted ?? true,
+      },
+    );
+  }
+}
+
 // A failure after the intent: its outcome is journaled (durable; if the
 // journal cannot take it, the intent's seq is given) and the refusal
 // returned with that audit_seq, for the caller to throw.
@@ -82,7 +106,10 @@ export function sendFailed(
   e: unknown,
   started: number,
 ): Promise<Refusal> {
-  const r = e instanceof Refusal ? e : new Refusal('upstream_error', 'the request failed; see the daemon log');
+  const r = lockedMeanwhile(
+    services,
+    e instanceof Refusal ? e : new Refusal('upstream_error', 'the request failed; see the daemon log'),
+  );
   return refuseAfterIntent(services, intent, r, {
     kind: 'http_outcome',
     intent_seq: intent.seq,

@@ -22,7 +22,7 @@ import { execOn, ExecResult, ChannelOpenFailed } from './execute-ssh';
 import { approve } from './approve';
 import type { RequestContext } from './context';
 import { Evidence, resolutionFacts, sha256, sshIntent, sshRequestFacts, who } from './evidence';
-import { outcomeNotJournaled, refuseAfterIntent, refuseSsh } from './refuse';
+import { lockedMeanwhile, outcomeNotJournaled, refuseAfterIntent, refuseSsh } from './refuse';
 import { mostlyControl } from './response';
 import { isIP } from 'node:net';
 
@@ -88,7 +88,7 @@ async function run(
   // Connecting has its own limit; timeout_ms counts from its end (or from
   // taking a kept connection), for opening the channel and the command.
   const open = (preferred?: string) =>
-    vault.withCredentialSecret(t.def.name, (secret) =>
+    vault.withCredentialSecret(t.def, (secret) =>
       connectSsh(t, secret, Math.min(o.timeoutMs, CONNECT_LIMIT_MS), preferred),
     );
   for (let attempt = 0; ; attempt++) {
@@ -148,7 +148,7 @@ export async function runSsh(ctx: RequestContext, req: SshRequest): Promise<SshR
     const pinned = resolution.addresses[0]!;
     const resolved = (ev.resolution = resolutionFacts(resolution.addresses));
     // 5. approval
-    const approval = (ev.approval = await approve(ctx, def.name, def.approve, {
+    const approval = (ev.approval = await approve(ctx, def, def.approve, {
       kind: 'ssh',
       host: def.host,
       address: pinned.address,
@@ -167,17 +167,20 @@ export async function runSsh(ctx: RequestContext, req: SshRequest): Promise<SshR
     // 8–9. connect (host key checked first) or reuse, exec, read
     const started = Date.now();
     const cap = cfg.ssh.max_output;
-    const redactor = await vault.withCredentialSecret(def.name, async (secret) => {
-      const needles = needlesOf(def, secret);
-      try {
-        return buildRedactor(needles, def.name);
-      } finally {
-        for (const n of needles) n.fill(0);
-      }
-    });
-    const readLimit = cap + (redactor?.maxMatchLength ?? 0);
+    let redactor: Redactor | null = null;
     let result: ExecResult;
     try {
+      // Past the intent, every failure is its outcome: the credential
+      // removed or changed, or the vault locked, since the intent too.
+      redactor = await vault.withCredentialSecret(def, async (secret) => {
+        const needles = needlesOf(def, secret);
+        try {
+          return buildRedactor(needles, def.name);
+        } finally {
+          for (const n of needles) n.fill(0);
+        }
+      });
+      const readLimit = cap + (redactor?.maxMatchLength ?? 0);
       result = await run(ctx, { def, address: pinned.address }, req, {
         timeoutMs: req.timeoutMs ?? cfg.ssh.timeout,
         readLimit,
@@ -185,7 +188,10 @@ export async function runSsh(ctx: RequestContext, req: SshRequest): Promise<SshR
       });
     } catch (e) {
       redactor?.wipe();
-      const r = e instanceof Refusal ? e : new Refusal('upstream_error', 'the SSH command failed; see the daemon log');
+      const r = lockedMeanwhile(
+        s,
+        e instanceof Refusal ? e : new Refusal('upstream_error', 'the SSH command failed; see the daemon log'),
+      );
       // The host keys shown are public: they tell a human what changed.
       const offered =
         r.code === 'host_key_mismatch' ? { offered_host_keys: offeredHostKeys(r.detail?.['offered_host_keys']) } : {};

@@ -198,4 +198,10 @@ export class ApprovalBroker {
   cancelAll(refusal: Refusal, why: string): void {
     for (const p of [...this.pending.values()]) p.settle(refusal, why);
   }
+
+  // A credential removed or changed: its pending approvals are refused (a
+  // decision would judge a request checked against what is gone).
+  cancelFor(credential: string, refusal: Refusal, why: string): void {
+    for (const p of [...this.pending.values()]) if (p.card.credential === credential) p.settle(refusal, why);
+  }
 }

@@ -18,10 +18,10 @@ function agentDefinition(c: StoredCredential): SshCredentialDef | null {
   return d && d.kind === 'ssh' && d.auth === 'key' && d.ssh_agent === true ? d : null;
 }
 
-async function blobOf(vault: UnlockedVault, c: StoredCredential, name: string): Promise<Buffer> {
+async function blobOf(vault: UnlockedVault, c: StoredCredential, def: SshCredentialDef): Promise<Buffer> {
   const known = blobs.get(c.secret);
   if (known) return known;
-  const blob = await vault.withCredentialSecret(name, async (secret) => publicBlobOf(secret.bytes));
+  const blob = await vault.withCredentialSecret(def, async (secret) => publicBlobOf(secret.bytes));
   blobs.set(c.secret, blob);
   return blob;
 }
@@ -37,7 +37,7 @@ export async function agentCredentials(
     const def = agentDefinition(c);
     if (!def) continue;
     try {
-      out.push({ def, blob: await blobOf(vault, c, def.name) });
+      out.push({ def, blob: await blobOf(vault, c, def) });
     } catch (e) {
       onUnreadable(def.name, e);
     }

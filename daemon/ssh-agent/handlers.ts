@@ -167,7 +167,7 @@ async function sign(c: AgentConnection, body: Buffer, identity: Identity): Promi
     // succeed: refused before a human is asked about it.
     const algorithm = signatureAlgorithmFor(cred.blob, req.flags);
     if (algorithm !== allowed.login.algorithm) throw algorithmMismatch(allowed.login.algorithm);
-    const approval = await approve({ services: c.services, identity, signal: c.signal }, def.name, def.approve, {
+    const approval = await approve({ services: c.services, identity, signal: c.signal }, def, def.approve, {
       kind: 'ssh-agent',
       host: def.host,
       port: def.port,
@@ -175,7 +175,7 @@ async function sign(c: AgentConnection, body: Buffer, identity: Identity): Promi
       user: def.user,
       algorithm: allowed.login.algorithm,
     });
-    const signature = await vault.withCredentialSecret(def.name, async (secret) =>
+    const signature = await vault.withCredentialSecret(def, async (secret) =>
       signAsAgent(secret.bytes, req.data, req.flags),
     );
     if (new WireReader(signature).text() !== allowed.login.algorithm) throw algorithmMismatch(allowed.login.algorithm);

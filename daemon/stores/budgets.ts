@@ -49,11 +49,33 @@ export class InFlight {
   // Runs `f` holding a slot, which `f` hands on to the approval wait.
   async run<T>(f: (slot: Slot) => Promise<T>): Promise<T> {
     const slot = this.enter();
+    this.running += 1;
     try {
       return await f(slot);
     } finally {
       slot.release();
+      this.running -= 1;
+      if (this.running === 0) for (const wake of this.idle.splice(0)) wake();
     }
+  }
+
+  // Requests running, waiting for approval included.
+  private running = 0;
+  private idle: (() => void)[] = [];
+
+  // Once no request runs, or after `ms`: what a stopping daemon waits for
+  // before it closes its connections and its journal, so a request in
+  // flight is answered and its outcome journaled.
+  settled(ms: number): Promise<void> {
+    if (this.running === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      timer.unref();
+      this.idle.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
   }
 
   get current(): number {

@@ -19,6 +19,7 @@ import { SealedSecret, SealedSecrets, lockedWhileNeeded } from './sealed-secrets
 import { isErrnoError, vaultWriteFailed } from './write-failure';
 import { didYouMean } from '../../shared/suggest';
 import { checkDefinition } from '../../shared/credential/schema';
+import { definitionHash } from '../../shared/credential/compare';
 import type { CredentialDef } from '../../shared/credential/types';
 import { Refusal, formatProblems } from '../../shared/errors';
 
@@ -31,6 +32,25 @@ export interface StoredCredential {
   // are refused naming the credential, while the others keep working.
   definition: CredentialDef | null;
   problem: string | null;
+}
+
+// Why a request checked against `def` may no longer use the credential
+// stored under its name now, or null: removed (cred rm), or its definition
+// changed (cred update) while the request waited (for DNS, a human, the
+// journal). The same definition (a secret replaced alone, the vault locked
+// and unlocked again) is the credential it was checked against.
+export function changedSince(stored: StoredCredential | undefined, def: CredentialDef): Refusal | null {
+  if (stored === undefined)
+    return new Refusal(
+      'unknown_credential',
+      `credential "${def.name}" was removed while this request waited (postern cred rm); nothing was sent`,
+    );
+  if (stored.definition === def) return null;
+  if (stored.definition !== null && definitionHash(stored.definition) === definitionHash(def)) return null;
+  return new Refusal(
+    'busy',
+    `credential "${def.name}" was changed while this request waited (postern cred update); nothing was sent: send it again, to have it checked against the new definition`,
+  );
 }
 
 // The definition a request may use, or the refusal that names what is wrong.
@@ -162,15 +182,17 @@ export class UnlockedVault {
     }
   }
 
-  // The one door to a credential's secret: opened only for `fn`, wiped after.
   // The one door to a credential's secret: open for the duration of `fn`,
-  // as a SecretBytes (it cannot be serialised), wiped after it.
-  withCredentialSecret<T>(name: string, fn: (secret: SecretBytes) => Promise<T>): Promise<T> {
+  // as a SecretBytes (it cannot be serialised), wiped after it; and only for
+  // the definition the request was checked against (a request that waited
+  // while its credential was removed or changed is refused, nothing sent).
+  withCredentialSecret<T>(def: CredentialDef, fn: (secret: SecretBytes) => Promise<T>): Promise<T> {
     // After a lock the map is empty too; the lock is the reason to give.
     if (this.sealer.wiped) return Promise.reject(lockedWhileNeeded());
-    const c = this.creds.get(name);
-    if (!c) return Promise.reject(new Error(`no credential ${name}`));
-    return this.sealer.withOpenAsync(c.secret, (plain) => fn(new SecretBytes(plain)));
+    const c = this.creds.get(def.name);
+    const changed = changedSince(c, def);
+    if (changed) return Promise.reject(changed);
+    return this.sealer.withOpenAsync(c!.secret, (plain) => fn(new SecretBytes(plain)));
   }
 
   sealSecret(secret: Buffer): SealedSecret {

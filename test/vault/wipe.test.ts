@@ -30,7 +30,12 @@ function contents(): VaultContents {
         {
           name: 'gh',
           kind: 'http',
-          definition: { name: 'gh' },
+          definition: {
+            name: 'gh',
+            kind: 'http',
+            inject: { header: 'Authorization', template: 'Bearer {secret}' },
+            allow: [{ host: 'api.github.com' }],
+          },
           definition_hash: 'sha256:00',
           secret: 2,
           created_at: now,
@@ -64,8 +69,9 @@ t.test('wipe() zeroes both keys; no secret opens afterwards', async (t) => {
   wipe(created.key);
   const bytes = readVaultFile(file);
   const v = await unlockVaultFile(file, bytes, parseHeader(bytes).header, PASS);
+  const gh = v.credential('gh')!.definition!;
 
-  t.equal(await v.withCredentialSecret('gh', async (s) => s.bytes.toString()), SECRET, 'open before the lock');
+  t.equal(await v.withCredentialSecret(gh, async (s) => s.bytes.toString()), SECRET, 'open before the lock');
   const { derived, memory } = keysOf(v);
   t.equal(derived.length, 32);
   t.equal(memory?.length, 32);
@@ -75,7 +81,7 @@ t.test('wipe() zeroes both keys; no secret opens afterwards', async (t) => {
   // A use in progress keeps its bytes until it settles, then they are zeroed.
   let held: Buffer | null = null;
   let release!: () => void;
-  const inUse = v.withCredentialSecret('gh', async (s) => {
+  const inUse = v.withCredentialSecret(gh, async (s) => {
     held = s.bytes;
     await new Promise<void>((r) => (release = r));
     return s.bytes.toString();
@@ -90,7 +96,7 @@ t.test('wipe() zeroes both keys; no secret opens afterwards', async (t) => {
 
   let called = false;
   await t.rejects(
-    v.withCredentialSecret('gh', async () => {
+    v.withCredentialSecret(gh, async () => {
       called = true;
       return 'opened';
     }),
