@@ -31,7 +31,7 @@ async function run(c: Context, credentials: string[], argv: string[]): Promise<n
       `postern: warning: ${escapeText(k.variable)} stands for credential ${escapeText(k.credential)}; ${k.ignored.map((n) => escapeText(n)).join(', ')} also name${k.ignored.length === 1 ? 's' : ''} it and get${k.ignored.length === 1 ? 's' : ''} no placeholder there; choose with --credential NAME\n`,
     );
   const caPem = join(loaded.home, 'ca.pem');
-  const bundle = writeCaBundle(caPem);
+  const bundle = writeCaBundle(caPem, c.env);
   process.once('exit', () => bundle.remove());
   if (!bundle.withPosternCa)
     process.stderr.write(
@@ -44,6 +44,7 @@ async function run(c: Context, credentials: string[], argv: string[]): Promise<n
     base: c.env,
     proxyUrl: `http://${token}:${token}@127.0.0.1:${relay.port}`,
     bundle: bundle.file,
+    wgetrc: bundle.wgetrc,
     placeholders: opened.env,
     // The daemon's own word, since an agent's config may not be the daemon's.
     sshAgentSocket: opened.sshAgentSocket === undefined ? loaded.paths.sshAgentSocket : opened.sshAgentSocket,

@@ -10,6 +10,9 @@ const SYSTEM_BUNDLE = '/etc/ssl/certs/ca-certificates.crt';
 
 export interface CaBundle {
   file: string;
+  // A wgetrc naming the bundle (wget, built on GnuTLS, reads none of the CA
+  // variables): the caller's own wgetrc first, so its settings hold.
+  wgetrc: string;
   // Whether postern's CA is in it (false: ca.pem is missing).
   withPosternCa: boolean;
   remove(): void;
@@ -31,12 +34,21 @@ function readOptional(path: string): string | null {
   }
 }
 
-export function writeCaBundle(caPem: string): CaBundle {
+// The wgetrc wget would read without postern: $WGETRC, else ~/.wgetrc.
+function callersWgetrc(env: NodeJS.ProcessEnv): string {
+  const path = env['WGETRC'] || (env['HOME'] ? join(env['HOME'], '.wgetrc') : null);
+  const text = path ? readOptional(path) : null;
+  return text === null ? '' : text.endsWith('\n') ? text : `${text}\n`;
+}
+
+export function writeCaBundle(caPem: string, env: NodeJS.ProcessEnv = {}): CaBundle {
   const dir = mkdtempSync(join(tmpdir(), 'postern-run-')); // mode 0700
   const file = join(dir, 'ca-bundle.pem');
   const ours = existsSync(caPem) ? readOptional(caPem) : null;
   const roots = systemRoots();
   const parts = [roots.endsWith('\n') ? roots : `${roots}\n`, ...(ours !== null ? [ours] : [])];
   writeFileSync(file, parts.join(''), { mode: 0o600 });
-  return { file, withPosternCa: ours !== null, remove: () => rmSync(dir, { recursive: true, force: true }) };
+  const wgetrc = join(dir, 'wgetrc');
+  writeFileSync(wgetrc, `${callersWgetrc(env)}ca_certificate = ${file}\n`, { mode: 0o600 });
+  return { file, wgetrc, withPosternCa: ours !== null, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }

@@ -22,6 +22,7 @@ export interface ChildEnvInput {
   base: NodeJS.ProcessEnv;
   proxyUrl: string;
   bundle: string;
+  wgetrc: string;
   placeholders: Record<string, string>;
   sshAgentSocket: string | null;
 }
@@ -31,6 +32,7 @@ export function childEnvironment(i: ChildEnvInput): NodeJS.ProcessEnv {
   for (const name of PROXY_VARIABLES) env[name] = i.proxyUrl;
   for (const name of NO_PROXY_VARIABLES) env[name] = '';
   for (const name of CA_VARIABLES) env[name] = i.bundle;
+  env['WGETRC'] = i.wgetrc;
   env['NODE_USE_ENV_PROXY'] = '1';
   if (i.sshAgentSocket !== null) env['SSH_AUTH_SOCK'] = i.sshAgentSocket;
   return env;

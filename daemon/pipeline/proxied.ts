@@ -61,15 +61,29 @@ function refuse(message: string): never {
   throw new Refusal('bad_request', message);
 }
 
+// The path and query of a request inside a tunnel to host:port. The
+// absolute form is taken too when it names the tunnel's own origin (RFC
+// 9112 §3.2.2: a server accepts it; Python's urllib sends it when it
+// retries with credentials through a proxy); any other origin, or user
+// information in it, is refused.
+function tunnelPath(target: string, host: string, port: number): string {
+  if (target.startsWith('/')) return target;
+  const m = /^https:\/\/([^/?#]*)(.*)$/is.exec(target);
+  const origin = m?.[1]?.toLowerCase();
+  const same = origin === `${host}:${port}`.toLowerCase() || (port === 443 && origin === host.toLowerCase());
+  const rest = m?.[2] ?? '';
+  if (!same || !(rest === '' || rest.startsWith('/') || rest.startsWith('?')))
+    refuse(
+      `the request target inside a CONNECT tunnel to ${host}:${port} must be a path ("/...") or a URL of that origin (https://${host}:${port}/...); send the request as the server would receive it`,
+    );
+  return rest.startsWith('/') ? rest : `/${rest}`;
+}
+
 function urlOf(parts: ProxiedParts): string {
   const t = parts.target;
   if (parts.connect) {
-    if (!t.startsWith('/'))
-      refuse(
-        `the request target inside a CONNECT tunnel must be a path ("/..."); send the request as the server would receive it`,
-      );
     const host = parts.connect.host.includes(':') ? `[${parts.connect.host}]` : parts.connect.host;
-    return `https://${host}:${parts.connect.port}${t}`;
+    return `https://${host}:${parts.connect.port}${tunnelPath(t, host, parts.connect.port)}`;
   }
   if (!/^http:\/\//i.test(t))
     refuse(

@@ -146,6 +146,31 @@ function keepHeadDeadline(inner: http.Server, secure: tls.TLSSocket, ms: number,
   secure.once('close', () => clearInterval(check));
 }
 
+// The first byte of a TLS connection: a handshake record (RFC 8446 §5.1).
+const TLS_HANDSHAKE = 0x16;
+
+// The first bytes sent in a tunnel, or null when the client closed or
+// stayed silent for `ms` (the connection is then closed).
+function firstBytes(outer: net.Socket, ms: number): Promise<Buffer | null> {
+  return new Promise((resolve) => {
+    const done = (b: Buffer | null): void => {
+      clearTimeout(timer);
+      outer.off('data', onData);
+      outer.off('close', onClose);
+      outer.pause();
+      if (b === null) outer.destroy();
+      resolve(b);
+    };
+    const onData = (d: Buffer): void => done(d);
+    const onClose = (): void => done(null);
+    const timer = setTimeout(() => done(null), ms);
+    timer.unref();
+    outer.on('data', onData);
+    outer.once('close', onClose);
+    outer.resume();
+  });
+}
+
 async function terminate(
   deps: FrontDoorDeps & { leaves: LeafCertificates },
   outer: net.Socket,
@@ -155,7 +180,20 @@ async function terminate(
 ): Promise<void> {
   const context = await deps.leaves.secureContextFor(t.host);
   outer.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-  if (head.length > 0) outer.unshift(head);
+  const first = head.length > 0 ? head : await firstBytes(outer, deps.pipeline.config().daemon.agent_request_timeout);
+  if (first === null) return;
+  // A client that speaks plain HTTP in the tunnel (curl --proxytunnel
+  // with an http:// URL) is told so in plain HTTP, not closed on silently
+  // by a TLS handshake that cannot begin.
+  if (first[0] !== TLS_HANDSHAKE) {
+    const r = new Refusal(
+      'bad_request',
+      `this tunnel to ${t.target.host} port ${t.port} carries TLS (an https:// URL), and the bytes sent in it are not a TLS handshake; for a plain http:// URL, send the request to the proxy itself, not through CONNECT (curl: without --proxytunnel)`,
+    );
+    refuseOnSocket(outer, await deps.journalRefusal(outer, r, `CONNECT ${t.target.host}:${t.port}`));
+    return;
+  }
+  outer.unshift(first);
   const secure = new tls.TLSSocket(outer, { isServer: true, secureContext: context, ALPNProtocols: ['http/1.1'] });
   secure.on('error', () => secure.destroy());
   // The handshake, like a request head, must be whole within

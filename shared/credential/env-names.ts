@@ -35,6 +35,7 @@ const REFUSED_NAMES: Readonly<Record<string, string>> = {
   AWS_CA_BUNDLE: RUN_SETS,
   PIP_CERT: RUN_SETS,
   NPM_CONFIG_CAFILE: RUN_SETS,
+  WGETRC: RUN_SETS,
   NODE_USE_ENV_PROXY: RUN_SETS,
   SSH_AUTH_SOCK: RUN_SETS,
   // What the shell and common runtimes read as code or search paths.

@@ -105,6 +105,7 @@ t.test('postern run starts CMD with the environment of SPEC §11 and ends with i
     t.equal(rep.env['NODE_USE_ENV_PROXY'], '1');
     const bundle = rep.env['SSL_CERT_FILE']!;
     for (const v of CA_VARIABLES) t.equal(rep.env[v], bundle, `${v} names the bundle`);
+    t.equal(rep.env['WGETRC'], join(dirname(bundle), 'wgetrc'), "WGETRC: a wgetrc beside the bundle (wget's CA)");
     t.not(bundle, '/nowhere.pem');
     t.equal(rep.env['GH_TOKEN'], PEER_ENV.GH_TOKEN, 'placeholders from the reply');
     t.equal(rep.env['OTHER_KEY'], PEER_ENV.OTHER_KEY);

@@ -166,14 +166,33 @@ t.test('host: the same answer for the target as written and for every other spel
 });
 
 t.test('request targets: origin-form in a tunnel, absolute http:// without one', async (t) => {
-  refused(
-    t,
-    parts({ target: 'https://api.example.com/v1' }),
-    'bad_request',
-    /must be a path/,
-    'absolute form in a tunnel',
-  );
-  refused(t, parts({ target: '*' }), 'bad_request', /must be a path/, 'asterisk form');
+  // The absolute form of the tunnel's own origin is its path (RFC 9112
+  // §3.2.2); any other origin, scheme, port or user information is refused.
+  const accepted: [string, string, string][] = [
+    ['https://api.example.com/v1?x=1', '/v1', '?x=1'],
+    ['https://api.example.com:443/v1', '/v1', ''],
+    ['HTTPS://API.Example.COM/v1/a', '/v1/a', ''],
+    ['https://api.example.com', '/', ''],
+    ['https://api.example.com?q', '/', '?q'],
+  ];
+  for (const [target, path, query] of accepted) {
+    const r = run(parts({ target }));
+    t.same([r.target.host, r.target.port, r.target.path, r.target.query], ['api.example.com', 443, path, query], target);
+  }
+  const refusedTargets = [
+    'https://other.example.com/v1',
+    'https://api.example.com.evil.test/v1',
+    'https://api.example.com:8443/v1',
+    'https://user@api.example.com/v1',
+    'https://api.example.com@other.example.com/v1',
+    'http://api.example.com/v1',
+    'https:/api.example.com/v1',
+    'https://api.example.com#frag',
+    'api.example.com/v1',
+    '*',
+  ];
+  for (const target of refusedTargets)
+    refused(t, parts({ target }), 'bad_request', /must be a path \("\/\.\.\."\) or a URL of that origin/, target);
   const plain = run(
     parts({ connect: null, target: 'http://api.example.com:8080/a?b=1', headers: [['Host', 'api.example.com:8080']] }),
   );
