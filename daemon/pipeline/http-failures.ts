@@ -96,10 +96,11 @@ export const HTTP_FAILURES: FailureTable<HttpFailure> = {
       words: (f) => `the connection to ${f.host} was reset; the request may have reached it — check before retrying`,
     },
     {
-      // undici's parser error carries no code, only its name.
+      // undici's parser error carries no code, only its name; a status
+      // line under 100 (000, 099) fails undici's own assertion instead.
       covers: (f) =>
         f.code.startsWith('HPE_') ||
-        codeIs('HTTPParserError', 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH', 'UND_ERR_INFO')(f),
+        codeIs('HTTPParserError', 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH', 'UND_ERR_INFO', 'ERR_ASSERTION')(f),
       refusal: 'upstream_error',
       maybeExecuted: true,
       words: (f) =>
