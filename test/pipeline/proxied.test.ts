@@ -177,7 +177,11 @@ t.test('request targets: origin-form in a tunnel, absolute http:// without one',
   ];
   for (const [target, path, query] of accepted) {
     const r = run(parts({ target }));
-    t.same([r.target.host, r.target.port, r.target.path, r.target.query], ['api.example.com', 443, path, query], target);
+    t.same(
+      [r.target.host, r.target.port, r.target.path, r.target.query],
+      ['api.example.com', 443, path, query],
+      target,
+    );
   }
   const refusedTargets = [
     'https://other.example.com/v1',
