@@ -3,6 +3,7 @@
 // byte until the daemon closes or the line goes idle; `messages` splits
 // them into responses, 1xx included.
 import net from 'node:net';
+import { parseResponses, type Resp } from './proxy-sequence-client';
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -63,39 +64,12 @@ export function exchange(
   });
 }
 
-export interface Msg {
-  status: number;
-  head: string;
-  headers: Record<string, string>;
-  body: string;
-}
+export type Msg = Resp;
 
 // Every message in order, 1xx included.
 export function messages(raw: Buffer): { msgs: Msg[]; rest: string } {
-  const out: Msg[] = [];
-  let buf = raw;
-  for (;;) {
-    const end = buf.indexOf('\r\n\r\n');
-    if (end === -1) break;
-    const head = buf.subarray(0, end).toString('latin1');
-    const m = /^HTTP\/1\.[01] (\d{3})/.exec(head);
-    if (!m) break;
-    const status = Number(m[1]);
-    const headers: Record<string, string> = {};
-    for (const line of head.split('\r\n').slice(1)) {
-      const i = line.indexOf(':');
-      headers[line.slice(0, i).toLowerCase()] = line.slice(i + 1).trim();
-    }
-    buf = buf.subarray(end + 4);
-    if (status < 200) {
-      out.push({ status, head, headers, body: '' });
-      continue;
-    }
-    const n = Number(headers['content-length'] ?? buf.length);
-    out.push({ status, head, headers, body: buf.subarray(0, n).toString('utf8') });
-    buf = buf.subarray(n);
-  }
-  return { msgs: out, rest: buf.toString('latin1') };
+  const { responses, rest } = parseResponses(raw, { interim: true });
+  return { msgs: responses, rest: rest.toString('latin1') };
 }
 
 export function json(m: Msg | undefined): Record<string, unknown> {

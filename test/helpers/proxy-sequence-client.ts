@@ -123,9 +123,9 @@ export interface Resp {
   complete: boolean;
 }
 
-// A sequence of responses: 1xx skipped, content-length or chunked framing,
-// otherwise until the end. `methods` gives HEAD answers no body.
-export function parseResponses(raw: Buffer): { responses: Resp[]; rest: Buffer } {
+// A sequence of responses: 1xx skipped (kept, bodiless, with `interim`),
+// content-length or chunked framing, otherwise until the end.
+export function parseResponses(raw: Buffer, o: { interim?: boolean } = {}): { responses: Resp[]; rest: Buffer } {
   const out: Resp[] = [];
   let buf = raw;
   for (;;) {
@@ -142,6 +142,7 @@ export function parseResponses(raw: Buffer): { responses: Resp[]; rest: Buffer }
     }
     let rest = buf.subarray(end + 4);
     if (status < 200) {
+      if (o.interim) out.push({ status, head, headers, body: '', complete: true });
       buf = rest;
       continue;
     }
