@@ -11,6 +11,9 @@ import { SYSTEM_CLOCKS, type Clocks } from '../two-clocks';
 // is never thrown away as busy; the overshoot is at most max_pending.
 export class InFlight {
   private count = 0;
+  // Requests running, waiting for approval included, and who waits for none.
+  private running = 0;
+  private idle: (() => void)[] = [];
 
   constructor(private readonly limit: () => number) {}
 
@@ -58,10 +61,6 @@ export class InFlight {
       if (this.running === 0) for (const wake of this.idle.splice(0)) wake();
     }
   }
-
-  // Requests running, waiting for approval included.
-  private running = 0;
-  private idle: (() => void)[] = [];
 
   // Once no request runs, or after `ms`: what a stopping daemon waits for
   // before it closes its connections and its journal, so a request in
