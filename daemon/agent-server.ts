@@ -226,7 +226,9 @@ function counted(
   return s.pipeline.stores.inFlight.run(async (slot) => {
     const cfg = s.controller.config.config;
     const left = cfg.daemon.agent_request_timeout - (Date.now() - (started.get(req) ?? Date.now()));
-    const raw = await readBody(req, limit, left);
+    // A lock (or the daemon stopping) refuses a request whose body is
+    // still arriving at once, not when the body ends.
+    const raw = await s.pipeline.untilLocked(readBody(req, limit, left));
     return await run(raw, slot);
   });
 }

@@ -16,6 +16,8 @@ import { Refusal } from '../shared/errors';
 type Open = { req: IncomingMessage; res: ServerResponse; done: boolean; waiters: (() => void)[] | null };
 
 const open = new WeakMap<object, Set<Open>>();
+// Every exchange not yet finished, on any connection (for a stopping daemon).
+const everyOpen = new Set<Open>();
 const cut = new WeakSet<IncomingMessage>();
 const failed = new WeakSet<object>();
 // The exchanges still open on its connection when a request arrived.
@@ -31,8 +33,10 @@ export function trackExchange(req: IncomingMessage, res: ServerResponse): void {
   if (set.size > 0) before.set(req, [...set]);
   const entry: Open = { req, res, done: false, waiters: null };
   set.add(entry);
+  everyOpen.add(entry);
   res.once('close', () => {
     set.delete(entry);
+    everyOpen.delete(entry);
     entry.done = true;
     for (const wake of entry.waiters ?? []) wake();
   });
@@ -106,4 +110,15 @@ export function bodyCutOff(): Refusal {
     'bad_request',
     'the connection closed before the request body ended; send the whole request and wait for the answer',
   );
+}
+
+// A stopping daemon, once what was in flight had its time: each exchange
+// still without an answer (its body still arriving, say) is answered with
+// `answer` rather than closed without a word; one whose answer began is
+// cut, as any answer cut short.
+export function answerUnanswered(answer: (res: ServerResponse) => void): void {
+  for (const e of [...everyOpen]) {
+    e.res.shouldKeepAlive = false;
+    answer(e.res);
+  }
 }

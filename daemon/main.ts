@@ -23,11 +23,21 @@ import { createAgentServer, identify, journalAgentRefusal } from './agent-server
 import { createSshAgentServer } from './ssh-agent/server';
 import { createPipelineServices } from './request-services';
 import { Journal } from './audit/journal';
+import { answerUnanswered } from './exchanges-open';
+import { refuseResponse } from './proxy/refusal-response';
 import { limitHeapGrowth } from './heap-growth';
 
 // How long a stopping daemon waits for the requests in flight to be
 // answered (the lock ends each at once: this bounds a defect, not a wait).
 const STOP_DRAIN_MS = 5_000;
+
+// The answer of a request the stop overtook before it was answered (its
+// body still arriving, or a wait the lock does not end): nothing of it is
+// journaled after the daemon's stop.
+const STOPPED = new Refusal(
+  'vault_locked',
+  'the daemon stopped before this request was answered; start it (and unlock it), then check whether the request ran before sending it again',
+);
 
 export interface DaemonOptions {
   configFlag: string | undefined;
@@ -135,6 +145,7 @@ export async function startDaemon(
       // The lock refuses what is in flight; those answers go out, their
       // outcomes journaled, before the connections and the journal close.
       await controller.shutdown(reason, () => services.stores.inFlight.settled(STOP_DRAIN_MS));
+      answerUnanswered((res) => refuseResponse(res, STOPPED));
       for (const o of opened) if ('closeAllConnections' in o.server) o.server.closeAllConnections();
       lock.close();
     })();

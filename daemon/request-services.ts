@@ -49,7 +49,19 @@ export function createPipelineServices(controller: Controller): PipelineServices
   });
   // Nothing a request left behind outlives the authority that allowed it;
   // summaries still counting are journaled at the lock.
+  // Waits the lock ends (untilLocked), told at the lock with its refusal.
+  const lockWaiters = new Set<(refusal: unknown) => void>();
+  const lockRefusal = (): unknown => {
+    try {
+      controller.requireUnlocked();
+    } catch (e) {
+      return e;
+    }
+    return new Refusal('vault_locked', 'the vault was locked; a human must run `postern unlock`');
+  };
   controller.onLock(() => {
+    for (const told of [...lockWaiters]) told(lockRefusal());
+    lockWaiters.clear();
     leaves.purge();
     void refusals.flushAll();
     void stores.pools.closeAll();
@@ -103,6 +115,15 @@ export function createPipelineServices(controller: Controller): PipelineServices
     config: () => controller.config.config,
     vault: () => controller.requireUnlocked(),
     lockEpoch: () => controller.lockEpoch,
+    untilLocked: <T>(p: Promise<T>): Promise<T> =>
+      new Promise<T>((resolve, reject) => {
+        lockWaiters.add(reject);
+        const done = (): boolean => lockWaiters.delete(reject);
+        p.then(
+          (v) => void (done() && resolve(v)),
+          (e: unknown) => void (done() && reject(e)),
+        );
+      }),
     journal,
     refusals,
     sessions: controller.sessions,

@@ -1,7 +1,17 @@
 // The CA bundle CMD's clients trust (SPEC §11): the system roots plus
 // postern's CA (`<home>/ca.pem`), written to a private directory that is
 // removed when `postern run` ends.
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  existsSync,
+  fstatSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import tls from 'node:tls';
@@ -34,11 +44,36 @@ function readOptional(path: string): string | null {
   }
 }
 
-// The wgetrc wget would read without postern: $WGETRC, else ~/.wgetrc.
-function callersWgetrc(env: NodeJS.ProcessEnv): string {
+// The most of a caller's wgetrc kept (a wgetrc is a few lines).
+const MAX_WGETRC = 1 << 20;
+
+// The wgetrc wget would read without postern ($WGETRC, else ~/.wgetrc),
+// byte for byte; nothing when it is missing or no regular file of at most
+// MAX_WGETRC (opened without blocking: a FIFO would hang the run).
+function callersWgetrc(env: NodeJS.ProcessEnv): Buffer {
   const path = env['WGETRC'] || (env['HOME'] ? join(env['HOME'], '.wgetrc') : null);
-  const text = path ? readOptional(path) : null;
-  return text === null ? '' : text.endsWith('\n') ? text : `${text}\n`;
+  if (!path) return Buffer.alloc(0);
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch {
+    return Buffer.alloc(0);
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile() || st.size > MAX_WGETRC) {
+      process.stderr.write(
+        `postern: warning: ${path} is not a regular file of at most 1 MiB; wget runs without it under \`postern run\`\n`,
+      );
+      return Buffer.alloc(0);
+    }
+    const text = readFileSync(fd);
+    return text.length === 0 || text[text.length - 1] === 0x0a ? text : Buffer.concat([text, Buffer.from('\n')]);
+  } catch {
+    return Buffer.alloc(0);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 export function writeCaBundle(caPem: string, env: NodeJS.ProcessEnv = {}): CaBundle {
@@ -49,6 +84,8 @@ export function writeCaBundle(caPem: string, env: NodeJS.ProcessEnv = {}): CaBun
   const parts = [roots.endsWith('\n') ? roots : `${roots}\n`, ...(ours !== null ? [ours] : [])];
   writeFileSync(file, parts.join(''), { mode: 0o600 });
   const wgetrc = join(dir, 'wgetrc');
-  writeFileSync(wgetrc, `${callersWgetrc(env)}ca_certificate = ${file}\n`, { mode: 0o600 });
+  writeFileSync(wgetrc, Buffer.concat([callersWgetrc(env), Buffer.from(`ca_certificate = ${file}\n`)]), {
+    mode: 0o600,
+  });
   return { file, wgetrc, withPosternCa: ours !== null, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }

@@ -138,15 +138,7 @@ export async function credUpdate(
         problem: null,
       }),
   );
-  if (hash !== current.entry.definition_hash)
-    ctx.approvals.cancelFor(
-      name,
-      new Refusal(
-        'busy',
-        `credential "${name}" was changed while this request waited for approval (postern cred update); nothing was sent: send it again, to have it checked against the new definition`,
-      ),
-      `credential ${name} was changed`,
-    );
+  if (hash !== current.entry.definition_hash) ctx.approvals.credentialGone(name, 'changed');
   ctx.credentialChanges.emit(name);
   return { name, definition_hash: hash, secret_replaced: Boolean(secret), changes, generation: vault.generation };
 }
@@ -171,14 +163,7 @@ export async function credRemove(
     (m) => m.delete(name),
   );
   ctx.sessions.endForCredential(name, 'credential_removed');
-  ctx.approvals.cancelFor(
-    name,
-    new Refusal(
-      'unknown_credential',
-      `credential "${name}" was removed while this request waited for approval (postern cred rm); nothing was sent`,
-    ),
-    `credential ${name} was removed`,
-  );
+  ctx.approvals.credentialGone(name, 'removed');
   ctx.credentialChanges.emit(name);
   return { name, removed: true, generation: vault.generation };
 }

@@ -323,7 +323,7 @@ export function identify(pid: number, uid: number, holdChain = false): Identity 
   if (!self)
     throw new Refusal(
       'unidentified_peer',
-      `the connecting process (pid ${pid}) could not be identified from /proc; it may have exited — retry from a running process`,
+      `the connecting process (pid ${pid}) could not be identified from /proc: it may have exited (retry from a running process), or /proc hides it from the daemon's user (hidepid; see docs/operations.md)`,
     );
   const ancestors: ProcessInfo[] = [];
   let cur = self;

@@ -3,7 +3,6 @@
 // waits; the requester must still be the same process instance once decided.
 import { Refusal } from '../../shared/errors';
 import type { Approve, CredentialDef } from '../../shared/credential';
-import { changedSince } from '../vault/unlocked-vault';
 import type { CardAction } from '../../shared/admin-protocol';
 import type { Approval } from '../../shared/events';
 import { identify, stillRunning } from '../identity/identify';
@@ -69,7 +68,7 @@ export async function approve(
 // The vault open (else the lock's refusal) and the credential still the
 // one the request was checked against (else removed or changed).
 function inForce(s: RequestContext['services'], def: CredentialDef): void {
-  const changed = changedSince(s.vault().credential(def.name), def);
+  const changed = s.vault().changedSince(def);
   if (changed) throw changed;
 }
 

@@ -65,6 +65,9 @@ export interface PipelineServices {
   vault(): UnlockedVault;
   // Changes at every lock and unlock: a step that waited compares it.
   lockEpoch(): number;
+  // `p`'s result, unless the vault is locked first: then the lock's
+  // refusal at once (a wait the lock would not otherwise end, such as DNS).
+  untilLocked<T>(p: Promise<T>): Promise<T>;
   journal: Recorder;
   refusals: RefusalSummaries;
   sessions: SessionStore;

@@ -18,10 +18,12 @@ export async function resolveChecked(
   allowAddresses: HttpCredentialDef['allow_addresses'],
 ): Promise<{ addresses: ResolvedAddress[]; pinned: ResolvedAddress }> {
   const cfg = s.config();
-  const resolution = await resolveTarget(target.host.replace(/^\[|\]$/g, ''), target.hostKind, {
-    dnsServers: dnsServers(cfg.http.dns_servers),
-    timeoutMs: Math.min(cfg.http.timeout, 10_000),
-  });
+  const resolution = await s.untilLocked(
+    resolveTarget(target.host.replace(/^\[|\]$/g, ''), target.hostKind, {
+      dnsServers: dnsServers(cfg.http.dns_servers),
+      timeoutMs: Math.min(cfg.http.timeout, 10_000),
+    }),
+  );
   assertAllAllowed(
     target.host,
     resolution.addresses.map((a) => a.address),

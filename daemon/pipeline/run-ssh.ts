@@ -135,11 +135,13 @@ export async function runSsh(ctx: RequestContext, req: SshRequest): Promise<SshR
     // 3. policy: the command rules and stdin, before anything is resolved
     checkSshPolicy(def, req);
     // 4. one resolution; every address classified
-    const resolution = await resolveTarget(def.host, hostKind(def.host), {
-      dnsServers: dnsServers(cfg.http.dns_servers),
-      timeoutMs: Math.min(cfg.ssh.timeout, 10_000),
-      nameSource: `the host of credential "${def.name}" (a human can change it with \`postern cred update\`)`,
-    });
+    const resolution = await s.untilLocked(
+      resolveTarget(def.host, hostKind(def.host), {
+        dnsServers: dnsServers(cfg.http.dns_servers),
+        timeoutMs: Math.min(cfg.ssh.timeout, 10_000),
+        nameSource: `the host of credential "${def.name}" (a human can change it with \`postern cred update\`)`,
+      }),
+    );
     assertAllAllowed(
       def.host,
       resolution.addresses.map((a) => a.address),

@@ -157,6 +157,7 @@ function firstBytes(outer: net.Socket, ms: number): Promise<Buffer | null> {
       clearTimeout(timer);
       outer.off('data', onData);
       outer.off('close', onClose);
+      outer.off('end', onClose);
       outer.pause();
       if (b === null) outer.destroy();
       resolve(b);
@@ -167,6 +168,8 @@ function firstBytes(outer: net.Socket, ms: number): Promise<Buffer | null> {
     timer.unref();
     outer.on('data', onData);
     outer.once('close', onClose);
+    // Done sending before sending anything: nothing will come.
+    outer.once('end', onClose);
     outer.resume();
   });
 }

@@ -230,7 +230,8 @@ export async function serveProxiedExchange(
       );
     }
     const reading = readBody(req, cfg.http.max_request_body, cfg.daemon.agent_request_timeout);
-    const body = reading === null ? null : await reading;
+    // A lock refuses a request whose body is still arriving at once.
+    const body = reading === null ? null : await s.untilLocked(reading);
     const parts: ProxiedParts = {
       method: req.method ?? '',
       target: req.url ?? '',

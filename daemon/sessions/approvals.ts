@@ -199,9 +199,21 @@ export class ApprovalBroker {
     for (const p of [...this.pending.values()]) p.settle(refusal, why);
   }
 
-  // A credential removed or changed: its pending approvals are refused (a
-  // decision would judge a request checked against what is gone).
-  cancelFor(credential: string, refusal: Refusal, why: string): void {
+  // A credential removed, or its definition changed: its pending approvals
+  // are refused (a decision would judge a request checked against what is
+  // gone); the requester may send it again.
+  credentialGone(credential: string, how: 'removed' | 'changed'): void {
+    const refusal =
+      how === 'removed'
+        ? new Refusal(
+            'unknown_credential',
+            `credential "${credential}" was removed while this request waited for approval (postern cred rm); nothing was sent`,
+          )
+        : new Refusal(
+            'busy',
+            `credential "${credential}" was changed while this request waited for approval (postern cred update); nothing was sent: send it again, to have it checked against the new definition`,
+          );
+    const why = `credential ${credential} was ${how}`;
     for (const p of [...this.pending.values()]) if (p.card.credential === credential) p.settle(refusal, why);
   }
 }

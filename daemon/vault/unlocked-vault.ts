@@ -34,25 +34,6 @@ export interface StoredCredential {
   problem: string | null;
 }
 
-// Why a request checked against `def` may no longer use the credential
-// stored under its name now, or null: removed (cred rm), or its definition
-// changed (cred update) while the request waited (for DNS, a human, the
-// journal). The same definition (a secret replaced alone, the vault locked
-// and unlocked again) is the credential it was checked against.
-export function changedSince(stored: StoredCredential | undefined, def: CredentialDef): Refusal | null {
-  if (stored === undefined)
-    return new Refusal(
-      'unknown_credential',
-      `credential "${def.name}" was removed while this request waited (postern cred rm); nothing was sent`,
-    );
-  if (stored.definition === def) return null;
-  if (stored.definition !== null && definitionHash(stored.definition) === definitionHash(def)) return null;
-  return new Refusal(
-    'busy',
-    `credential "${def.name}" was changed while this request waited (postern cred update); nothing was sent: send it again, to have it checked against the new definition`,
-  );
-}
-
 // The definition a request may use, or the refusal that names what is wrong.
 export function usableDefinition(stored: StoredCredential): CredentialDef {
   if (stored.definition) return stored.definition;
@@ -74,6 +55,9 @@ export class UnlockedVault {
   private key: Buffer;
   private sealer = new SealedSecrets();
   private creds = new Map<string, StoredCredential>();
+  // Every definition this unlock has held: a request checked against one
+  // it never held began before a lock (and the unlock since).
+  private held = new WeakSet<CredentialDef>();
   private auditSign: SealedSecret;
   private auditBox: SealedSecret;
   private auditNext: SealedSecret | null = null;
@@ -99,7 +83,9 @@ export class UnlockedVault {
       if (meta.proxy_ca) this.proxyCaKey = this.sealer.seal(blob(meta.proxy_ca.key));
       for (const c of meta.credentials) {
         const { secret, ...entry } = c;
-        this.creds.set(c.name, { entry, secret: this.sealer.seal(blob(secret)), ...checkStored(entry.definition) });
+        const stored = { entry, secret: this.sealer.seal(blob(secret)), ...checkStored(entry.definition) };
+        if (stored.definition) this.held.add(stored.definition);
+        this.creds.set(c.name, stored);
       }
       const { credentials: _ignored, ...rest } = meta;
       void _ignored;
@@ -189,10 +175,35 @@ export class UnlockedVault {
   withCredentialSecret<T>(def: CredentialDef, fn: (secret: SecretBytes) => Promise<T>): Promise<T> {
     // After a lock the map is empty too; the lock is the reason to give.
     if (this.sealer.wiped) return Promise.reject(lockedWhileNeeded());
-    const c = this.creds.get(def.name);
-    const changed = changedSince(c, def);
+    const changed = this.changedSince(def);
     if (changed) return Promise.reject(changed);
-    return this.sealer.withOpenAsync(c!.secret, (plain) => fn(new SecretBytes(plain)));
+    return this.sealer.withOpenAsync(this.creds.get(def.name)!.secret, (plain) => fn(new SecretBytes(plain)));
+  }
+
+  // Why a request checked against `def` may no longer use the credential
+  // stored under its name, or null: the vault locked (and unlocked again)
+  // since, the credential removed (cred rm), or its definition changed
+  // (cred update) while the request waited (for DNS, a human, the
+  // journal). The same definition (a secret replaced alone) is the
+  // credential it was checked against.
+  changedSince(def: CredentialDef): Refusal | null {
+    if (!this.held.has(def))
+      return new Refusal(
+        'vault_locked',
+        `the vault was locked while this request waited; nothing was sent: once it is unlocked, send the request again`,
+      );
+    const stored = this.creds.get(def.name);
+    if (stored === undefined)
+      return new Refusal(
+        'unknown_credential',
+        `credential "${def.name}" was removed while this request waited (postern cred rm); nothing was sent`,
+      );
+    if (stored.definition === def) return null;
+    if (stored.definition !== null && definitionHash(stored.definition) === definitionHash(def)) return null;
+    return new Refusal(
+      'busy',
+      `credential "${def.name}" was changed while this request waited (postern cred update); nothing was sent: send it again, to have it checked against the new definition`,
+    );
   }
 
   sealSecret(secret: Buffer): SealedSecret {
@@ -270,6 +281,7 @@ export class UnlockedVault {
       wipeContents(contents);
     }
     this.creds = next;
+    for (const c of next.values()) if (c.definition) this.held.add(c.definition);
     this.meta = { ...this.meta, journal_head: journalHead, audit, ...(proxyCaMeta ? { proxy_ca: proxyCaMeta } : {}) };
     this.proxyCaKey = proxyCa?.sealed ?? null;
     this.auditSign = signing.sign;

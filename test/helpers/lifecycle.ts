@@ -4,6 +4,7 @@
 import net from 'node:net';
 import { join } from 'node:path';
 import { startStack, Stack, StackOptions, Card } from '../helpers/stack';
+import { makeCanary } from '../helpers/canary';
 import { cli, cliAsync, Result } from '../helpers/postern';
 import { TestAdmin } from '../helpers/admin';
 
@@ -142,3 +143,30 @@ export function verify(s: Stack): Result {
 export const ADMIN = (s: Stack): string => join(s.h.home, 'admin.sock');
 export type { Stack, StackOptions };
 export { startStack };
+
+// A stack with api.example.test, and slow.example.test whose DNS answer
+// takes 2.5 s, a relay holding connections to its upstream, an approver
+// the test decides for; credentials added with a canary secret each, and
+// how many upstream requests carried a given one.
+export async function raceStack(t: { teardown(fn: () => unknown): void }) {
+  const s = await startStack({
+    names: ['api.example.test', 'slow.example.test'],
+    records: {
+      'api.example.test': { A: ['127.0.0.1'] },
+      'slow.example.test': { A: ['127.0.0.1'], delayMs: 2500 },
+    },
+  });
+  t.teardown(() => s.close());
+  const relay = await holdingRelay(s.up.port);
+  t.teardown(() => relay.close());
+  const secrets: string[] = [];
+  const add = (name: string, toml: string): string => {
+    const sec = makeCanary(name.toUpperCase());
+    secrets.push(sec);
+    s.addCredential(name, toml, sec);
+    return sec;
+  };
+  const sentWith = (sec: string): number =>
+    s.up.requests.filter((r) => JSON.stringify(r.headers).includes(sec) || r.url.includes(sec)).length;
+  return { s, relay, m: await manualApprover(s), secrets, add, sentWith };
+}

@@ -6,39 +6,10 @@
 import t from 'tap';
 import { cli } from '../helpers/postern';
 import { findCanary, journalText, makeCanary } from '../helpers/canary';
-import {
-  code,
-  credRm,
-  credUpdate,
-  holdingRelay,
-  httpDef,
-  manualApprover,
-  sessions,
-  startStack,
-  verify,
-} from '../helpers/lifecycle';
+import { code, credRm, credUpdate, httpDef, sessions, raceStack, verify } from '../helpers/lifecycle';
 
 t.test('credential changes and locks while requests wait', async (t) => {
-  const s = await startStack({
-    names: ['api.example.test', 'slow.example.test'],
-    records: {
-      'api.example.test': { A: ['127.0.0.1'] },
-      'slow.example.test': { A: ['127.0.0.1'], delayMs: 2500 },
-    },
-  });
-  t.teardown(() => s.close());
-  const relay = await holdingRelay(s.up.port);
-  t.teardown(() => relay.close());
-  const m = await manualApprover(s);
-  const secrets: string[] = [];
-  const add = (name: string, toml: string): string => {
-    const sec = makeCanary(name.toUpperCase());
-    secrets.push(sec);
-    s.addCredential(name, toml, sec);
-    return sec;
-  };
-  const sentWith = (sec: string): number =>
-    s.up.requests.filter((r) => JSON.stringify(r.headers).includes(sec) || r.url.includes(sec)).length;
+  const { s, relay, m, secrets, add, sentWith } = await raceStack(t);
 
   await t.test(
     'cred rm while its card is pending, then approved: unknown_credential, nothing sent, no session',
