@@ -311,7 +311,13 @@ t.test('smuggling and framing through the proxy front door', async (t) => {
   refused('host-missing', get('/host-missing', AUTH, null));
   refused('host-empty', get('/host-empty', AUTH, ''));
   refused('host-otherport', get('/host-otherport', AUTH, `${HOST}:${PP}`));
-  refused('abs-in-tunnel', get(`https://${A}/abs-in-tunnel`, AUTH));
+  // The absolute form of the tunnel's own origin is its path (RFC 9112
+  // §3.2.2; docs/proxy.md); another origin or scheme is refused.
+  row(one('abs-in-tunnel', get(`https://${A}/abs-in-tunnel`, AUTH)), (t, g, r) => {
+    expectSeq(t, g, r, [{ status: 200, body: 'seen:GET /abs-in-tunnel' }]);
+    const q = atOrigin(origin, '/abs-in-tunnel')[0];
+    t.equal(q && header(q, 'host'), A, 'sent to the CONNECT target');
+  });
   refused('abs-other-in-tunnel', get(`https://${O}/abs-other-in-tunnel`, AUTH));
   refused('abs-http-in-tunnel', get(`http://${A}/abs-http-in-tunnel`, AUTH));
   refused('sni-api-host-other', get('/sni-api-host-other', AUTH, O), 'bad_request', 400, { servername: HOST });
