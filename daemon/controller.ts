@@ -2,6 +2,7 @@
 // recorder, the vault write bracket, the lock timers, sessions and
 // approvals. The admin actions (daemon/admin/) and the agent server work on
 // it; nothing here knows about sockets or framing.
+import type { Refusal } from '../shared/errors';
 import { LoadedConfig, diffCanonical, loadConfig } from '../shared/config';
 import { prewarmKdf } from '../shared/kdf';
 import type { JournalEvent } from '../shared/events';
@@ -131,6 +132,11 @@ export class Controller implements AdminContext {
   // await mean the vault held across it was not locked meanwhile.
   get lockEpoch(): number {
     return this.state.epoch;
+  }
+
+  // What a locked daemon refuses with (meaningful only while locked).
+  get lockRefusal(): Refusal {
+    return this.state.cause.refusal;
   }
 
   requireUnlocked(): UnlockedVault {

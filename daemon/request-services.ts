@@ -47,20 +47,12 @@ export function createPipelineServices(controller: Controller): PipelineServices
     leafValidity: () => controller.config.config.proxy.leaf_validity,
     storeCa: (vault, ca) => storeCaAtFirstUse(controller.writes, controller.config.paths.caPem, vault, ca),
   });
-  // Nothing a request left behind outlives the authority that allowed it;
-  // summaries still counting are journaled at the lock.
   // Waits the lock ends (untilLocked), told at the lock with its refusal.
   const lockWaiters = new Set<(refusal: unknown) => void>();
-  const lockRefusal = (): unknown => {
-    try {
-      controller.requireUnlocked();
-    } catch (e) {
-      return e;
-    }
-    return new Refusal('vault_locked', 'the vault was locked; a human must run `postern unlock`');
-  };
+  // Nothing a request left behind outlives the authority that allowed it;
+  // summaries still counting are journaled at the lock.
   controller.onLock(() => {
-    for (const told of [...lockWaiters]) told(lockRefusal());
+    for (const told of [...lockWaiters]) told(controller.lockRefusal);
     lockWaiters.clear();
     leaves.purge();
     void refusals.flushAll();
