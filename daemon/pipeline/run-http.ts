@@ -29,7 +29,7 @@ import {
   sha256,
   who,
 } from './evidence';
-import { outcomeNotJournaled, refuseAfterIntent, refuseHttp, sendFailed } from './refuse';
+import { lockedMeanwhile, outcomeNotJournaled, refuseAfterIntent, refuseHttp, sendFailed } from './refuse';
 
 // Two requests are "the same" for idempotency when they would send the same
 // bytes: credential, method, URL, headers (sorted) and body. The timeout is
@@ -125,7 +125,7 @@ export async function runHttp(ctx: RequestContext, req: HttpRequest): Promise<Ht
     try {
       reply = await shapeResponse(raw, def, scan.redactor, cap, readLimit, req.target.host);
     } catch (e) {
-      const r = e instanceof Refusal ? e : responseFailure(e, req.target.host);
+      const r = lockedMeanwhile(s, e instanceof Refusal ? e : responseFailure(e, req.target.host));
       throw settle(
         ticket,
         await refuseAfterIntent(s, intent, r, {

@@ -22,7 +22,7 @@ import { streamResponse, type ResponseSink } from './stream-response';
 import type { ProxiedRequest } from './proxied';
 import type { RequestContext } from './context';
 import { Evidence, computedFacts, httpRequestFacts, resolutionFacts, sha256, who } from './evidence';
-import { refuseAfterIntent, refuseHttp, sendFailed } from './refuse';
+import { lockedMeanwhile, refuseAfterIntent, refuseHttp, sendFailed } from './refuse';
 import {
   approveHttp,
   checkCredentialRules,
@@ -155,7 +155,7 @@ export async function runProxied(
         sink,
       );
     } catch (e) {
-      const r = e instanceof Refusal ? e : responseFailure(e, req.target.host);
+      const r = lockedMeanwhile(s, e instanceof Refusal ? e : responseFailure(e, req.target.host));
       throw await refuseAfterIntent(s, intent, r, {
         kind: 'http_outcome',
         intent_seq: intent.seq,
@@ -168,13 +168,15 @@ export async function runProxied(
       scan.release();
     }
     const duration_ms = Date.now() - started;
+    // A body cut by a lock (or the daemon stopping) is the lock's doing.
+    const cut = streamed.error && lockedMeanwhile(s, streamed.error);
     const outcome = await s.journal.recordOutcome(
-      streamed.error
+      cut
         ? {
             kind: 'http_outcome',
             intent_seq: intent.seq,
             status: streamed.status,
-            error: streamed.error.code,
+            error: cut.code,
             maybe_executed: true,
             duration_ms,
           }

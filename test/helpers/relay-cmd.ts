@@ -10,6 +10,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startProxyStack, ProxyStack } from './proxy-stack';
 import { CLI } from './postern';
+import type { Handler } from './https-upstream';
 
 const CMD_SCRIPT = String.raw`
 const net = require('node:net');
@@ -53,8 +54,8 @@ export interface RelayStack {
   close(): Promise<void>;
 }
 
-export async function startRelayStack(o: { nofile?: number } = {}): Promise<RelayStack> {
-  const s = await startProxyStack();
+export async function startRelayStack(o: { nofile?: number; handler?: Handler } = {}): Promise<RelayStack> {
+  const s = await startProxyStack(o.handler ? { handler: o.handler } : {});
   const script = join(s.h.dir, 'relay-cmd.js');
   writeFileSync(script, CMD_SCRIPT);
   const control = net.createServer();

@@ -10,7 +10,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const statusOf = (raw: string): number => Number(/^HTTP\/1\.1 (\d{3})/.exec(raw)?.[1] ?? 0);
 const codeOf = (raw: string): string | null => /"code":"([a-z_]+)"/.exec(raw)?.[1] ?? null;
 
-t.test('SIGTERM with requests waiting for approval, DNS, the upstream, a body, and idle', async (t) => {
+t.test('SIGTERM with requests waiting for approval, DNS, the upstream, its body, a body, and idle', async (t) => {
   const hung: import('node:http').ServerResponse[] = [];
   const s = await startStack({
     names: ['api.example.test', 'dead.example.test'],
@@ -21,6 +21,12 @@ t.test('SIGTERM with requests waiting for approval, DNS, the upstream, a body, a
     handler: (req, _body, res) => {
       if ((req.url ?? '').startsWith('/hang')) {
         hung.push(res); // never answered
+        return;
+      }
+      if ((req.url ?? '').startsWith('/half')) {
+        res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '100000' });
+        res.write('x'.repeat(1000));
+        hung.push(res); // the rest never comes
         return;
       }
       res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
@@ -41,6 +47,9 @@ t.test('SIGTERM with requests waiting for approval, DNS, the upstream, a body, a
   await m.decide((await m.nextCard(c0))!, 'session');
   for (let i = 0; i < 250 && hung.length < 1; i++) await sleep(20);
   t.equal(hung.length, 1, 'one request is waiting for its upstream');
+  const half = openRequest(s.sock, { credential: 'up', method: 'GET', url: s.url('api.example.test', '/half') });
+  for (let i = 0; i < 250 && hung.length < 2; i++) await sleep(20);
+  t.equal(hung.length, 2, 'one request has half its body');
 
   const c1 = m.cards.length;
   const card = openRequest(s.sock, { credential: 'card', method: 'GET', url: s.url('api.example.test', '/c') });
@@ -83,6 +92,10 @@ t.test('SIGTERM with requests waiting for approval, DNS, the upstream, a body, a
   t.equal(statusOf(rUp ?? ''), 423, `waiting for the upstream: 423 (${(rUp ?? '').slice(0, 300)})`);
   t.equal(codeOf(rUp ?? ''), 'vault_locked');
   t.match(rUp ?? '', /"maybe_executed":true/, 'the upstream one may have run');
+  const rHalf = await within(half.reply);
+  t.equal(statusOf(rHalf ?? ''), 423, `half its body read: 423 (${(rHalf ?? '').slice(0, 300)})`);
+  t.equal(codeOf(rHalf ?? ''), 'vault_locked');
+  t.match(rHalf ?? '', /"maybe_executed":true/, 'it ran');
   await within(slowClosed);
   t.not(
     statusOf(slowData),
