@@ -69,8 +69,8 @@ export function createPipelineServices(controller: Controller): PipelineServices
   });
   controller.onSessionEnd((s) => stores.idempotency.purgeScope(`session:${s.id}`));
   controller.onCredentialChange((name) => {
-    void stores.pools.closeCredential(name);
-    stores.ssh.closeCredential(name);
+    stores.pools.retireCredential(name);
+    stores.ssh.retireCredential(name);
     stores.budgets.forget(name);
     stores.idempotency.purgeCredential(name);
     stores.tokens.forget(name);

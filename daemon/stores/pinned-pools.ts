@@ -74,6 +74,19 @@ function guardedConnector(connect: buildConnector.connector): buildConnector.con
     });
 }
 
+// Closed once their requests finish; destroyed after RETIRE_GRACE_MS at
+// the latest (close() may never settle after a failed TLS connect).
+function retire(pools: Pool[]): void {
+  for (const pool of pools) {
+    const force = setTimeout(() => void pool.destroy().catch(() => undefined), RETIRE_GRACE_MS);
+    force.unref();
+    pool.close().then(
+      () => clearTimeout(force),
+      () => undefined,
+    );
+  }
+}
+
 export class PinnedPools {
   // Map order is use order: the first entry is the least recently used.
   private pools = new Map<string, { credential: string; pool: Pool }>();
@@ -130,30 +143,24 @@ export class PinnedPools {
     return pool;
   }
 
-  // A credential updated or removed: its connections go with it.
-  async closeCredential(credential: string): Promise<void> {
+  // A credential updated or removed: no new request goes on its
+  // connections (they were made and checked under its old definition);
+  // requests already sent finish (SPEC §6.1: past its intent a request
+  // completes), then they close.
+  retireCredential(credential: string): void {
     const mine = [...this.pools].filter(([, e]) => e.credential === credential);
     for (const [id] of mine) this.pools.delete(id);
-    await Promise.all(mine.map(([, e]) => e.pool.destroy().catch(() => undefined)));
+    retire(mine.map(([, e]) => e.pool));
   }
 
   // A config change (CA list, DNS servers): no new request goes on a
   // connection made under the old settings, so a removed CA is never trusted
-  // again; requests already on one finish, then it closes (destroyed after
-  // RETIRE_GRACE_MS at the latest: close() may never settle after a failed
-  // TLS connect).
+  // again; requests already on one finish, then it closes.
   retireAll(): void {
     const all = [...this.pools.values()];
     this.pools.clear();
     this.context = null;
-    for (const e of all) {
-      const force = setTimeout(() => void e.pool.destroy().catch(() => undefined), RETIRE_GRACE_MS);
-      force.unref();
-      e.pool.close().then(
-        () => clearTimeout(force),
-        () => undefined,
-      );
-    }
+    retire(all.map((e) => e.pool));
   }
 
   // Lock: no connection outlives the authority that opened it.

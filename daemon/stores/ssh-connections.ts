@@ -125,14 +125,12 @@ export class SshConnections {
     conn.client.end();
   }
 
-  // A credential updated or removed: its connections go, and what was
-  // learnt about its host's keys.
-  closeCredential(name: string): void {
+  // A credential updated or removed: what was learnt about its host's keys
+  // goes, and no new command goes on its connections; running commands
+  // finish (SPEC §6.1: past its intent a request completes).
+  retireCredential(name: string): void {
     for (const id of [...this.hostKeyTypes.keys()]) if (id.startsWith(`${name}\n`)) this.hostKeyTypes.delete(id);
-    for (const [id, list] of [...this.conns]) {
-      if (!id.startsWith(`${name}\n`)) continue;
-      for (const c of list) this.close(id, c);
-    }
+    this.retireWhere((id) => id.startsWith(`${name}\n`));
   }
 
   // Lock: every connection goes.
@@ -143,7 +141,13 @@ export class SshConnections {
   // A config change (DNS servers): no new command goes on a connection made
   // before it; running commands finish, idle connections close now.
   retireAll(): void {
+    this.retireWhere(() => true);
+  }
+
+  // Idle connections close now, busy ones when their last channel ends.
+  private retireWhere(which: (id: string) => boolean): void {
     for (const [id, list] of [...this.conns]) {
+      if (!which(id)) continue;
       for (const c of list) {
         if (c.channels === 0) this.close(id, c);
         else this.retire(id, c);

@@ -1,5 +1,6 @@
 // POST /v1/ssh against Debian's sshd while the credential changes under a
-// pending card, and a lock while a command runs.
+// pending card, changed or removed while a command runs, and a lock while
+// a command runs.
 import t from 'tap';
 import { agentRequest, cli } from '../helpers/postern';
 import { startSshd } from '../helpers/sshd';
@@ -61,6 +62,27 @@ t.test('ssh: credential removed or narrowed under a pending card; lock mid-comma
     t.match(r.text, /was changed while this request waited .*send it again/);
     t.equal(code(await ssh('snarrow', 'touch /tmp/pl-should-not-exist')), 'denied_policy', 'sent again: refused');
     t.equal(sshd.connections(), conns, 'sshd saw no connection');
+  });
+
+  await t.test('cred update and cred rm while a command runs: it completes (past its intent)', async (t) => {
+    for (const [name, change] of [
+      [
+        'srotate',
+        () => credUpdate(s, 'srotate', sshDefinition({ ...spec('srotate', ['sleep *']), approve: 'session' })),
+      ],
+      ['sremove', () => credRm(s, 'sremove')],
+    ] as const) {
+      add({ ...spec(name, ['sleep *']), approve: 'session' });
+      const from = m.cards.length;
+      const p = ssh(name, 'sleep 2');
+      await m.decide((await m.nextCard(from))!, 'once');
+      await new Promise((r) => setTimeout(r, 800));
+      const u = await change();
+      t.equal(u.code, 0, u.stderr);
+      const r = await p;
+      t.equal(r.status, 200, `${name}: answered as a success: ${r.text.slice(0, 300)}`);
+      t.equal((r.json as { exit_code?: number }).exit_code, 0, `${name}: the command ran to its end`);
+    }
   });
 
   await t.test('lock while a command runs: answered with a code, the journal pairs every intent', async (t) => {

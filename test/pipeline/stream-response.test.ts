@@ -26,7 +26,7 @@ const SECRET = makeCanary('STREAM');
 const ca = makeTestCa([HOST]);
 t.teardown(() => ca.cleanup());
 const pools = new PinnedPools(() => Buffer.from(ca.caCert));
-t.teardown(() => pools.closeCredential('api'));
+t.teardown(() => pools.closeAll());
 
 let handler: Handler = (_req, _body, res) => void res.end();
 const upstreamReady = startHttpsUpstream(ca, (req, body, res) => handler(req, body, res));
