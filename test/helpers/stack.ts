@@ -41,6 +41,7 @@ export interface Card {
 export interface StackOptions {
   names?: string[]; // certificate names; default api.example.test
   records?: Record<string, Answer | ((type: string, count: number) => Answer)>;
+  dnsPort?: number; // another DNS server on 127.0.0.1 instead of the zone's (`records` then unused)
   handler?: Handler;
   config?: string; // extra config text appended to [daemon]
   httpConfig?: string; // extra config text appended to [http]
@@ -59,7 +60,7 @@ export async function startStack(o: StackOptions = {}): Promise<Stack> {
   mkdirSync(h.home, { mode: 0o700 });
   writeFileSync(
     join(h.home, 'config.toml'),
-    `[daemon]\n${o.config ?? ''}\n[http]\ndns_servers = ["127.0.0.1:${dns.port}"]\nca_file = "${ca.caFile}"\n${o.httpConfig ?? ''}\n${o.sshConfig !== undefined ? `[ssh]\n${o.sshConfig}\n` : ''}[audit]\n${o.auditConfig ?? 'refusal_burst = 100000'}\n`,
+    `[daemon]\n${o.config ?? ''}\n[http]\ndns_servers = ["127.0.0.1:${o.dnsPort ?? dns.port}"]\nca_file = "${ca.caFile}"\n${o.httpConfig ?? ''}\n${o.sshConfig !== undefined ? `[ssh]\n${o.sshConfig}\n` : ''}[audit]\n${o.auditConfig ?? 'refusal_burst = 100000'}\n`,
     { mode: 0o600 },
   );
   if (init(h).code !== 0) throw new Error('init failed');

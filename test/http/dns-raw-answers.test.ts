@@ -19,40 +19,15 @@
 // Each refusal: exact status and code, journaled, no request and no
 // connection at the upstream. Only 127.0.0.1 is ever approved.
 import t, { Test } from 'tap';
-import { createSocket, RemoteInfo, Socket as UdpSocket } from 'node:dgram';
-import { createServer, Server } from 'node:net';
+import { createSocket } from 'node:dgram';
 import { join } from 'node:path';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import * as dnsPacket from 'dns-packet';
+import { QNAME_PTR, question, questionBytes, rr, startRawDns, wireName } from '../helpers/raw-dns';
 import { cli, init, makeHome, startDaemon, agentRequest, PASSPHRASE } from '../helpers/postern';
 import { makeTestCa, startHttpsUpstream, echo } from '../helpers/https-upstream';
 import { TestAdmin } from '../helpers/admin';
 import { findCanary, journalBytes, journalText, makeCanary } from '../helpers/canary';
-
-type Reply = (buf: Buffer) => void;
-
-interface Seen {
-  udp: { name: string; type: string }[];
-  tcp: { name: string; type: string }[];
-}
-
-interface RawDns {
-  port: number;
-  seen: Seen;
-  close(): Promise<void>;
-}
-
-// The question exactly as the query carries it (name, type, class).
-function questionBytes(query: Buffer): Buffer {
-  let at = 12;
-  while (query[at] !== 0) at += query[at]! + 1;
-  return query.subarray(12, at + 5);
-}
-
-function question(query: Buffer): { name: string; type: string } {
-  const q = dnsPacket.decode(query).questions![0]!;
-  return { name: q.name.toLowerCase(), type: q.type };
-}
 
 // A response by hand: header (id, flags, qdcount, ancount), the given
 // question bytes, then raw resource records.
@@ -70,64 +45,11 @@ function response(
   return Buffer.concat([header, qbytes, ...records]);
 }
 
-const QNAME_PTR = Buffer.from([0xc0, 0x0c]); // the question's name
-
-function wireName(name: string): Buffer {
-  const parts = name.split('.').map((l) => Buffer.concat([Buffer.from([l.length]), Buffer.from(l, 'ascii')]));
-  return Buffer.concat([...parts, Buffer.from([0])]);
-}
-
-function rr(owner: Buffer, type: number, rdata: Buffer, ttl = 60): Buffer {
-  const fixed = Buffer.alloc(10);
-  fixed.writeUInt16BE(type, 0);
-  fixed.writeUInt16BE(1, 2); // IN
-  fixed.writeUInt32BE(ttl, 4);
-  fixed.writeUInt16BE(rdata.length, 8);
-  return Buffer.concat([owner, fixed, rdata]);
-}
-
 const a = (owner: Buffer, address: string): Buffer => rr(owner, 1, Buffer.from(address.split('.').map(Number)));
 const cname = (owner: Buffer, target: string): Buffer => rr(owner, 5, wireName(target));
 
 // NOERROR, no records (NODATA): what every AAAA query here gets.
 const nodata = (query: Buffer): Buffer => response(query.readUInt16BE(0), questionBytes(query), []);
-
-async function startRawDns(
-  onUdp: (query: Buffer, reply: Reply, from: RemoteInfo, socket: UdpSocket) => void,
-  onTcp: (query: Buffer) => Buffer,
-): Promise<RawDns> {
-  const seen: Seen = { udp: [], tcp: [] };
-  const socket = createSocket('udp4');
-  socket.on('message', (msg, from) => {
-    seen.udp.push(question(msg));
-    onUdp(msg, (buf) => socket.send(buf, from.port, from.address), from, socket);
-  });
-  await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
-  const port = socket.address().port;
-  const tcp: Server = createServer((conn) => {
-    let got = Buffer.alloc(0);
-    conn.on('error', () => undefined);
-    conn.on('data', (chunk: Buffer) => {
-      got = Buffer.concat([got, chunk]);
-      if (got.length < 2 || got.length < 2 + got.readUInt16BE(0)) return;
-      const query = got.subarray(2, 2 + got.readUInt16BE(0));
-      seen.tcp.push(question(query));
-      const answer = onTcp(query);
-      const len = Buffer.alloc(2);
-      len.writeUInt16BE(answer.length);
-      conn.end(Buffer.concat([len, answer]));
-    });
-  });
-  await new Promise<void>((resolve) => tcp.listen(port, '127.0.0.1', resolve));
-  return {
-    port,
-    seen,
-    close: async () => {
-      await new Promise<void>((resolve) => socket.close(() => resolve()));
-      await new Promise<void>((resolve) => tcp.close(() => resolve()));
-    },
-  };
-}
 
 const MANY = Array.from({ length: 200 }, (_, i) => `127.0.2.${i}`);
 
