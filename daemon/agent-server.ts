@@ -19,17 +19,18 @@ import { journalRefusal } from './audit/refusal-summary';
 import { createRun } from './agent-runs';
 import type { LeafCertificates } from './proxy/leaf-certs';
 import {
-  afterWholeRequests,
+  answerParseFailure,
   bodyCutOff,
   clientWentAway,
   closeIfUpgradeAsked,
+  cutAlready,
   cutByParseFailure,
   inTurn,
   trackExchange,
 } from './exchanges-open';
 import { isAbsoluteForm, serveAbsoluteForm, serveConnect, type FrontDoorDeps } from './proxy/front-door';
 import { lingerAfterAnswer } from './lingering-close';
-import { refuseOnSocket, refuseResponse } from './proxy/refusal-response';
+import { refuseResponse } from './proxy/refusal-response';
 import { declaredTooLarge } from './proxy/proxied-exchange';
 import { unmetExpectation } from './proxy/malformed';
 
@@ -334,7 +335,7 @@ export function createAgentServer(
           refused = true;
           // Cut short by malformed HTTP: the connection's refusal (journaled
           // once, in clientError) is this request's answer too.
-          if (cutByParseFailure(req)) return;
+          if (await cutByParseFailure(req)) return;
           let r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
           if (!(e instanceof Refusal))
             log.error({ event: 'agent_error', err: (e as Error)?.name }, 'agent request failed');
@@ -343,6 +344,7 @@ export function createAgentServer(
           // Beyond audit.refusal_burst a second for one process instance they
           // are counted in a summary (SPEC §9).
           r = await journalAgentRefusal(pipeline, req.socket, r, `${req.method} ${path}`);
+          if (cutAlready(req)) return;
           const closing = tooSlow.has(req) || r.code === 'body_too_large';
           if (closing) res.setHeader('connection', 'close');
           sendRefusal(res, r);
@@ -369,7 +371,7 @@ export function createAgentServer(
     res.setHeader('connection', 'close');
     const endpoint = isAbsoluteForm(req) ? `${req.method} http` : `${req.method} ${(req.url ?? '').split('?')[0]}`;
     journalAgentRefusal(pipeline, req.socket, unmetExpectation(String(req.headers['expect'] ?? '')), endpoint).then(
-      (r) => refuseResponse(res, r),
+      (r) => (cutAlready(req) ? undefined : refuseResponse(res, r)), // one answer: a parse failure's, if it came first
       () => res.destroy(),
     );
     req.resume();
@@ -393,10 +395,7 @@ export function createAgentServer(
         ? `the request did not arrive within daemon.agent_request_timeout (${limit} ms); send the whole request at once`
         : `malformed HTTP request${why}; send HTTP/1.1 with a JSON body, or through \`postern run\` a well-formed proxy request`,
     );
-    void afterWholeRequests(sock)
-      ?.then(() => (sock.writable ? journalAgentRefusal(pipeline, sock, r, 'agent socket') : null))
-      .then((j) => (j && sock.writable ? refuseOnSocket(sock, j) : sock.destroy()))
-      .catch(() => sock.destroy());
+    answerParseFailure(sock, () => journalAgentRefusal(pipeline, sock, r, 'agent socket'));
   });
   return server;
 }

@@ -10,7 +10,9 @@
 // stays quiet. A CONNECT on a connection waits for the answers before it
 // in the same way.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { Refusal } from '../shared/errors';
+import { refuseOnSocket } from './proxy/refusal-response';
 
 // `done` once its response is finished (or its connection gone).
 type Open = { req: IncomingMessage; res: ServerResponse; done: boolean; waiters: (() => void)[] | null };
@@ -22,6 +24,9 @@ const cut = new WeakSet<IncomingMessage>();
 const failed = new WeakSet<object>();
 // The exchanges still open on its connection when a request arrived.
 const before = new WeakMap<IncomingMessage, Open[]>();
+// The last request each connection brought, and the requests answered.
+const latest = new WeakMap<object, IncomingMessage>();
+const answered = new WeakSet<IncomingMessage>();
 
 const closed = (e: Open): Promise<void> =>
   e.done ? Promise.resolve() : new Promise((resolve) => (e.waiters ??= []).push(resolve));
@@ -34,7 +39,9 @@ export function trackExchange(req: IncomingMessage, res: ServerResponse): void {
   const entry: Open = { req, res, done: false, waiters: null };
   set.add(entry);
   everyOpen.add(entry);
+  latest.set(req.socket, req);
   res.once('close', () => {
+    answered.add(req);
     set.delete(entry);
     everyOpen.delete(entry);
     entry.done = true;
@@ -55,7 +62,7 @@ export function inTurn(req: IncomingMessage, res: ServerResponse): true | Promis
   if (!earlier) return true;
   return Promise.all(earlier.map(closed)).then(() => {
     const open = req.socket.writable && !req.socket.destroyed;
-    if (!open) res.destroy();
+    if (!open) closeWhenWritten(req.socket, res);
     return open;
   });
 }
@@ -69,24 +76,66 @@ export function whenAnswered(sock: object): Promise<void> {
   return Promise.all([...set].map(closed)).then(() => undefined);
 }
 
-// Whether the connection's parse failure cut this request short.
-export function cutByParseFailure(req: IncomingMessage): boolean {
+// A connection that is closing (an answer before said `connection:
+// close`) ends once what was written to it is out: destroyed at once, the
+// answers still queued on it would be lost.
+function closeWhenWritten(sock: Duplex & { destroySoon?: () => void }, res?: ServerResponse): void {
+  if (sock.destroyed || !sock.destroySoon) {
+    if (res) res.destroy();
+    else sock.destroy();
+  } else sock.destroySoon();
+}
+
+// Whether the connection's parse failure cut this request short, and so
+// answers it: asked from a refusal's path, after the parser has finished
+// with the bytes the request's head came in (a failure in those same bytes,
+// its transfer coding or its first chunk, is raised by the same parser run
+// just after the head was handed over), and again before the refusal is
+// written. One answer per request.
+export async function cutByParseFailure(req: IncomingMessage): Promise<boolean> {
+  await null;
+  return cut.has(req);
+}
+
+export function cutAlready(req: IncomingMessage): boolean {
   return cut.has(req);
 }
 
 // Resolves once every request that arrived whole on `sock` has its response
-// finished (or its connection gone); marks those the failure cut short.
-// Null when the connection's failure was already taken: Node may report a
-// second one (a timeout of the dead parser), and it is not answered twice.
-export function afterWholeRequests(sock: object): Promise<void> | null {
+// finished (or its connection gone), to whether the failure still wants an
+// answer; marks the requests the failure cut short. No answer (false) when
+// the failure lies in the body of a request already answered (a refusal
+// sent before its body ended): the client sent one request and has its one
+// answer. Null when the connection's failure was already taken: Node may
+// report a second one (a timeout of the dead parser), and it is not
+// answered twice.
+export function afterWholeRequests(sock: object): Promise<boolean> | null {
   if (failed.has(sock)) return null;
   failed.add(sock);
+  const last = latest.get(sock);
+  if (last && answered.has(last) && !last.complete) return Promise.resolve(false);
   const whole: Promise<void>[] = [];
   for (const e of open.get(sock) ?? []) {
     if (!e.req.complete) cut.add(e.req);
     else whole.push(closed(e));
   }
-  return Promise.all(whole).then(() => undefined);
+  return Promise.all(whole).then(() => true);
+}
+
+// A connection's parse failure answered (both front doors' clientError):
+// after the requests that arrived whole, journaled by `journal`, unless the
+// failure needs no answer (above) or the connection is gone.
+export function answerParseFailure(sock: Duplex, journal: () => Promise<Refusal>): void {
+  const waiting = afterWholeRequests(sock);
+  if (!waiting) return;
+  waiting
+    .then(async (answer) => {
+      if (!answer) return void sock.end();
+      const r = sock.writable ? await journal() : null;
+      if (r && sock.writable) refuseOnSocket(sock, r);
+      else closeWhenWritten(sock);
+    })
+    .catch(() => sock.destroy());
 }
 
 // Node's parser stops reading a connection at a request that asks to

@@ -156,8 +156,18 @@ export async function streamResponse(res: UpstreamResponse, o: StreamLimits, sin
   let first: Buffer | null = null;
   let hash: Hash | null = null;
   let sent = 0;
+  // The head goes out with the body's first bytes (or its end): a body
+  // that fails before any byte of it is passed on is refused whole (a 502
+  // the client can read), not a head and then a cut.
+  let responded = false;
+  const respond = (): void => {
+    if (responded) return;
+    responded = true;
+    sink.respond(res.status, head.headers);
+  };
   const give = async (b: Buffer): Promise<void> => {
     if (b.length === 0) return;
+    respond();
     if (hash) hash.update(b);
     else if (first === null) first = b;
     else {
@@ -168,7 +178,6 @@ export async function streamResponse(res: UpstreamResponse, o: StreamLimits, sin
     await sink.write(b);
   };
   const digest = (): string => (hash ? hash.digest('hex') : sha256hex(first ?? EMPTY));
-  sink.respond(res.status, head.headers);
   let error: Refusal | null = null;
   try {
     for await (const chunk of decoding ? decodeStream(codings, counted(), o.host) : res.body) {
@@ -183,6 +192,8 @@ export async function streamResponse(res: UpstreamResponse, o: StreamLimits, sin
   } finally {
     res.close();
   }
+  if (error && !responded) throw error;
+  respond();
   if (error || scanner.truncated) sink.abort();
   else sink.end();
   return {

@@ -19,7 +19,8 @@ import { declaredTooLarge, runClientPid, serveProxiedExchange, type FrontDoorDep
 import { refuseOnSocket, refuseResponse } from './refusal-response';
 import { nestedConnect, parseFailure, unmetExpectation } from './malformed';
 import {
-  afterWholeRequests,
+  answerParseFailure,
+  cutAlready,
   clientWentAway,
   closeIfUpgradeAsked,
   trackExchange,
@@ -72,16 +73,14 @@ function serveInner(
       sock.destroy();
       return;
     }
-    void afterWholeRequests(sock)
-      ?.then(() => (sock.writable ? deps.journalRefusal(outer, parseFailure(e), endpoint) : null))
-      .then((r) => (r ? refuseOnSocket(sock, r) : sock.destroy()))
-      .catch(() => sock.destroy());
+    answerParseFailure(sock, () => deps.journalRefusal(outer, parseFailure(e), endpoint));
   });
   inner.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    trackExchange(req, res);
     const value = String(req.headers['expect'] ?? '');
     res.setHeader('connection', 'close');
     deps.journalRefusal(outer, unmetExpectation(value), `${req.method} https://${t.target.host}:${t.port}`).then(
-      (r) => refuseResponse(res, r),
+      (r) => (cutAlready(req) ? undefined : refuseResponse(res, r)), // one answer: a parse failure's, if it came first
       () => res.destroy(),
     );
     req.resume();

@@ -20,7 +20,7 @@ import { looksLikePlaceholder, type Runs } from '../stores/runs';
 import type { ConnectTarget } from './connect-target';
 import { coveringCredentials } from '../pipeline/coverage';
 import { refuseResponse } from './refusal-response';
-import { bodyCutOff, cutByParseFailure, inTurn } from '../exchanges-open';
+import { bodyCutOff, cutAlready, cutByParseFailure, inTurn } from '../exchanges-open';
 import { lingerAfterAnswer } from '../lingering-close';
 
 export interface FrontDoorDeps {
@@ -259,13 +259,14 @@ export async function serveProxiedExchange(
     });
   } catch (e) {
     // Cut short by a parse failure: the failure's answer is this request's.
-    if (cutByParseFailure(req)) return;
+    if (await cutByParseFailure(req)) return;
     let r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
     if (res.headersSent) {
       res.destroy();
       return;
     }
     r = await deps.journalRefusal(outer, r, endpoint);
+    if (cutAlready(req)) return;
     const drained =
       r.code === 'body_too_large' &&
       req.headers['expect'] === undefined &&
