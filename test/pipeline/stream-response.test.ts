@@ -234,16 +234,38 @@ t.test('a coding postern cannot undo is refused before anything is passed on', a
   }
 });
 
-t.test('a body that does not decode is aborted, and the outcome holds the error', async (t) => {
+t.test('a body that does not decode from its first byte is refused whole: no head passed on', async (t) => {
   handler = (_req, _body, res) => {
     res.writeHead(200, { 'content-encoding': 'gzip' });
     res.end(Buffer.from('this is not gzip at all, not even close'));
   };
   const { sink, streamed } = await fetchStreamed();
-  const out = await streamed;
-  t.equal(out.error?.code, 'upstream_error');
-  t.ok(sink.head !== null && sink.aborted && !sink.ended, 'head sent, message aborted');
+  const e = await streamed.then(
+    () => null,
+    (err: unknown) => err,
+  );
+  t.ok(e instanceof Refusal && e.code === 'upstream_error', 'refused as upstream_error');
+  t.equal(sink.head, null, 'no head was passed on');
 });
+
+t.test(
+  'a body that stops decoding after some of it was passed on is aborted, the outcome holds the error',
+  async (t) => {
+    // A gzip stream flushed after its first part, then a reserved block type.
+    const first = zlib.gzipSync(Buffer.from('the first part decodes\n'.repeat(50)), {
+      finishFlush: zlib.constants.Z_SYNC_FLUSH,
+    });
+    handler = (_req, _body, res) => {
+      res.writeHead(200, { 'content-encoding': 'gzip' });
+      res.write(first);
+      setTimeout(() => res.end(Buffer.alloc(64, 0xff)), 20);
+    };
+    const { sink, streamed } = await fetchStreamed();
+    const out = await streamed;
+    t.equal(out.error?.code, 'upstream_error');
+    t.ok(sink.head !== null && sink.aborted && !sink.ended, 'head sent, message aborted');
+  },
+);
 
 t.test('a body of declared length: its last piece decided at once, redacted as the whole body would be', async (t) => {
   // The secret straddles every write boundary, the last one included; the
