@@ -5,10 +5,8 @@
 // stays idle), a strict reader of a sequence of HTTP/1.1 responses, and a
 // strict RFC 9112 reader of a client's request bytes (the reference the
 // proxy's reading is compared with).
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Test } from 'tap';
-import { cliBytes } from '../helpers/cli-bytes';
+import { runCaseScript } from '../helpers/proxy-sequence-client';
 import { cli, type Home } from '../helpers/postern';
 import type { Stack } from '../helpers/stack';
 import {
@@ -201,22 +199,13 @@ export interface FuzzGot {
   ms: number;
 }
 
-export async function runFuzzClient(
+export function runFuzzClient(
   h: Home,
   cases: FuzzCase[],
   o: { phVar: string; dummy: string; concurrency?: number; tag: string },
 ): Promise<{ got: Map<string, FuzzGot>; stderr: string; code: number | null; all: Buffer }> {
-  const file = join(h.dir, `fuzz-cases-${o.tag}.json`);
-  writeFileSync(file, JSON.stringify({ cases, phVar: o.phVar, dummy: o.dummy, concurrency: o.concurrency ?? 4 }));
-  const script = join(h.dir, 'fuzz-client.js');
-  writeFileSync(script, FUZZ_CLIENT);
-  const r = await cliBytes(h.env, ['run', '--', process.execPath, script, file]);
-  const got = new Map<string, FuzzGot>();
-  for (const line of r.stdout.toString().split('\n').filter(Boolean)) {
-    const g = JSON.parse(line) as FuzzGot;
-    got.set(g.id, g);
-  }
-  return { got, stderr: r.stderr, code: r.code, all: Buffer.concat([r.stdout, Buffer.from(r.stderr)]) };
+  const input = { cases, phVar: o.phVar, dummy: o.dummy, concurrency: o.concurrency ?? 4 };
+  return runCaseScript<FuzzGot>(h, `fuzz-${o.tag}`, FUZZ_CLIENT, input);
 }
 
 // ---------------------------------------------------------------------------

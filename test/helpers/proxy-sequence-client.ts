@@ -98,18 +98,29 @@ export interface Got {
   error?: string;
 }
 
-export async function runCases(
+export function runCases(
   h: Home,
   cases: Case[],
 ): Promise<{ got: Map<string, Got>; stderr: string; code: number | null; all: Buffer }> {
-  const file = join(h.dir, `sequence-cases-${Date.now()}.json`);
-  writeFileSync(file, JSON.stringify(cases));
-  const script = join(h.dir, 'sequence-client.js');
-  writeFileSync(script, SEQ_CLIENT);
+  return runCaseScript<Got>(h, 'sequence', SEQ_CLIENT, cases);
+}
+
+// A node script under `postern run`, given `input` as a JSON file; each
+// line it prints is one case's result, by its id.
+export async function runCaseScript<G extends { id: string }>(
+  h: Home,
+  name: string,
+  source: string,
+  input: unknown,
+): Promise<{ got: Map<string, G>; stderr: string; code: number | null; all: Buffer }> {
+  const file = join(h.dir, `${name}-cases-${Date.now()}-${Math.random().toString(36).slice(2)}.json`);
+  writeFileSync(file, JSON.stringify(input));
+  const script = join(h.dir, `${name}-client.js`);
+  writeFileSync(script, source);
   const r = await cliBytes(h.env, ['run', '--', process.execPath, script, file]);
-  const got = new Map<string, Got>();
+  const got = new Map<string, G>();
   for (const line of r.stdout.toString().split('\n').filter(Boolean)) {
-    const g = JSON.parse(line) as Got;
+    const g = JSON.parse(line) as G;
     got.set(g.id, g);
   }
   return { got, stderr: r.stderr, code: r.code, all: Buffer.concat([r.stdout, Buffer.from(r.stderr)]) };
