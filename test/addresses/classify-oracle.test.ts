@@ -1,6 +1,6 @@
 // Differential test of the compiled classifier (dist/, SPEC §6.2) against
 // an oracle written independently from the IANA registries (./oracle.ts)
-// and, as a second opinion, Python's ipaddress module (./oracle.py).
+// and, as a second opinion, Python's ipaddress module (../helpers/address-oracle.py).
 // Thousands of seeded random addresses biased toward range edges, in every
 // IPv4-embedding IPv6 form, with random allow_addresses lists; then every
 // registry block's first and last address and their neighbours, in every
@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import {
   ALL_V4,
   fuzzSeed,
+  oracleSelfCheck,
   ALL_V6,
   EMBED_FORMS,
   Gen,
@@ -29,7 +30,7 @@ import {
   v4ToString,
   v6ToString,
   parseV4,
-} from './oracle';
+} from '../helpers/address-oracle';
 
 type Classify = typeof import('../../daemon/pipeline/classify');
 type Wire = typeof import('../../daemon/pipeline/dns/wire');
@@ -73,6 +74,10 @@ function compare(address: string, allow: string[], failures: Failure[]): 'allowe
 function report(t: Test, what: string, failures: Failure[], cases: number): void {
   t.same(failures.slice(0, 25), [], `${what}: ${failures.length} of ${cases} cases disagree (seed ${SEED})`);
 }
+
+t.test('the oracle itself, against rows written from the registries by hand', async (t) => {
+  oracleSelfCheck(t);
+});
 
 t.test(`random addresses and allow lists against the IANA oracle (seed ${SEED})`, async (t) => {
   const g = new Gen(prng(SEED));
@@ -133,7 +138,7 @@ t.test(`Python ipaddress as a second opinion (seed ${SEED})`, async (t) => {
   const g = new Gen(prng(SEED ^ 0xb0b));
   const addresses: string[] = [];
   for (let i = 0; i < PY_CASES; i++) addresses.push(g.int(2) ? v4ToString(randomV4(g)) : v6ToString(randomV6(g)));
-  const py = execFileSync('python3', [join(__dirname, 'oracle.py')], { input: addresses.join('\n') })
+  const py = execFileSync('python3', [join(__dirname, '../helpers/address-oracle.py')], { input: addresses.join('\n') })
     .toString()
     .trim()
     .split('\n');

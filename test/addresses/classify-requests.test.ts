@@ -15,9 +15,20 @@
 import t from 'tap';
 import { join } from 'node:path';
 import { startStack } from '../helpers/stack';
-import { cardRequests } from './card-requests';
+import { cardRequests } from '../helpers/card-requests';
 import type { Answer } from '../helpers/dns-server';
-import { Gen, embedV4, judge, parseV6, prng, randomV4, randomV6, v4ToString, v6ToString, fuzzSeed } from './oracle';
+import {
+  Gen,
+  embedV4,
+  judge,
+  parseV6,
+  prng,
+  randomV4,
+  randomV6,
+  v4ToString,
+  v6ToString,
+  fuzzSeed,
+} from '../helpers/address-oracle';
 
 type Classify = typeof import('../../daemon/pipeline/classify');
 // eslint-disable-next-line @typescript-eslint/no-require-imports

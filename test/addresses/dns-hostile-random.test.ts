@@ -21,8 +21,8 @@ import * as dnsPacket from 'dns-packet';
 import { startStack } from '../helpers/stack';
 import { canConnect } from '../helpers/postern';
 import { question, questionBytes, QNAME_PTR, rr, startRawDns, wireName } from '../helpers/raw-dns';
-import { cardRequests } from './card-requests';
-import { Gen, prng, fuzzSeed } from './oracle';
+import { cardRequests } from '../helpers/card-requests';
+import { Gen, prng, fuzzSeed } from '../helpers/address-oracle';
 
 const SEED = fuzzSeed();
 const CASES = 100;

@@ -8,7 +8,7 @@
 // 8.8.4.4. The approver denies every card: a card is the proof the daemon
 // would have connected, to the address it shows.
 // Oracles for what the host means: WHATWG URL (node's `new URL`), glibc's
-// inet_aton and getaddrinfo(AI_NUMERICHOST) (./parsers.py).
+// inet_aton and getaddrinfo(AI_NUMERICHOST) (../helpers/address-parsers.py).
 // Invariants: no card ever shows an address the IANA oracle calls blocked;
 // a card for a host some parser reads as an address shows that address or
 // the checked DNS answer; every request gets an answer; the daemon lives.
@@ -16,9 +16,9 @@ import t from 'tap';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { startStack } from '../helpers/stack';
-import { cardRequests } from './card-requests';
+import { cardRequests } from '../helpers/card-requests';
 import type { Answer } from '../helpers/dns-server';
-import { Gen, judge, parseV4, parseV6, prng, v6Groups, fuzzSeed } from './oracle';
+import { Gen, judge, parseV4, parseV6, prng, v6Groups, fuzzSeed } from '../helpers/address-oracle';
 
 const SEED = fuzzSeed();
 const CASES = 500;
@@ -128,7 +128,7 @@ function whatwg(host: string): string | null {
 t.test(`random address spellings in request URLs (seed ${SEED})`, async (t) => {
   const g = new Gen(prng(SEED));
   const cases = makeCases(g);
-  const py = execFileSync('python3', [join(__dirname, 'parsers.py')], {
+  const py = execFileSync('python3', [join(__dirname, '../helpers/address-parsers.py')], {
     input: cases.map((c) => JSON.stringify(c.host)).join('\n') + '\n',
   })
     .toString()

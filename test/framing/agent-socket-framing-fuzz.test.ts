@@ -35,8 +35,8 @@ import {
   echoOrigin,
   addApiCredential,
   nothingLeaked,
-} from './fuzz-kit';
-import { generate, HOST, type Gen } from './request-gen';
+} from '../helpers/framing-kit';
+import { generate, HOST, type Gen } from '../helpers/framing-requests';
 
 const CASES_PER_SEED = 180;
 

@@ -17,7 +17,7 @@ import net from 'node:net';
 import { startStack } from '../helpers/stack';
 import { startRawOrigin, rawResponse } from '../helpers/raw-origin';
 import { makeCanary } from '../helpers/canary';
-import { dummyPlaceholder, readResponses, runFuzzClient, show, type FuzzCase } from './fuzz-kit';
+import { dummyPlaceholder, readResponses, runFuzzClient, show, type FuzzCase } from '../helpers/framing-kit';
 
 const HOST = 'api.example.test';
 const DUMMY = dummyPlaceholder('api');

@@ -12,7 +12,7 @@ import t from 'tap';
 import { startStack } from '../helpers/stack';
 import { startRawOrigin, rawResponse, header } from '../helpers/raw-origin';
 import { makeCanary } from '../helpers/canary';
-import { dummyPlaceholder, readResponses, refusalOf, runFuzzClient, show, type FuzzCase } from './fuzz-kit';
+import { dummyPlaceholder, readResponses, refusalOf, runFuzzClient, show, type FuzzCase } from '../helpers/framing-kit';
 
 const HOST = 'api.example.test';
 const DUMMY = dummyPlaceholder('api');

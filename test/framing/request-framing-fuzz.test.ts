@@ -42,8 +42,8 @@ import {
   echoOrigin,
   addApiCredential,
   nothingLeaked,
-} from './fuzz-kit';
-import { generate, HOST, OTHER, type Gen } from './request-gen';
+} from '../helpers/framing-kit';
+import { generate, HOST, OTHER, type Gen } from '../helpers/framing-requests';
 
 const CASES_PER_SEED = 160;
 const DUMMY = dummyPlaceholder('api');

@@ -40,7 +40,7 @@ import {
   type FuzzCase,
   addApiCredential,
   nothingLeaked,
-} from './fuzz-kit';
+} from '../helpers/framing-kit';
 
 const HOST = 'api.example.test';
 const CASES_PER_SEED = 150;

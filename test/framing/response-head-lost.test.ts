@@ -13,7 +13,7 @@ import t from 'tap';
 import { startStack } from '../helpers/stack';
 import { startRawOrigin } from '../helpers/raw-origin';
 import { makeCanary } from '../helpers/canary';
-import { PH, dummyPlaceholder, readResponses, runFuzzClient, show, type FuzzCase } from './fuzz-kit';
+import { PH, dummyPlaceholder, readResponses, runFuzzClient, show, type FuzzCase } from '../helpers/framing-kit';
 
 const HOST = 'api.example.test';
 const DUMMY = dummyPlaceholder('api');

@@ -6,18 +6,12 @@
 // strict RFC 9112 reader of a client's request bytes (the reference the
 // proxy's reading is compared with).
 import type { Test } from 'tap';
-import { runCaseScript } from '../helpers/proxy-sequence-client';
-import { cli, type Home } from '../helpers/postern';
-import type { Stack } from '../helpers/stack';
-import {
-  startRawOrigin,
-  rawResponse,
-  header as originHeader,
-  type ParsedRequest,
-  type RawOrigin,
-} from '../helpers/raw-origin';
-import { journalText } from '../helpers/canary';
-import { exposures } from '../helpers/exposure';
+import { runCaseScript } from './proxy-sequence-client';
+import { cli, type Home } from './postern';
+import type { Stack } from './stack';
+import { startRawOrigin, rawResponse, header as originHeader, type ParsedRequest, type RawOrigin } from './raw-origin';
+import { journalText } from './canary';
+import { exposures } from './exposure';
 
 // mulberry32: small, fast, deterministic.
 export class Rng {

@@ -1,7 +1,7 @@
 // The request generator of request-framing-fuzz.test.ts (also replayed by
 // the reduced rows): one to three HTTP/1.1 requests per case, their framing
 // mutated, glued and cut into random segments.
-import { Rng, PH, dummyPlaceholder, readRequests, type FuzzCase } from './fuzz-kit';
+import { Rng, PH, dummyPlaceholder, readRequests, type FuzzCase } from './framing-kit';
 
 export const HOST = 'api.example.test';
 export const OTHER = 'other.example.test';

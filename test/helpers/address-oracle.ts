@@ -10,6 +10,7 @@
 //                   2000::/3, 2001::/23 ...) or an ambiguous registry entry
 //   'must_allow'  : global per every source, or opened by allow
 // Also a seeded PRNG and generators biased toward range edges.
+import type { Test } from 'tap';
 
 export type V4 = number; // 0 .. 2^32-1
 export type V6 = bigint; // 0 .. 2^128-1
@@ -491,11 +492,11 @@ export function randomAllow(g: Gen): string[] {
   }
 }
 
-// Run as a file of its own (tap picks up every file under test/): the
-// oracle checked against a few rows written from the registries by hand,
-// so a slip in the oracle cannot hide a defect in the product.
-if (require.main === module) {
-  void import('tap').then(({ default: t }) => {
+// A few rows written from the registries by hand, for the oracle to be
+// checked against (classify-oracle.test.ts): a slip in the oracle cannot
+// then hide a defect in the product.
+export function oracleSelfCheck(t: Test): void {
+  {
     const rows: [string, string[], Verdict][] = [
       ['10.0.0.1', [], 'must_block'],
       ['8.8.8.8', [], 'must_allow'],
@@ -525,5 +526,5 @@ if (require.main === module) {
     for (const [a, allow, want] of rows) t.equal(judge(a, allow).verdict, want, `${a} ${JSON.stringify(allow)}`);
     t.equal(v6ToString(parseV6('::ffff:1.2.3.4')), '::ffff:102:304');
     t.equal(v6ToString(parseV6('1:0:0:1:0:0:0:1')), '1:0:0:1::1');
-  });
+  }
 }

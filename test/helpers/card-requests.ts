@@ -2,7 +2,7 @@
 // approver that denies every card and keeps it, so a card means every check
 // before the connection passed (and shows the address it would use), and
 // no card means a refusal with its code.
-import type { Card, Stack } from '../helpers/stack';
+import type { Card, Stack } from './stack';
 
 export interface Asked {
   status: number;
