@@ -12,7 +12,7 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import tls from 'node:tls';
 
@@ -47,11 +47,13 @@ function readOptional(path: string): string | null {
 // The most of a caller's wgetrc kept (a wgetrc is a few lines).
 const MAX_WGETRC = 1 << 20;
 
-// The wgetrc wget would read without postern ($WGETRC, else ~/.wgetrc),
-// byte for byte; nothing when it is missing or no regular file of at most
+// The wgetrc wget would read without postern ($WGETRC, else .wgetrc in
+// $HOME or, HOME unset, in the passwd entry's home, as wget looks), byte
+// for byte; nothing when it is missing or no regular file of at most
 // MAX_WGETRC (opened without blocking: a FIFO would hang the run).
 function callersWgetrc(env: NodeJS.ProcessEnv): Buffer {
-  const path = env['WGETRC'] || (env['HOME'] ? join(env['HOME'], '.wgetrc') : null);
+  const home = env['HOME'] ?? passwdHome();
+  const path = env['WGETRC'] || (home ? join(home, '.wgetrc') : null);
   if (!path) return Buffer.alloc(0);
   let fd: number;
   try {
@@ -73,6 +75,14 @@ function callersWgetrc(env: NodeJS.ProcessEnv): Buffer {
     return Buffer.alloc(0);
   } finally {
     closeSync(fd);
+  }
+}
+
+function passwdHome(): string | null {
+  try {
+    return userInfo().homedir || null;
+  } catch {
+    return null; // no passwd entry for this uid
   }
 }
 

@@ -2,7 +2,8 @@
 // hands wget holds the caller's wgetrc, byte for byte, then ca_certificate.
 import t from 'tap';
 import { spawn, execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { startProxyStack } from '../helpers/proxy-stack';
 import { CLI } from '../helpers/postern';
@@ -88,10 +89,24 @@ t.test('WGETRC under postern run', async (t) => {
     t.equal(r.code, 0);
   });
 
-  await t.test('HOME unset, no WGETRC: only ca_certificate', async (t) => {
+  await t.test("HOME unset, no WGETRC: the passwd entry's home is where wget looks", async (t) => {
+    // The .wgetrc of this uid's passwd home (written for the test when
+    // there is none, and removed after it).
+    const own = join(userInfo().homedir, '.wgetrc');
+    if (!existsSync(own)) {
+      writeFileSync(own, '# the passwd home wgetrc\n');
+      t.teardown(() => rmSync(own, { force: true }));
+    }
     const r = await run({ HOME: undefined, WGETRC: undefined });
     t.equal(r.code, 0, r.stderr);
-    t.match(r.stdout.toString(), /^ca_certificate = \S+\n$/);
+    const got = r.stdout.toString('latin1');
+    const ours = /ca_certificate = \S+\n$/.exec(got)?.[0] ?? '<no ca_certificate line>';
+    const mine = readFileSync(own, 'latin1');
+    t.equal(
+      got,
+      (mine === '' || mine.endsWith('\n') ? mine : `${mine}\n`) + ours,
+      'that .wgetrc byte for byte, then ca_certificate',
+    );
   });
 
   await t.test('the caller sets ca_certificate and check_certificate = off: kept, ours last', async (t) => {
