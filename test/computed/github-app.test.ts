@@ -661,43 +661,58 @@ t.test('TokenCache: kept until 5 minutes before expiry, or half a shorter life',
   const MIN = 60_000;
 
   const c = new TokenCache();
-  c.put('gh', 'h1', 'tok-1', at(60 * MIN), at(0));
+  c.put('gh', 'h1', 'tok-1', at(60 * MIN), c.ticket(), at(0));
   t.equal(c.get('gh', 'h1', at(0)), 'tok-1', 'fresh');
   t.equal(c.get('gh', 'h1', at(55 * MIN - 1)), 'tok-1', 'one millisecond before the margin');
   t.equal(c.get('gh', 'h1', at(55 * MIN)), null, 'exactly at the margin: obtain a new one');
   t.equal(c.get('gh', 'h1', at(0)), null, 'and the stale token was dropped');
 
-  c.put('short', 'h', 'tok-s', at(6 * MIN), at(0));
+  c.put('short', 'h', 'tok-s', at(6 * MIN), c.ticket(), at(0));
   t.equal(c.get('short', 'h', at(3 * MIN - 1)), 'tok-s', 'a 6-minute life: kept for half of it');
   t.equal(c.get('short', 'h', at(3 * MIN)), null, 'a 6-minute life: gone at half');
 
-  c.put('ten', 'h', 'tok-10', at(10 * MIN), at(0));
+  c.put('ten', 'h', 'tok-10', at(10 * MIN), c.ticket(), at(0));
   t.equal(c.get('ten', 'h', at(5 * MIN - 1)), 'tok-10', 'a 10-minute life: both margins are 5 minutes');
   t.equal(c.get('ten', 'h', at(5 * MIN)), null);
 
-  c.put('gh', 'h1', 'tok-2', at(60 * MIN), at(0));
+  c.put('gh', 'h1', 'tok-2', at(60 * MIN), c.ticket(), at(0));
   t.equal(c.get('gh', 'h2', at(1)), null, 'the definition changed: not used');
   t.equal(c.get('gh', 'h1', at(1)), null, 'and not kept for the old definition either');
 
-  c.put('gh', 'h1', 'tok-3', at(60 * MIN), at(0));
-  c.put('gh', 'h1', 'tok-4', at(60 * MIN), at(0));
+  c.put('gh', 'h1', 'tok-3', at(60 * MIN), c.ticket(), at(0));
+  c.put('gh', 'h1', 'tok-4', at(60 * MIN), c.ticket(), at(0));
   t.equal(c.get('gh', 'h1', at(1)), 'tok-4', 'a new token replaces the old');
-  c.put('gh', 'h1', 'tok-5', at(0), at(0));
+  c.put('gh', 'h1', 'tok-5', at(0), c.ticket(), at(0));
   t.equal(c.get('gh', 'h1', at(0)), null, 'a token already expired is not kept, and the old one is dropped');
   t.equal(c.get('gh', 'h1', at(-MIN)), null);
 
-  c.put('a', 'h', 'tok-a', at(60 * MIN), at(0));
-  c.put('b', 'h', 'tok-b', at(60 * MIN), at(0));
+  c.put('a', 'h', 'tok-a', at(60 * MIN), c.ticket(), at(0));
+  c.put('b', 'h', 'tok-b', at(60 * MIN), c.ticket(), at(0));
   c.forget('a');
   t.equal(c.get('a', 'h', at(1)), null, 'forget drops that credential');
   t.equal(c.get('b', 'h', at(1)), 'tok-b', 'and only that one');
-  c.put('a', 'h', 'tok-a', at(60 * MIN), at(0));
+  c.put('a', 'h', 'tok-a', at(60 * MIN), c.ticket(), at(0));
   c.clear();
   t.equal(c.get('a', 'h', at(1)), null, 'clear drops all');
   t.equal(c.get('b', 'h', at(1)), null);
 
+  // Tokens obtained by requests begun before a change (a rotated secret
+  // keeps the definition's hash) or a lock are not kept.
+  const before = c.ticket();
+  c.forget('a');
+  c.put('a', 'h', 'tok-old-secret', at(60 * MIN), before, at(0));
+  t.equal(c.get('a', 'h', at(1)), null, 'obtained before its credential changed: not kept');
+  c.put('b', 'h', 'tok-other', at(60 * MIN), before, at(0));
+  t.equal(c.get('b', 'h', at(1)), 'tok-other', 'another credential unchanged since: kept');
+  const beforeLock = c.ticket();
+  c.clear();
+  c.put('b', 'h', 'tok-b2', at(60 * MIN), beforeLock, at(0));
+  t.equal(c.get('b', 'h', at(1)), null, 'obtained before a clear (a lock): not kept');
+  c.put('b', 'h', 'tok-b3', at(60 * MIN), c.ticket(), at(0));
+  t.equal(c.get('b', 'h', at(1)), 'tok-b3', 'obtained after it: kept');
+
   const live = new TokenCache();
-  live.put('x', 'h', 'tok-x', new Date(Date.now() + 60 * MIN));
+  live.put('x', 'h', 'tok-x', new Date(Date.now() + 60 * MIN), live.ticket());
   t.equal(live.get('x', 'h', new Date()), 'tok-x', 'put without a time means now');
 });
 

@@ -11,7 +11,7 @@ t.test('a clock stepped back an hour does not keep an expired token', async (t) 
   const cache = new TokenCache();
   const obtained = new Date();
   // Two seconds of life: refreshed after one (half its life).
-  cache.put('api', 'hash', 'tok-1', new Date(obtained.getTime() + 2000), obtained);
+  cache.put('api', 'hash', 'tok-1', new Date(obtained.getTime() + 2000), cache.ticket(), obtained);
   t.equal(cache.get('api', 'hash', new Date()), 'tok-1', 'fresh: served');
   await sleep(1300);
   const steppedBack = new Date(Date.now() - 3600_000);
@@ -21,6 +21,6 @@ t.test('a clock stepped back an hour does not keep an expired token', async (t) 
 t.test('a clock stepped forward still ends a token (the wall clock counts too)', async (t) => {
   const cache = new TokenCache();
   const obtained = new Date();
-  cache.put('api', 'hash', 'tok-2', new Date(obtained.getTime() + 3600_000), obtained);
+  cache.put('api', 'hash', 'tok-2', new Date(obtained.getTime() + 3600_000), cache.ticket(), obtained);
   t.equal(cache.get('api', 'hash', new Date(obtained.getTime() + 2 * 3600_000)), null, 'after a suspend of two hours');
 });

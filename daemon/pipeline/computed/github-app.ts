@@ -190,22 +190,31 @@ interface CachedToken {
 // Installation tokens per credential name, valid only for the definition
 // (hash) they were obtained for. JavaScript strings cannot be overwritten in
 // place: forget() and clear() drop every reference so the collector can
-// reclaim them, which is the most a string allows.
+// reclaim them, which is the most a string allows. A token obtained by a
+// request begun before its credential changed (a rotated secret keeps the
+// definition) or before a lock is that request's alone: it is not kept,
+// and no later request shares its way there.
 export class TokenCache {
   private readonly entries = new Map<string, CachedToken>();
   private readonly obtaining = new Map<string, Promise<Obtained>>();
+  // A count of changes: when each name last changed, and the last clear().
+  private changes = 0;
+  private readonly changed = new Map<string, number>();
+  private cleared = 0;
 
   // The cached token, else the one being obtained, else `obtain`'s: one
   // token request per credential and definition at a time, so concurrent
   // first requests make one (each could read a large answer), and an OAuth
-  // refresh token is spent once.
-  obtainOnce(name: string, definitionHash: string, obtain: () => Promise<Obtained>): Promise<Obtained> {
+  // refresh token is spent once. `obtain` is given the ticket put() wants.
+  obtainOnce(name: string, definitionHash: string, obtain: (ticket: number) => Promise<Obtained>): Promise<Obtained> {
     const cached = this.get(name, definitionHash, new Date());
     if (cached !== null) return Promise.resolve({ token: cached, rotated: null });
     const key = `${name}\0${definitionHash}`;
     const running = this.obtaining.get(key);
     if (running) return running;
-    const p = obtain().finally(() => this.obtaining.delete(key));
+    const p: Promise<Obtained> = obtain(this.ticket()).finally(() => {
+      if (this.obtaining.get(key) === p) this.obtaining.delete(key);
+    });
     this.obtaining.set(key, p);
     return p;
   }
@@ -222,7 +231,15 @@ export class TokenCache {
 
   // `now` is when the token was obtained (for the half-life margin); the
   // caller may omit it to mean the present.
-  put(name: string, definitionHash: string, token: string, expiresAt: Date, now: Date = new Date()): void {
+  // What obtainOnce gives `obtain`: the count of changes so far.
+  ticket(): number {
+    return this.changes;
+  }
+
+  // `ticket` is the one obtainOnce gave: a token whose credential changed
+  // (or the vault was locked) since is not kept.
+  put(name: string, definitionHash: string, token: string, expiresAt: Date, ticket: number, now = new Date()): void {
+    if (ticket < this.cleared || ticket < (this.changed.get(name) ?? 0)) return;
     const life = expiresAt.getTime() - now.getTime();
     if (!(life > 0)) {
       this.entries.delete(name);
@@ -242,9 +259,14 @@ export class TokenCache {
 
   forget(name: string): void {
     this.entries.delete(name);
+    this.changed.set(name, ++this.changes);
+    for (const key of [...this.obtaining.keys()]) if (key.startsWith(`${name}\0`)) this.obtaining.delete(key);
   }
 
   clear(): void {
     this.entries.clear();
+    this.obtaining.clear();
+    this.changed.clear();
+    this.cleared = ++this.changes;
   }
 }

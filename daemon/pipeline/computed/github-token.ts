@@ -27,7 +27,7 @@ export async function githubAppToken(
   const hash = definitionHash(def);
   // One token request at a time (concurrent first requests share it); the
   // JWT is signed before the first await, while the key is open.
-  return s.stores.tokens.obtainOnce(def.name, hash, () => obtain(s, def, hash, key));
+  return s.stores.tokens.obtainOnce(def.name, hash, (ticket) => obtain(s, def, hash, key, ticket));
 }
 
 async function obtain(
@@ -35,6 +35,7 @@ async function obtain(
   def: HttpCredentialDef & { inject: { github_app: GithubAppInject } },
   hash: string,
   key: SecretBytes,
+  ticket: number,
 ): Promise<Obtained> {
   const app = def.inject.github_app;
   const url = tokenEndpoint(app);
@@ -58,7 +59,7 @@ async function obtain(
     });
     const answer = parseInstallationToken(raw.status, raw.body, new Date());
     if (!answer.ok) throw new Refusal('upstream_error', `the GitHub App token endpoint ${url}: ${answer.message}`);
-    s.stores.tokens.put(def.name, hash, answer.token, answer.expiresAt, new Date());
+    s.stores.tokens.put(def.name, hash, answer.token, answer.expiresAt, ticket);
     return { token: answer.token, rotated: null };
   } catch (e) {
     throw tokenFailure(url, e);

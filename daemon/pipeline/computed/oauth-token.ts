@@ -26,12 +26,12 @@ export function oauthToken(s: PipelineServices, def: OAuthCredential, secret: Se
   const hash = definitionHash(def);
   // A copy the token request owns: it may outlive the request that started
   // it (which gives up at its timeout and closes its secret).
-  return s.stores.tokens.obtainOnce(def.name, hash, () => {
+  return s.stores.tokens.obtainOnce(def.name, hash, (ticket) => {
     // The stored secret just opened: a rotation replaces it only while it
     // is still this one.
     const spent = s.vault().credential(def.name)?.secret;
     if (!spent) return Promise.reject(new Refusal('unknown_credential', `credential "${def.name}" was removed`));
-    return obtain(s, def, hash, Buffer.from(secret.bytes), spent);
+    return obtain(s, def, hash, Buffer.from(secret.bytes), spent, ticket);
   });
 }
 
@@ -41,6 +41,7 @@ async function obtain(
   hash: string,
   secret: Buffer,
   spent: SealedSecret,
+  ticket: number,
 ): Promise<Obtained> {
   const o = def.inject.oauth2;
   try {
@@ -79,6 +80,7 @@ async function obtain(
       hash,
       answer.accessToken,
       answer.expiresAt ?? new Date(now.getTime() + UNSTATED_LIFE_MS),
+      ticket,
       now,
     );
     return { token: answer.accessToken, rotated };
