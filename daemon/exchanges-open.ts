@@ -97,6 +97,7 @@ export async function cutByParseFailure(req: IncomingMessage): Promise<boolean> 
   return cut.has(req);
 }
 
+// The same, at once: asked again just before the refusal is written.
 export function cutAlready(req: IncomingMessage): boolean {
   return cut.has(req);
 }
