@@ -138,7 +138,7 @@ export class PinnedPools {
     while (this.pools.size > MAX_POOLS) {
       const [oldest, entry] = this.pools.entries().next().value as [string, { pool: Pool }];
       this.pools.delete(oldest);
-      void entry.pool.close().catch(() => undefined);
+      retire([entry.pool]);
     }
     return pool;
   }
