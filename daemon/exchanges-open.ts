@@ -12,6 +12,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { Refusal } from '../shared/errors';
+import { lingerAfterParseFailure } from './lingering-close';
 import { refuseOnSocket } from './proxy/refusal-response';
 
 // `done` once its response is finished (or its connection gone).
@@ -129,12 +130,16 @@ export function afterWholeRequests(sock: object): Promise<boolean> | null {
 export function answerParseFailure(sock: Duplex, journal: () => Promise<Refusal>): void {
   const waiting = afterWholeRequests(sock);
   if (!waiting) return;
+  // Whatever closes the connection from now on (the answer of an HTTP/1.0
+  // request before the failure, the failure's own) lets the client finish
+  // sending first, so it reads its answers (lingering-close.ts).
+  lingerAfterParseFailure(sock);
   waiting
     .then(async (answer) => {
       if (!answer) return void sock.end();
       const r = sock.writable ? await journal() : null;
       if (r && sock.writable) refuseOnSocket(sock, r);
-      else closeWhenWritten(sock);
+      closeWhenWritten(sock);
     })
     .catch(() => sock.destroy());
 }

@@ -14,12 +14,15 @@
 // tunnel (seen doubled by the generators depending on timing).
 import t from 'tap';
 import net from 'node:net';
-import { startStack } from '../helpers/stack';
-import { startRawOrigin, rawResponse } from '../helpers/raw-origin';
-import { makeCanary } from '../helpers/canary';
-import { dummyPlaceholder, readResponses, runFuzzClient, show, type FuzzCase } from '../helpers/framing-kit';
+import {
+  dummyPlaceholder,
+  readResponses,
+  runFuzzClient,
+  show,
+  type FuzzCase,
+  targetEchoStack,
+} from '../helpers/framing-kit';
 
-const HOST = 'api.example.test';
 const DUMMY = dummyPlaceholder('api');
 
 function agentExchange(sock: string, wire: string): Promise<Buffer> {
@@ -50,20 +53,7 @@ function agentExchange(sock: string, wire: string): Promise<Buffer> {
 }
 
 t.test('a request refused on its head, then failing to parse: one answer', async (t) => {
-  const s = await startStack({ records: { [HOST]: { A: ['127.0.0.1'] } } });
-  t.teardown(() => s.close());
-  const origin = await startRawOrigin({ tls: { key: s.ca.key, cert: s.ca.cert }, honourClose: true }, () => ({
-    read: 'declared',
-    respond: (q) => rawResponse(200, [['content-length', String(q.target.length)]], q.target),
-  }));
-  t.teardown(() => origin.close());
-  const A = `${HOST}:${origin.port}`;
-  s.addCredential(
-    'api',
-    `name = "api"\nkind = "http"\nenv = ["API_TOKEN"]\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "${HOST}"\nports = [${origin.port}]\nmethods = ["GET", "POST"]\n`,
-    makeCanary('DOUBLE'),
-  );
-  await s.approver();
+  const { s, origin, A } = await targetEchoStack(t, 'DOUBLE');
   const agentRows: [string, string][] = [
     ['agent-no-host', 'POST /v1/http HTTP/1.1\r\nTransfer-Encoding: "chunked"\r\n\r\n'],
     [

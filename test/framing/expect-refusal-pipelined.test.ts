@@ -9,30 +9,21 @@
 //   GET /e/<n>/first HTTP/1.1\r\nHost: A\r\nExpect: nothing\r\n\r\n
 //   GET /e/<n>/after HTTP/1.1\r\nHost: A\r\nAuthorization: Bearer <placeholder>\r\n\r\n
 import t from 'tap';
-import { startStack } from '../helpers/stack';
-import { startRawOrigin, rawResponse, header } from '../helpers/raw-origin';
-import { makeCanary } from '../helpers/canary';
-import { dummyPlaceholder, readResponses, refusalOf, runFuzzClient, show, type FuzzCase } from '../helpers/framing-kit';
+import { header } from '../helpers/raw-origin';
+import {
+  dummyPlaceholder,
+  readResponses,
+  refusalOf,
+  runFuzzClient,
+  show,
+  type FuzzCase,
+  targetEchoStack,
+} from '../helpers/framing-kit';
 
-const HOST = 'api.example.test';
 const DUMMY = dummyPlaceholder('api');
 
 t.test('a request pipelined behind an Expect refusal is never sent', async (t) => {
-  const s = await startStack({ records: { [HOST]: { A: ['127.0.0.1'] } } });
-  t.teardown(() => s.close());
-  const origin = await startRawOrigin({ tls: { key: s.ca.key, cert: s.ca.cert }, honourClose: true }, () => ({
-    read: 'declared',
-    respond: (q) => rawResponse(200, [['content-length', String(q.target.length)]], q.target),
-  }));
-  t.teardown(() => origin.close());
-  const A = `${HOST}:${origin.port}`;
-  const secret = makeCanary('EXPECTPIPE');
-  s.addCredential(
-    'api',
-    `name = "api"\nkind = "http"\nenv = ["API_TOKEN"]\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "${HOST}"\nports = [${origin.port}]\nmethods = ["GET", "POST"]\n`,
-    secret,
-  );
-  await s.approver();
+  const { s, origin, A, secret } = await targetEchoStack(t, 'EXPECTPIPE');
   const wire = (n: number): string =>
     `GET /e/${n}/first HTTP/1.1\r\nHost: ${A}\r\nExpect: nothing\r\n\r\n` +
     `GET /e/${n}/after HTTP/1.1\r\nHost: ${A}\r\nAuthorization: Bearer ${DUMMY}\r\n\r\n`;

@@ -8,9 +8,9 @@
 import type { Test } from 'tap';
 import { runCaseScript } from './proxy-sequence-client';
 import { cli, type Home } from './postern';
-import type { Stack } from './stack';
+import { startStack, type Stack, type StackOptions } from './stack';
 import { startRawOrigin, rawResponse, header as originHeader, type ParsedRequest, type RawOrigin } from './raw-origin';
-import { journalText } from './canary';
+import { journalText, makeCanary } from './canary';
 import { exposures } from './exposure';
 
 // mulberry32: small, fast, deterministic.
@@ -545,6 +545,28 @@ export function addApiCredential(s: Stack, port: number, secret: string, methods
     `name = "api"\nkind = "http"\nenv = ["API_TOKEN"]\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${port}]\nmethods = ${JSON.stringify(methods)}\n`,
     secret,
   );
+}
+
+// A stack resolving api.example.test to loopback, an origin there that
+// answers each request with its target, the credential `api` for it
+// (secret a canary labelled `label`) and the approver running: the set-up
+// of the rows that count answers per request.
+export async function targetEchoStack(
+  t: Test,
+  label: string,
+  options: StackOptions = {},
+): Promise<{ s: Stack; origin: RawOrigin; A: string; secret: string }> {
+  const s = await startStack({ records: { 'api.example.test': { A: ['127.0.0.1'] } }, ...options });
+  t.teardown(() => s.close());
+  const origin = await startRawOrigin({ tls: { key: s.ca.key, cert: s.ca.cert }, honourClose: true }, () => ({
+    read: 'declared',
+    respond: (q) => rawResponse(200, [['content-length', String(q.target.length)]], q.target),
+  }));
+  t.teardown(() => origin.close());
+  const secret = makeCanary(label);
+  addApiCredential(s, origin.port, secret);
+  await s.approver();
+  return { s, origin, A: `api.example.test:${origin.port}`, secret };
 }
 
 // After the cases: the daemon stopped, no form of the secret in any byte a
