@@ -101,3 +101,22 @@ export async function journalText(
   assertEventShapes(entries);
   return r.stdout;
 }
+
+// The journal's entries (journalText) once `enough` holds of them, or as
+// they are after `ms`: for events written a moment after what the test saw
+// (a tunnel is journaled when it closes).
+export async function journalEntriesWhen(
+  h: { env: NodeJS.ProcessEnv; passFile: string },
+  enough: (entries: Record<string, unknown>[]) => boolean,
+  ms = 10_000,
+): Promise<Record<string, unknown>[]> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const entries = (await journalText(h))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    if (enough(entries) || Date.now() >= deadline) return entries;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}

@@ -12,7 +12,7 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { CLI } from '../helpers/postern';
-import { journalText } from '../helpers/canary';
+import { journalEntriesWhen } from '../helpers/canary';
 import { makeTestCa } from '../helpers/https-upstream';
 import { netnsOf, startOfflineNetwork, unlockedDaemonInNetns } from '../helpers/netns';
 
@@ -103,16 +103,7 @@ t.test('a tunnel to a public address relays the upstream, byte for byte', async 
   t.same((await n.stats())['local'], { connections: 0, requests: 0 }, 'the loopback peer saw nothing');
 
   // The tunnel is journaled when it closes, which may follow curl's exit.
-  let entries: Record<string, unknown>[] = [];
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline) {
-    entries = (await journalText(h))
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l) as Record<string, unknown>);
-    if (entries.some((e) => e['kind'] === 'proxy_tunnel')) break;
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  const entries = await journalEntriesWhen(h, (all) => all.some((e) => e['kind'] === 'proxy_tunnel'));
   const tunnels = entries.filter((e) => e['kind'] === 'proxy_tunnel');
   t.equal(tunnels.length, 1, 'one proxy_tunnel entry: the refused CONNECT opened none');
   const tunnel = tunnels[0]!;
