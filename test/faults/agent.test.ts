@@ -211,8 +211,11 @@ t.test('misbehaving agents: the daemon keeps serving and journaling', async (t) 
     t.equal(idle.length, 1000, `all thousand connections were accepted (errors: ${errors.join(', ')})`);
     // Other descriptors come and go meanwhile (kept-alive connections of the
     // requests before this one close on their own timers): a small margin.
+    // A connect completes in the listen backlog before the daemon accepts
+    // it; on a loaded machine accepting and identifying a thousand took
+    // longer than 5 s (seen in CI beside other suites).
     t.ok(
-      await eventually(() => fdCount(pid) >= before + 1000 - FD_MARGIN, 5000),
+      await eventually(() => fdCount(pid) >= before + 1000 - FD_MARGIN, 20_000),
       `the daemon holds them (before ${before}, now ${fdCount(pid)})`,
     );
     for (let i = 0; i < 3; i++) {

@@ -539,6 +539,20 @@ async function runSeed(w: World, seed: number): Promise<SeedResult> {
   };
   const randomDef = (): Def => ({ wide: r() < 0.6, post: r() < 0.75, eachUse: r() < 0.15 });
   const secretFor = (cred: string): string => makeCanary(`S${seed}${cred.toUpperCase()}V${w.nextVersion}`);
+  // A new version of `cred`: its definition and secret, and the files
+  // naming them for `cred add` / `cred update`.
+  const newVersion = (cred: string, def: Def): { sec: string; toml: string; files: string[] } => {
+    const sec = secretFor(cred);
+    const n = w.nextVersion;
+    const toml = defToml(cred, s.up.port, def);
+    const files = [
+      '--file',
+      s.h.file(`${cred}-${n}.toml`, toml),
+      '--secret-file',
+      s.h.file(`${cred}-${n}.secret`, sec),
+    ];
+    return { sec, toml, files: [...files, '--passphrase-file', s.h.passFile] };
+  };
   let restarted = false;
   const events = {
     lock: doLock,
@@ -547,22 +561,10 @@ async function runSeed(w: World, seed: number): Promise<SeedResult> {
       const cred = pick(r, w.current.size > 0 ? [...w.current.keys()] : ['alpha', 'beta']);
       const rotate = r() < 0.25;
       const d = rotate ? (w.current.get(cred)?.def ?? randomDef()) : randomDef();
-      const sec = secretFor(cred);
-      const n = w.nextVersion;
-      const toml = defToml(cred, s.up.port, d);
+      const { sec, toml, files } = newVersion(cred, d);
       const res = await op(
         `cred update ${cred} ${JSON.stringify(d)}${rotate ? ' (rotation)' : ''}`,
-        [
-          'cred',
-          'update',
-          cred,
-          '--file',
-          s.h.file(`${cred}-${n}.toml`, toml),
-          '--secret-file',
-          s.h.file(`${cred}-${n}.secret`, sec),
-          '--passphrase-file',
-          s.h.passFile,
-        ],
+        ['cred', 'update', cred, ...files],
         'cred.update',
         { name: cred, definition: parseDefinitionToml(toml, 'fuzz') },
         [pass, Buffer.from(sec)],
@@ -589,21 +591,10 @@ async function runSeed(w: World, seed: number): Promise<SeedResult> {
       if (missing.length === 0) return;
       const cred = pick(r, missing);
       const def = randomDef();
-      const sec = secretFor(cred);
-      const n = w.nextVersion;
-      const toml = defToml(cred, s.up.port, def);
+      const { sec, toml, files } = newVersion(cred, def);
       const res = await op(
         `cred add ${cred} ${JSON.stringify(def)}`,
-        [
-          'cred',
-          'add',
-          '--file',
-          s.h.file(`${cred}-${n}.toml`, toml),
-          '--secret-file',
-          s.h.file(`${cred}-${n}.secret`, sec),
-          '--passphrase-file',
-          s.h.passFile,
-        ],
+        ['cred', 'add', ...files],
         'cred.add',
         { definition: parseDefinitionToml(toml, 'fuzz') },
         [pass, Buffer.from(sec)],
