@@ -72,11 +72,18 @@ export function createPipelineServices(controller: Controller): PipelineServices
     stores.pools.retireCredential(name);
     stores.ssh.retireCredential(name);
     stores.budgets.forget(name);
-    stores.idempotency.purgeCredential(name);
     stores.tokens.forget(name);
     stores.redactors.forget(name);
-    // Removed (not updated): its placeholders stop resolving.
-    if (!controller.locked && !controller.requireUnlocked().credential(name)) stores.runs.forgetCredential(name);
+    // Removed (not updated): its placeholders stop resolving, and its
+    // idempotency records go (a credential added again under the name is
+    // another). An update keeps them: SPEC §6.5 purges on lock, revoke and
+    // session end only, and a retry of a request sent before the change
+    // (which completes) must not run it a second time; a definition that no
+    // longer allows the request refuses it before the lookup.
+    if (!controller.locked && !controller.requireUnlocked().credential(name)) {
+      stores.runs.forgetCredential(name);
+      stores.idempotency.purgeCredential(name);
+    }
   });
   // The vault write bracket (journal, vault, journal), as for admin writes;
   // the stores keep what they hold: the definition did not change.

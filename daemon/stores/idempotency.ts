@@ -83,7 +83,7 @@ export class IdempotencyStore<R = unknown> {
     for (const [id, e] of this.entries) if (e.scope === scope) this.entries.delete(id);
   }
 
-  // A credential updated or removed: what was recorded under it goes.
+  // A credential removed: what was recorded under it goes.
   purgeCredential(credential: string): void {
     for (const [id, e] of this.entries) if (e.credential === credential) this.entries.delete(id);
   }

@@ -14,6 +14,7 @@ import { cli, eventually, freePort } from '../helpers/postern';
 import { echo } from '../helpers/https-upstream';
 import { writeAgentScript, Agent } from '../helpers/agent-child';
 import { findCanary, journalBytes, journalText, makeCanary } from '../helpers/canary';
+import { credRm, credUpdate } from '../helpers/lifecycle';
 
 type Mode = 'session' | 'once' | 'deny' | 'silent';
 type Reply = { status: number; json: unknown; text: string };
@@ -217,6 +218,44 @@ t.test('idempotency keys through the daemon', async (t) => {
     t.equal(ok(r3).replayed, true);
     t.equal(ok(r3).replayed_audit_seq, ok(r1).audit_seq);
     t.equal(seen('/gate/1'), 1, 'the upstream saw one request');
+  });
+
+  // SPEC §6.5 names the purges (lock, revoke, session end); a credential
+  // update is none of them. It used to forget the credential's records,
+  // the one of a request still in flight too, so a retry with its key ran
+  // a second time beside it (the request sent before the change completes:
+  // docs/credentials.md).
+  await t.test('a credential update keeps its keys; a narrowing still refuses; removal forgets them', async (t) => {
+    const body = post('k-update', { credential: 'other', url: s.url('api.example.test', '/gate/u1') });
+    const first = send(body);
+    t.ok(await eventually(() => gates.has('/gate/u1'), 10_000), 'the first request reached the upstream');
+    const rotated = await credUpdate(s, 'other', def('other'), makeCanary('ROTATED'));
+    t.equal(rotated.code, 0, rotated.stderr);
+    const during = await send(body);
+    t.equal(err(during)?.code, 'in_progress', `after a rotation, while the first is in flight: ${during.text}`);
+    gates.get('/gate/u1')!();
+    const r1 = await first;
+    t.equal(r1.status, 200, r1.text);
+    const replay = await send(body);
+    t.equal(ok(replay).replayed, true, `after the rotation, the outcome is replayed: ${replay.text}`);
+    t.equal(ok(replay).replayed_audit_seq, ok(r1).audit_seq);
+    const redefined = await credUpdate(s, 'other', def('other', 'rate = "100/min"'));
+    t.equal(redefined.code, 0, redefined.stderr);
+    t.equal(ok(await send(body)).replayed, true, 'after a new definition that allows it: replayed');
+    const narrowed = await credUpdate(
+      s,
+      'other',
+      `name = "other"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${P}]\nmethods = ["GET"]\n`,
+    );
+    t.equal(narrowed.code, 0, narrowed.stderr);
+    t.equal(err(await send(body))?.code, 'denied_policy', 'a definition that no longer allows it refuses, no replay');
+    const removed = await credRm(s, 'other');
+    t.equal(removed.code, 0, removed.stderr);
+    s.addCredential('other', def('other'), secret);
+    const again = send(body);
+    t.ok(await eventually(() => seen('/gate/u1') === 2, 10_000), 'after removal and a new add, the key runs again');
+    gates.get('/gate/u1')!();
+    t.equal(ok(await again).replayed, undefined, 'not a replay');
   });
 
   await t.test('another credential with the same key is independent', async (t) => {
