@@ -136,7 +136,7 @@ export function answerParseFailure(sock: Duplex, journal: () => Promise<Refusal>
   lingerAfterParseFailure(sock);
   waiting
     .then(async (answer) => {
-      if (!answer) return void sock.end();
+      if (!answer) return closeWhenWritten(sock);
       const r = sock.writable ? await journal() : null;
       if (r && sock.writable) refuseOnSocket(sock, r);
       closeWhenWritten(sock);
