@@ -11,6 +11,7 @@
 //   'must_allow'  : global per every source, or opened by allow
 // Also a seeded PRNG and generators biased toward range edges.
 import type { Test } from 'tap';
+import { mulberry32 } from './prng';
 
 export type V4 = number; // 0 .. 2^32-1
 export type V6 = bigint; // 0 .. 2^128-1
@@ -321,16 +322,7 @@ export function fuzzSeed(): number {
   return v !== undefined && /^[0-9]{1,10}$/.test(v) ? Number(v) : 20261206;
 }
 
-export function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export const prng = mulberry32;
 
 export class Gen {
   constructor(public rnd: () => number) {}

@@ -12,19 +12,13 @@ import { startStack, type Stack, type StackOptions } from './stack';
 import { startRawOrigin, rawResponse, header as originHeader, type ParsedRequest, type RawOrigin } from './raw-origin';
 import { journalText, makeCanary } from './canary';
 import { exposures } from './exposure';
+import { mulberry32 } from './prng';
 
-// mulberry32: small, fast, deterministic.
+// The seeded generator of the framing cases (mulberry32).
 export class Rng {
-  private s: number;
+  readonly next: () => number;
   constructor(seed: number) {
-    this.s = seed >>> 0;
-  }
-  next(): number {
-    this.s = (this.s + 0x6d2b79f5) >>> 0;
-    let t = this.s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    this.next = mulberry32(seed);
   }
   int(n: number): number {
     return Math.floor(this.next() * n);

@@ -36,6 +36,7 @@ import { TestAdmin } from '../helpers/admin';
 import { makeCanary } from '../helpers/canary';
 import { exposures } from '../helpers/exposure';
 import { parseDefinitionToml } from '../../shared/credential';
+import { mulberry32 } from '../helpers/prng';
 
 const SEEDS = process.env['FUZZ_SEEDS']
   ? process.env['FUZZ_SEEDS'].split(',').map(Number)
@@ -48,17 +49,7 @@ const IN_DAEMON = 500;
 const CLI_SHARE = 0.2; // the share of admin events made through the CLI
 const UNDICI = JSON.stringify(require.resolve('undici'));
 
-// ---- A small PRNG (mulberry32) -------------------------------------------
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const prng = mulberry32;
 type Rng = () => number;
 const pick = <T>(r: Rng, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)] as T;
 function weighted<T extends string>(r: Rng, w: Record<T, number>): T {
