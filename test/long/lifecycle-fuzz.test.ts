@@ -14,7 +14,11 @@
 //   3. the journal verifies, each intent has one outcome, audit_seq of each
 //      answer names the entry of that request;
 //   4. no form of any secret where the agent or the logs can see it;
-//   5. the daemon is alive at the end and `status` answers.
+//   5. the daemon is alive at the end and `status` answers;
+//   6. a JSON request sent again with its idempotency key (a third of them
+//      carry one) runs again only once the daemon may have forgotten the
+//      key: never beside its first run, never after it but for a lock, a
+//      restart, the end of its session or the credential's removal.
 // A failure prints the seed and the event log: FUZZ_SEEDS=17 replays one
 // (FUZZ_LOG=1 prints the log of passing seeds too). One daemon serves every
 // seed (its set-up costs seconds); each seed's requests carry its number in
@@ -93,7 +97,7 @@ const UNEXPECTED = new Set([
   'unidentified_peer',
   'denied_peer',
   'idempotency_conflict',
-  'in_progress',
+  'in_progress', // but for a request sent again while it runs
   'body_too_large',
   'config_not_approved',
   'rollback_detected',
@@ -130,6 +134,7 @@ interface Req {
   path: string;
   start: number; // when the client began it
   abandon: boolean;
+  retry?: boolean; // the same request again, with its idempotency key
   answer?: Answer;
 }
 type Answer =
@@ -298,7 +303,8 @@ function upstreamViolations(
 ): string[] {
   const violations: string[] = [];
   for (const x of seen) {
-    const q = reqs.find((y) => y.id === x.id);
+    // A request sent again with its key shares its id: the latest begun.
+    const q = reqs.filter((y) => y.id === x.id && y.start <= x.at).pop() ?? reqs.find((y) => y.id === x.id);
     const tag = `upstream got ${x.method} ${x.path} at +${x.at - t0}ms`;
     if (!q) {
       violations.push(`2: ${tag}: no request of ours`);
@@ -336,6 +342,59 @@ function upstreamViolations(
       );
   }
   return violations;
+}
+
+// Invariant 6, over the journal: a request sent again with its
+// idempotency key runs again only once the daemon may have forgotten the
+// key (SPEC §6.5): its first run's scope (the session, or the process for
+// an allow-once) is another, or between the two intents came a lock, a
+// restart, the end of that session (revoke, removal), the credential's
+// removal, or the first run's outcome freed the key (a refusal that says
+// it did not execute). Never beside a first run still going. Each-use
+// credentials never replay: a seed whose credential was each-use at any
+// time is not judged for it.
+function idempotencyViolations(all: Record<string, unknown>[], seed: number, versions: Version[]): string[] {
+  const out: string[] = [];
+  const bySeq = [...all].sort((a, b) => (a['seq'] as number) - (b['seq'] as number));
+  const mine = bySeq.filter(
+    (e) =>
+      e['kind'] === 'http_intent' &&
+      typeof e['idempotency_key'] === 'string' &&
+      String(e['path']).includes(`/s${seed}q`),
+  );
+  const eachUse = new Set(versions.filter((v) => v.def.eachUse).map((v) => v.cred));
+  const scopeOf = (e: Record<string, unknown>): string =>
+    e['approval'] === 'once' ? `process ${String(e['instance'])}` : String(e['approval']);
+  for (let j = 0; j < mine.length; j++) {
+    const b = mine[j]!;
+    for (let i = 0; i < j; i++) {
+      const a = mine[i]!;
+      const cred = String(a['credential']);
+      if (a['idempotency_key'] !== b['idempotency_key'] || a['path'] !== b['path']) continue;
+      if (scopeOf(a) !== scopeOf(b) || eachUse.has(cred)) continue;
+      const from = a['seq'] as number;
+      const to = b['seq'] as number;
+      const between = bySeq.filter((e) => (e['seq'] as number) > from && (e['seq'] as number) < to);
+      const session = String(a['approval']).startsWith('session:') ? String(a['approval']).slice(8) : null;
+      const forgot = between.some(
+        (e) =>
+          e['kind'] === 'lock' ||
+          e['kind'] === 'daemon_start' ||
+          (e['kind'] === 'session_end' && session !== null && e['session'] === session) ||
+          (e['kind'] === 'cred_rm' && e['credential'] === cred) ||
+          (e['kind'] === 'http_outcome' &&
+            e['intent_seq'] === from &&
+            typeof e['error'] === 'string' &&
+            e['maybe_executed'] !== true),
+      );
+      if (forgot) continue;
+      const finished = between.some((e) => e['kind'] === 'http_outcome' && e['intent_seq'] === from);
+      out.push(
+        `6: ${String(b['path'])} with key ${String(b['idempotency_key'])} ran again (intent ${to}, ${scopeOf(b)}) ${finished ? 'after' : 'beside'} its first run (intent ${from}), which nothing had forgotten`,
+      );
+    }
+  }
+  return out;
 }
 
 // ---- The world: one daemon for every seed --------------------------------
@@ -632,6 +691,10 @@ async function runSeed(w: World, seed: number): Promise<SeedResult> {
 
   // ---- Requests ---------------------------------------------------------------
   const pending: Promise<void>[] = [];
+  // Idempotency keys and retries are drawn from a generator of their own,
+  // so the rest of a seed's steps stay what they were without them.
+  const kr = prng(seed * 104_729 + 7);
+  const keyed: { req: Req; body: Record<string, unknown> }[] = [];
   const newReq = (door: 'json' | 'proxy', slow = false): Req => {
     const id = `s${seed}q${nextId++}`;
     const cred = weighted(r, { alpha: 45, beta: 45, ghost: door === 'json' ? 6 : 0 });
@@ -656,19 +719,42 @@ async function runSeed(w: World, seed: number): Promise<SeedResult> {
     if (req.path.includes('/stall/')) body['timeout_ms'] = 1500;
     if (badHeader) body['headers'] = { connection: 'close' };
     const abandonAfter = req.abandon ? 50 + Math.floor(r() * 600) : null;
+    if (kr() < 0.35) {
+      body['idempotency_key'] = `k-${req.id}`;
+      keyed.push({ req, body });
+    }
     note(
-      `json ${req.id} ${req.cred} ${req.method} ${req.path}${badHeader ? ' +forbidden header' : ''}${req.abandon ? ` abandon@${abandonAfter}` : ''}`,
+      `json ${req.id} ${req.cred} ${req.method} ${req.path}${badHeader ? ' +forbidden header' : ''}${req.abandon ? ` abandon@${abandonAfter}` : ''}${body['idempotency_key'] ? ' +key' : ''}`,
     );
+    void sendJson(req, body, abandonAfter);
+    // Now and then an earlier keyed request is sent again, as an agent
+    // retries: while it runs (in_progress), after it (replayed), or after
+    // a lock, revoke, restart or removal forgot its key (run again).
+    if (keyed.length > 0 && kr() < 0.3) {
+      const k = keyed[Math.floor(kr() * keyed.length)]!;
+      const delay = Math.floor(kr() * 900);
+      pending.push(
+        sleep(delay).then(() => {
+          const again: Req = { ...k.req, start: Date.now(), abandon: false, retry: true };
+          delete again.answer;
+          reqs.push(again);
+          note(`json ${again.id} again with its key`);
+          return sendJson(again, k.body, null);
+        }),
+      );
+    }
+  };
+  const sendJson = (req: Req, body: Record<string, unknown>, abandonAfter: number | null): Promise<void> => {
     req.start = Date.now();
-    pending.push(
-      jsonDoor(s.sock, body, 12_000, abandonAfter).then((a) => {
-        req.answer = a;
-        if (a.kind === 'http') {
-          outputs.push({ name: `answer ${req.id}`, text: a.text });
-          note(`answer ${req.id}: ${a.status} ${a.code ?? 'ok'}`);
-        } else note(`answer ${req.id}: ${a.kind}`);
-      }),
-    );
+    const sent = jsonDoor(s.sock, body, 12_000, abandonAfter).then((a) => {
+      req.answer = a;
+      if (a.kind === 'http') {
+        outputs.push({ name: `answer ${req.id}${req.retry ? ' again' : ''}`, text: a.text });
+        note(`answer ${req.id}${req.retry ? ' again' : ''}: ${a.status} ${a.code ?? 'ok'}`);
+      } else note(`answer ${req.id}${req.retry ? ' again' : ''}: ${a.kind}`);
+    });
+    pending.push(sent);
+    return sent;
   };
   let runs = 0;
   const proxyRun = (): void => {
@@ -843,12 +929,19 @@ async function runSeed(w: World, seed: number): Promise<SeedResult> {
     const p = pathOf(e);
     if (p !== null && !p.endsWith(`/${q.id}`))
       violations.push(`3: ${q.id}: audit_seq ${seq} is the entry of another request (${String(e['kind'])} ${p})`);
+    // A replay's entry names the original, not its outcome.
+    if (e['kind'] === 'http_replayed') {
+      if (!q.retry) violations.push(`3: ${q.id}: replayed, but it was sent once`);
+      return;
+    }
     const ecode = (e['code'] ?? e['error'] ?? null) as string | null;
     if (code === null && e['kind'] !== 'http_outcome')
       violations.push(`3: ${q.id}: success, but audit_seq ${seq} is a ${String(e['kind'])}`);
     if (code !== null && ecode !== code)
       violations.push(`3: ${q.id}: answered ${code}, but entry ${seq} says ${String(e['kind'])} ${ecode}`);
   };
+
+  violations.push(...idempotencyViolations(all, seed, w.versions));
 
   // ---- 1. answers ----------------------------------------------------------------
   const inDown = (t: number): boolean => w.down.some((d) => t >= d.from - 50 && t <= d.to + 50);
@@ -907,9 +1000,10 @@ async function runSeed(w: World, seed: number): Promise<SeedResult> {
       else if (CODE_STATUS[a.code] !== a.status)
         violations.push(`1: ${tag}: ${a.code} with HTTP ${a.status}, SPEC says ${CODE_STATUS[a.code]}`);
       if (json?.error?.code !== a.code) violations.push(`1: ${tag}: the body is not the JSON error of ${a.code}`);
-      if (UNEXPECTED.has(a.code))
+      if (UNEXPECTED.has(a.code) || (a.code === 'in_progress' && !q.retry))
         violations.push(`1: ${tag}: unexpected code ${a.code}: ${a.text.slice(0, 200)}${changedDuring(q, Infinity)}`);
-      if (seenIds.has(q.id) && json?.error?.maybe_executed !== true)
+      // (Sent again, the id's upstream request may be the first one's.)
+      if (seenIds.has(q.id) && !q.retry && json?.error?.maybe_executed !== true)
         violations.push(
           `1: ${tag}: reached the upstream, but answered ${a.code} with maybe_executed ${json?.error?.maybe_executed}`,
         );
@@ -957,6 +1051,36 @@ async function runSeed(w: World, seed: number): Promise<SeedResult> {
   w.seeds += 1;
   return { violations, log, stats };
 }
+
+// The checker of invariant 6 on a made-up journal: one run beside another
+// with nothing forgotten is named; a lock between, a first run that freed
+// its key, another scope are not.
+t.test('the idempotency checker flags what it must', async (t) => {
+  const intent = (seq: number, path: string, approval: string): Record<string, unknown> => ({
+    seq,
+    kind: 'http_intent',
+    credential: 'alpha',
+    path,
+    idempotency_key: `k${path}`,
+    approval,
+    instance: 'i1',
+  });
+  const journal = [
+    intent(1, '/pub/fast/s9q1', 'session:A'),
+    intent(2, '/pub/fast/s9q1', 'session:A'),
+    intent(3, '/pub/fast/s9q2', 'session:A'),
+    { seq: 4, kind: 'lock' },
+    intent(5, '/pub/fast/s9q2', 'session:A'),
+    intent(6, '/pub/fast/s9q3', 'once'),
+    { seq: 7, kind: 'http_outcome', intent_seq: 6, error: 'upstream_error', maybe_executed: false },
+    intent(8, '/pub/fast/s9q3', 'once'),
+    intent(9, '/pub/fast/s9q4', 'session:B'),
+    intent(10, '/pub/fast/s9q4', 'once'),
+  ];
+  const found = idempotencyViolations(journal, 9, []);
+  t.equal(found.length, 1, found.join('\n'));
+  t.match(found[0] ?? '', /s9q1 .*intent 2.*beside its first run \(intent 1\)/, 'names the run beside the first');
+});
 
 // The checker of invariant 2 on made-up histories: it passes a clean one and
 // names each kind of breach (so a seed that passes has been checked).
