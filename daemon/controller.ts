@@ -7,7 +7,7 @@ import { LoadedConfig, diffCanonical, loadConfig } from '../shared/config';
 import { prewarmKdf } from '../shared/kdf';
 import type { JournalEvent } from '../shared/events';
 import { LockCause, configNotApproved } from './lock-cause';
-import type { UnlockedVault } from './vault/unlocked-vault';
+import type { CredentialChange, UnlockedVault } from './vault/unlocked-vault';
 import { PassphraseGuard } from './passphrase-guard';
 import type { Journal } from './audit/journal';
 import { SessionStore, Session } from './sessions/sessions';
@@ -45,7 +45,7 @@ export class Controller implements AdminContext {
   readonly approvals = new ApprovalBroker(() => this.config.config.daemon.max_pending);
   readonly counters: Counters = { agent_requests: 0, refusals: 0, unlocks: 0, unlock_failures: 0, locks: 0 };
   readonly inProgress: InProgress = { unlockJournaling: null, rotatingAuditKey: false, passwd: false };
-  readonly credentialChanges = new Listeners<string>();
+  readonly credentialChanges = new Listeners<CredentialChange>();
   readonly trustChanges = new Listeners<TrustChange>();
   private readonly sessionEnds = new Listeners<Session>();
 
@@ -104,7 +104,7 @@ export class Controller implements AdminContext {
   }
 
   // Called after a credential was updated or removed.
-  onCredentialChange(f: (name: string) => void): void {
+  onCredentialChange(f: (change: CredentialChange) => void): void {
     this.credentialChanges.add(f);
   }
 

@@ -18,6 +18,8 @@ import { InFlight, RateBudgets } from './stores/budgets';
 import { Runs } from './stores/runs';
 import { TokenCache } from './pipeline/computed/github-app';
 import { RedactorCache } from './stores/redactors';
+import { FormerValues } from './stores/former-values';
+import type { CredentialDef } from '../shared/credential';
 import { buildRedactor, joinRedactors } from './pipeline/redact';
 import { LeafCertificates, storeCaAtFirstUse } from './proxy/leaf-certs';
 
@@ -31,6 +33,13 @@ export function createPipelineServices(controller: Controller): PipelineServices
     runs: new Runs((run, reason) => controller.recorder.bestEffort({ kind: 'run_end', run: run.id, reason })),
     tokens: new TokenCache(),
     redactors: new RedactorCache(buildRedactor, (parts, label) => joinRedactors(parts, label, null, true)),
+    former: new FormerValues(),
+  };
+  // A replaced version is kept for redaction until the lock (see
+  // stores/former-values.ts); the redactors of those that no longer fit go.
+  const keepFormer = (definition: CredentialDef | null, secret: SealedSecret): void => {
+    if (!definition) return;
+    for (const key of stores.former.keep(definition, secret)) stores.redactors.forget(key);
   };
   const journal = {
     record: controller.record.bind(controller),
@@ -61,6 +70,7 @@ export function createPipelineServices(controller: Controller): PipelineServices
     stores.idempotency.purgeAll();
     stores.runs.endAll('locked');
     stores.tokens.clear();
+    stores.former.clear();
     stores.redactors.clear();
   });
   controller.onTrustChange(({ dns }) => {
@@ -68,7 +78,8 @@ export function createPipelineServices(controller: Controller): PipelineServices
     if (dns) stores.ssh.retireAll();
   });
   controller.onSessionEnd((s) => stores.idempotency.purgeScope(`session:${s.id}`));
-  controller.onCredentialChange((name) => {
+  controller.onCredentialChange(({ name, former }) => {
+    keepFormer(former.definition, former.secret);
     stores.pools.retireCredential(name);
     stores.ssh.retireCredential(name);
     stores.budgets.forget(name);
@@ -86,7 +97,10 @@ export function createPipelineServices(controller: Controller): PipelineServices
     }
   });
   // The vault write bracket (journal, vault, journal), as for admin writes;
-  // the stores keep what they hold: the definition did not change.
+  // the stores keep what they hold: the definition did not change. The
+  // refresh token replaced is not kept as a former value: rotation spends
+  // it (the server refuses it from then on), and keeping it would push the
+  // versions a human replaced out of the store.
   const secrets = {
     replace: async (credential: string, secret: Buffer, spent: SealedSecret): Promise<void> => {
       const vault = controller.requireUnlocked();

@@ -10,6 +10,7 @@ import type { Recorder } from '../recorder';
 import type { VaultWrites } from '../vault-writes';
 import type { LockTimers } from '../lock-timers';
 import type { Listeners } from '../listeners';
+import type { CredentialChange } from '../vault/unlocked-vault';
 
 export interface Counters {
   agent_requests: number;
@@ -47,7 +48,7 @@ export interface AdminContext {
   readonly counters: Counters;
   readonly inProgress: InProgress;
   // Told after a credential was updated or removed.
-  readonly credentialChanges: Listeners<string>;
+  readonly credentialChanges: Listeners<CredentialChange>;
   // Told when the CA list or the DNS servers of the running config change.
   readonly trustChanges: Listeners<TrustChange>;
   // The config as it is now on disk.

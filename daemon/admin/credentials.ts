@@ -139,7 +139,7 @@ export async function credUpdate(
       }),
   );
   if (hash !== current.entry.definition_hash) ctx.approvals.credentialGone(name, 'changed');
-  ctx.credentialChanges.emit(name);
+  ctx.credentialChanges.emit({ name, former: current });
   return { name, definition_hash: hash, secret_replaced: Boolean(secret), changes, generation: vault.generation };
 }
 
@@ -164,7 +164,7 @@ export async function credRemove(
   );
   ctx.sessions.endForCredential(name, 'credential_removed');
   ctx.approvals.credentialGone(name, 'removed');
-  ctx.credentialChanges.emit(name);
+  ctx.credentialChanges.emit({ name, former: current });
   return { name, removed: true, generation: vault.generation };
 }
 

@@ -20,6 +20,7 @@ import type { IdempotencyStore } from '../stores/idempotency';
 import type { InFlight, RateBudgets, Slot } from '../stores/budgets';
 import type { Runs } from '../stores/runs';
 import type { RedactorCache } from '../stores/redactors';
+import type { FormerValues } from '../stores/former-values';
 import type { TokenCache } from './computed/github-app';
 
 export interface JournalHead {
@@ -48,6 +49,8 @@ export interface RequestStores {
   tokens: TokenCache;
   // Response redactors, one per credential, shared while its needles hold.
   redactors: RedactorCache;
+  // The versions credentials held before a change, searched for until lock.
+  former: FormerValues;
 }
 
 // A credential's secret replaced by the daemon itself (a refresh token the

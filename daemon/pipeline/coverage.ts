@@ -7,6 +7,7 @@ import { hostPatternMatches } from '../../shared/host-pattern';
 import type { PipelineServices } from './context';
 import type { Target } from './target';
 import { usableDefinition } from '../vault/unlocked-vault';
+import type { FormerVersion } from '../stores/former-values';
 
 export function httpDefinitions(s: PipelineServices): HttpCredentialDef[] {
   const defs: HttpCredentialDef[] = [];
@@ -22,10 +23,23 @@ export function httpDefinitions(s: PipelineServices): HttpCredentialDef[] {
   return defs;
 }
 
-export function coveringCredentials(s: PipelineServices, t: Target): HttpCredentialDef[] {
-  return httpDefinitions(s).filter((def) =>
-    def.allow.some(
-      (rule) => hostPatternMatches(rule.host, t.host) && rule.schemes.includes(t.scheme) && rule.ports.includes(t.port),
-    ),
+function covers(def: HttpCredentialDef, t: Target): boolean {
+  return def.allow.some(
+    (rule) => hostPatternMatches(rule.host, t.host) && rule.schemes.includes(t.scheme) && rule.ports.includes(t.port),
   );
+}
+
+export function coveringCredentials(s: PipelineServices, t: Target): HttpCredentialDef[] {
+  return httpDefinitions(s).filter((def) => covers(def, t));
+}
+
+// The former versions (stores/former-values.ts) whose definition covered
+// the host and redacted its responses: their values are searched for in
+// what the host answers now. They decide nothing else (a host only a
+// removed credential covered is tunnelled or refused like any other).
+export function formerCovering(s: PipelineServices, t: Target): FormerVersion[] {
+  if (s.stores.former.size === 0) return [];
+  return s.stores.former
+    .versions()
+    .filter((v) => v.definition.kind === 'http' && v.definition.redact_response && covers(v.definition, t));
 }

@@ -18,6 +18,8 @@ import { computedFacts } from './evidence';
 import { buildRedactor, type Redactor } from './redact';
 import { joinRedactors } from './redact/redactor';
 import { NO_REDACTION, type RedactorLease } from '../stores/redactors';
+import type { FormerVersion } from '../stores/former-values';
+import { formerCovering } from './coverage';
 import { approve } from './approve';
 import type { PipelineServices, RequestContext } from './context';
 import type { HttpRequest } from './validate';
@@ -101,12 +103,15 @@ function withOwnNeedles(lease: RedactorLease, own: Buffer[], label: string): Red
 // sent as it is, no approval) and to one through another credential
 // covering it (docs/proxy.md, docs/responses.md). So every response from a
 // covered host is searched for the values of every credential covering it
-// that redacts, not only those of the credential it was sent with.
+// that redacts, not only those of the credential it was sent with, and for
+// the values of the former versions that covered it (a rotated or removed
+// secret the host kept: stores/former-values.ts).
 // Each credential's shared redactor when it has one, else one built from
 // its secret now. `except`: the request's own credential, searched already.
 export async function coveringLeases(
   s: PipelineServices,
   covering: HttpCredentialDef[],
+  target: Target,
   except: string | null = null,
 ): Promise<NamedLease[]> {
   const leases: NamedLease[] = [];
@@ -126,6 +131,11 @@ export async function coveringLeases(
       }
       leases.push({ lease, name: def.name });
     }
+    for (const former of formerCovering(s, target))
+      leases.push({
+        lease: s.stores.redactors.current(former.key) ?? (await formerLease(s, former)),
+        name: former.definition.name,
+      });
   } catch (e) {
     for (const l of leases) l.lease.release();
     throw e;
@@ -174,9 +184,10 @@ function joinLeases(s: PipelineServices, leases: NamedLease[]): RedactorLease {
 export async function scanForCovering(
   s: PipelineServices,
   covering: HttpCredentialDef[],
+  target: Target,
   scan: ResponseScan,
 ): Promise<void> {
-  const lease = joinLeases(s, await coveringLeases(s, covering));
+  const lease = joinLeases(s, await coveringLeases(s, covering, target));
   scan.redactor = lease.redactor;
   scan.release = lease.release;
 }
@@ -189,6 +200,22 @@ function standingLease(s: PipelineServices, def: HttpCredentialDef): Promise<Red
     const needles = standingNeedles(def, secret.bytes, token);
     try {
       return s.stores.redactors.acquire(def.name, needles);
+    } finally {
+      for (const n of needles) n.fill(0);
+    }
+  });
+}
+
+// A former version's redactor, kept by the cache under the version's key
+// until the version leaves the store or the vault locks. Its values as the
+// version injected them, without an access token (one obtained with a
+// replaced secret expires on its own).
+function formerLease(s: PipelineServices, former: FormerVersion): Promise<RedactorLease> {
+  const def = former.definition as HttpCredentialDef;
+  return s.vault().withReplacedSecret(former.secret, async (secret) => {
+    const needles = standingNeedles(def, secret.bytes, null);
+    try {
+      return s.stores.redactors.acquire(former.key, needles, def.name);
     } finally {
       for (const n of needles) n.fill(0);
     }

@@ -94,7 +94,7 @@ export async function runHttp(ctx: RequestContext, req: HttpRequest): Promise<Ht
     const scan = responseScan();
     let readLimit = cap;
     try {
-      const others = await coveringLeases(s, coveringCredentials(s, req.target), def.name);
+      const others = await coveringLeases(s, coveringCredentials(s, req.target), req.target, def.name);
       raw = await sendWithSecret(
         s,
         def,

@@ -129,9 +129,9 @@ export async function runProxied(
             scan,
             cfg.http.timeout,
             (injected) => send(injected.headers, injected.pathAndQuery),
-            await coveringLeases(s, coveringCredentials(s, req.target), credentialed.def.name),
+            await coveringLeases(s, coveringCredentials(s, req.target), req.target, credentialed.def.name),
           )
-        : await scanForCovering(s, door.covering ?? [], scan).then(() =>
+        : await scanForCovering(s, door.covering ?? [], req.target, scan).then(() =>
             send(
               { ...Object.fromEntries(req.headers), 'accept-encoding': 'identity' },
               req.target.path + req.target.query,

@@ -15,12 +15,12 @@ import type { SshReply } from '../../shared/protocol';
 import type { SshRequest } from './validate';
 import { dnsServers, resolveTarget, HostKind } from './resolve';
 import { assertAllAllowed } from './classify';
-import { buildRedactor, redact, Redactor } from './redact';
+import { buildRedactor, joinRedactors, redact, Redactor } from './redact';
 import type { SshTarget } from '../stores/ssh-connections';
 import { connectSsh } from './connect-ssh';
 import { execOn, ExecResult, ChannelOpenFailed } from './execute-ssh';
 import { approve } from './approve';
-import type { RequestContext } from './context';
+import type { PipelineServices, RequestContext } from './context';
 import { Evidence, resolutionFacts, sha256, sshIntent, sshRequestFacts, who } from './evidence';
 import { lockedMeanwhile, outcomeNotJournaled, refuseAfterIntent, refuseSsh } from './refuse';
 import { mostlyControl } from './response';
@@ -56,6 +56,44 @@ function needlesOf(def: SshCredentialDef, opened: SecretBytes): Buffer[] {
     if (l.length >= 16 && !l.startsWith('-----')) needles.push(Buffer.from(l, 'latin1'));
   }
   return needles;
+}
+
+function redactorOf(def: SshCredentialDef, secret: SecretBytes): Redactor | null {
+  const needles = needlesOf(def, secret);
+  try {
+    return buildRedactor(needles, def.name);
+  } finally {
+    for (const n of needles) n.fill(0);
+  }
+}
+
+// The request's redactor joined with those of the former versions for the
+// same host (a password or key a `cred update` or `cred rm` replaced, which
+// the host may still print: stores/former-values.ts), each occurrence
+// marked with the name of the credential whose value it is. Built for the
+// request; wipe() wipes every part.
+async function withFormer(s: PipelineServices, def: SshCredentialDef, own: Redactor | null): Promise<Redactor | null> {
+  const parts: Redactor[] = own ? [own] : [];
+  try {
+    for (const v of s.stores.former.versions()) {
+      const former = v.definition;
+      if (former.kind !== 'ssh' || former.host !== def.host) continue;
+      const r = await s.vault().withReplacedSecret(v.secret, async (secret) => redactorOf(former, secret));
+      if (r) parts.push(r);
+    }
+  } catch (e) {
+    for (const p of parts) p.wipe();
+    throw e;
+  }
+  if (parts.length < 2) return parts[0] ?? null;
+  const joined = joinRedactors(parts, def.name, null, true);
+  return {
+    ...joined,
+    wipe() {
+      joined.wipe();
+      for (const p of parts) p.wipe();
+    },
+  };
 }
 
 function hostKind(host: string): HostKind {
@@ -174,14 +212,11 @@ export async function runSsh(ctx: RequestContext, req: SshRequest): Promise<SshR
     try {
       // Past the intent, every failure is its outcome: the credential
       // removed or changed, or the vault locked, since the intent too.
-      redactor = await vault.withCredentialSecret(def, async (secret) => {
-        const needles = needlesOf(def, secret);
-        try {
-          return buildRedactor(needles, def.name);
-        } finally {
-          for (const n of needles) n.fill(0);
-        }
-      });
+      redactor = await withFormer(
+        s,
+        def,
+        await vault.withCredentialSecret(def, async (secret) => redactorOf(def, secret)),
+      );
       const readLimit = cap + (redactor?.maxMatchLength ?? 0);
       result = await run(ctx, { def, address: pinned.address }, req, {
         timeoutMs: req.timeoutMs ?? cfg.ssh.timeout,

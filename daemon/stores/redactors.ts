@@ -66,13 +66,15 @@ export class RedactorCache {
   ) {}
 
   // The redactor for these needles (which the caller keeps and wipes).
-  acquire(credential: string, needles: readonly Buffer[]): RedactorLease {
+  // `label`: what an occurrence is marked with, when the key is not the
+  // credential's name (a former version's: stores/former-values.ts).
+  acquire(credential: string, needles: readonly Buffer[], label = credential): RedactorLease {
     let e = this.entries.get(credential);
     if (!e || !sameNeedles(e.needles, needles)) {
       if (e) this.retire(e);
       e = {
         needles: needles.map((n) => Buffer.from(n)),
-        redactor: this.build([...needles], credential),
+        redactor: this.build([...needles], label),
         leases: 0,
         current: true,
         joins: [],

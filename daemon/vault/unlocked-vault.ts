@@ -34,6 +34,12 @@ export interface StoredCredential {
   problem: string | null;
 }
 
+// A credential updated or removed, told with the version it replaced.
+export interface CredentialChange {
+  name: string;
+  former: StoredCredential;
+}
+
 // The definition a request may use, or the refusal that names what is wrong.
 export function usableDefinition(stored: StoredCredential): CredentialDef {
   if (stored.definition) return stored.definition;
@@ -178,6 +184,14 @@ export class UnlockedVault {
     const changed = this.changedSince(def);
     if (changed) return Promise.reject(changed);
     return this.sealer.withOpenAsync(this.creds.get(def.name)!.secret, (plain) => fn(new SecretBytes(plain)));
+  }
+
+  // A secret the vault held before a change (stores/former-values.ts), opened
+  // only to search responses for it. Sealed by this instance: after a lock
+  // nothing is opened.
+  withReplacedSecret<T>(sealed: SealedSecret, fn: (secret: SecretBytes) => Promise<T>): Promise<T> {
+    if (this.sealer.wiped) return Promise.reject(lockedWhileNeeded());
+    return this.sealer.withOpenAsync(sealed, (plain) => fn(new SecretBytes(plain)));
   }
 
   // Why a request checked against `def` may no longer use the credential

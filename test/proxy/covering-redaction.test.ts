@@ -7,8 +7,8 @@
 // covered host is searched for the values of every credential covering it.
 // Each row failed before.
 import t from 'tap';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { startStack } from '../helpers/stack';
+import { keepingHost } from '../helpers/keeping-host';
 import { makeCanary } from '../helpers/canary';
 import { exposures } from '../helpers/exposure';
 import { parseRaw, sendRaw } from '../helpers/proxy-raw-client';
@@ -16,14 +16,8 @@ import { parseRaw, sendRaw } from '../helpers/proxy-raw-client';
 const HOST = 'api.example.test';
 
 t.test("a placeholder of one covering credential unmasks another's secret the host kept", async (t) => {
-  let last = '';
-  const reflect = (req: IncomingMessage, _body: Buffer, res: ServerResponse): void => {
-    if (req.url === '/store') last = String(req.headers['authorization'] ?? '');
-    const text = req.url === '/last' ? JSON.stringify({ seen: last }) : '{"ok":true}';
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-    res.end(text);
-  };
-  const s = await startStack({ handler: reflect });
+  const keeper = keepingHost();
+  const s = await startStack({ handler: keeper.handler });
   t.teardown(() => s.close());
   const P = s.up.port;
   const adminSecret = makeCanary('XADMIN');
@@ -42,7 +36,7 @@ t.test("a placeholder of one covering credential unmasks another's secret the ho
     { id: 3, connect: `${HOST}:${P}`, head: head('/last', 'READER_TOKEN') },
   ]);
   t.equal(run.code, 0, run.stderr);
-  t.equal(last, `Bearer ${adminSecret}`, "the host kept admin's injected value");
+  t.equal(keeper.kept, `Bearer ${adminSecret}`, "the host kept admin's injected value");
   const noPh = Buffer.from(run.answers.get(2)?.raw ?? '', 'base64');
   t.equal(parseRaw(noPh).status, 200);
   t.same(exposures(noPh, adminSecret), [], 'without a placeholder: redacted (as documented)');

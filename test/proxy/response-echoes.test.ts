@@ -23,8 +23,8 @@
 // (test/helpers/proxy-raw-client.ts); the secret searched in every byte the
 // client received, the daemon log and the journal.
 import t from 'tap';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { startStack } from '../helpers/stack';
+import { keepingHost } from '../helpers/keeping-host';
 import { makeCanary, journalText } from '../helpers/canary';
 import { exposures } from '../helpers/exposure';
 import { parseRaw, sendRaw } from '../helpers/proxy-raw-client';
@@ -33,16 +33,8 @@ import { rawResponse, startRawOrigin } from '../helpers/raw-origin';
 const HOST = 'api.example.test';
 
 t.test('what an upstream sends back', async (t) => {
-  // The stack's upstream keeps the last Authorization it received and shows
-  // it at /last; /store only records.
-  let last = '';
-  const reflect = (req: IncomingMessage, _body: Buffer, res: ServerResponse): void => {
-    if (req.url === '/store') last = String(req.headers['authorization'] ?? '');
-    const text = req.url === '/last' ? JSON.stringify({ seen: last }) : '{"ok":true}';
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-    res.end(text);
-  };
-  const s = await startStack({ handler: reflect });
+  const keeper = keepingHost();
+  const s = await startStack({ handler: keeper.handler });
   t.teardown(() => s.close());
   const secret = makeCanary('RTRESP');
   const P = s.up.port;
@@ -132,7 +124,7 @@ t.test('what an upstream sends back', async (t) => {
     ]);
     t.equal(run.code, 0, run.stderr);
     received.push(run.stdout, Buffer.from(run.stderr));
-    t.equal(last, `Bearer ${secret}`, 'the upstream kept what postern injected');
+    t.equal(keeper.kept, `Bearer ${secret}`, 'the upstream kept what postern injected');
     const stored = parseRaw(Buffer.from(run.answers.get(1)?.raw ?? '', 'base64'));
     t.equal(stored.status, 200);
     const raw = Buffer.from(run.answers.get(2)?.raw ?? '', 'base64');
@@ -159,7 +151,7 @@ t.test('what an upstream sends back', async (t) => {
   await t.test(
     "a covering credential's secret, kept by the host, is redacted with no request of its own",
     async (t) => {
-      last = `token ${secret2} and Bearer ${secret}`;
+      keeper.kept = `token ${secret2} and Bearer ${secret}`;
       const run = await sendRaw(s.h, [{ id: 1, connect: `${HOST}:${P}`, head: head(P, '/last', false) }]);
       t.equal(run.code, 0, run.stderr);
       received.push(run.stdout, Buffer.from(run.stderr));

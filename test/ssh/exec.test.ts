@@ -27,7 +27,7 @@ import { join } from 'node:path';
 import { startSshd, ClientKeyName } from '../helpers/sshd';
 import { startStack, Stack, Card, auditList } from '../helpers/stack';
 import { agentRequest, cli, cliAsync, eventually } from '../helpers/postern';
-import { SshCredSpec, SshReply, addSshCredential } from '../helpers/ssh-credential';
+import { SshCredSpec, SshReply, addSshCredential, sshDefinition } from '../helpers/ssh-credential';
 import { exposures } from '../helpers/exposure';
 import { journalBytes, journalText } from '../helpers/canary';
 
@@ -413,6 +413,59 @@ t.test('POST /v1/ssh against OpenSSH, through the daemon', async (t) => {
     t.ok(r.redactions >= 1, `${r.redactions} redactions`);
     t.match(r.stdout, '[REDACTED:pw]');
     t.same(exposures(JSON.stringify(r), password), []);
+  });
+
+  // A host may keep a value it was sent and print it later, and a replaced
+  // password may still open the host until someone changes it there: the
+  // values a `cred update` or `cred rm` replaced are searched for until the
+  // lock, in output from the same host, marked with their credential's name.
+  await t.test('a replaced or removed password the host still prints is redacted', async (t) => {
+    const former = `Former-${randomBytes(12).toString('hex')}`;
+    const removed = `Removed-${randomBytes(12).toString('hex')}`;
+    place('former', (p) => writeFileSync(p, `kept: ${former}\n`));
+    place('removed', (p) => writeFileSync(p, removed + '\n'));
+    const added = addSsh(s, cred({ name: 'rotated', auth: 'password' }), s.h.file('rotated.secret', former + '\n'));
+    t.equal(added.code, 0, added.stderr);
+    const def = s.h.file('rotated.toml', sshDefinition(cred({ name: 'rotated', auth: 'password' })));
+    const newSecret = s.h.file('rotated.new', password + '\n');
+    const update = cli(s.h, [
+      'cred',
+      'update',
+      'rotated',
+      '--file',
+      def,
+      '--secret-file',
+      newSecret,
+      '--passphrase-file',
+      s.h.passFile,
+    ]);
+    t.equal(update.code, 0, update.stderr);
+    const gone = addSsh(s, cred({ name: 'gone', auth: 'password' }), s.h.file('gone.secret', removed + '\n'));
+    t.equal(gone.code, 0, gone.stderr);
+    const rm = cli(s.h, ['cred', 'rm', 'gone', '--passphrase-file', s.h.passFile]);
+    t.equal(rm.code, 0, rm.stderr);
+    texts.push(
+      added.stdout,
+      added.stderr,
+      update.stdout,
+      update.stderr,
+      gone.stdout,
+      gone.stderr,
+      rm.stdout,
+      rm.stderr,
+    );
+
+    let r = await ok(t, { credential: 'rotated', command: 'cat secret/former' });
+    t.equal(r.stdout, 'kept: [REDACTED:rotated]\n', 'the value the update replaced');
+    t.equal(r.redactions, 1);
+    r = await ok(t, { credential: 'rotated', command: 'cat secret/pw' });
+    t.equal(r.stdout, '[REDACTED:rotated]\n', 'and the value in force');
+    r = await ok(t, { credential: 'pw', command: 'base64 secret/removed' });
+    t.match(r.stdout, '[REDACTED:gone]', "a removed credential's value, through another credential for the host");
+    t.same(exposures(texts.join('\n'), former), [], 'no form of the replaced password');
+    t.same(exposures(texts.join('\n'), removed), [], 'no form of the removed password');
+    t.same(exposures(s.d.logs(), former), []);
+    t.same(exposures(s.d.logs(), removed), []);
   });
 
   await t.test('private keys printed by a command are redacted', async (t) => {
