@@ -1,11 +1,9 @@
 // The few libsodium calls postern makes, named for what they do. Everything
 // secret stays in Buffers/Uint8Arrays (never strings) so it can be wiped.
 import { hash, randomFillSync } from 'node:crypto';
-// `import = require` keeps the live module object: the wrapper adds its
-// functions to it only once `ready` resolves, so a namespace copy would miss them.
-import libsodium = require('libsodium-wrappers-sumo');
+import type LibsodiumModule = require('libsodium-wrappers-sumo');
 
-export type Sodium = typeof libsodium;
+export type Sodium = typeof LibsodiumModule;
 
 export const AEAD_KEY_BYTES = 32;
 export const AEAD_NONCE_BYTES = 24;
@@ -44,12 +42,18 @@ function scrubOnFree(lib: WasmModule): void {
   };
 }
 
+// Loaded at the first call, not with this module: most CLI commands never
+// need it, and loading it costs ≈55 ms of every start. `require` keeps the
+// live module object: the wrapper adds its functions to it only once
+// `ready` resolves, so a namespace copy would miss them.
 export function sodiumReady(): Promise<Sodium> {
-  ready ??= libsodium.ready.then(() => {
+  ready ??= (async (): Promise<Sodium> => {
+    const libsodium = require('libsodium-wrappers-sumo') as Sodium;
+    await libsodium.ready;
     scrubOnFree((libsodium as unknown as { libsodium: WasmModule }).libsodium);
     sodium = libsodium;
     return libsodium;
-  });
+  })();
   return ready;
 }
 

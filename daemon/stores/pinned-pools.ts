@@ -15,7 +15,15 @@
 // that put one agent's answers (what a human approved for it alone) in
 // another's hands; per requester, a broken upstream can only confuse the
 // answers of the process that keeps using it.
-import { buildConnector, Pool } from 'undici';
+import type { buildConnector, Pool } from 'undici';
+
+// undici is loaded with the first pool, not with the daemon: it costs
+// ≈80 ms of a start, and a daemon may serve no HTTP request before it stops.
+let undici: typeof import('undici') | null = null;
+function loadUndici(): typeof import('undici') {
+  undici ??= require('undici') as typeof import('undici');
+  return undici;
+}
 import { guardParserEnd } from './parser-end-guard';
 import { rootCertificates, createSecureContext, SecureContext } from 'node:tls';
 import type { LookupAddress } from 'node:dns';
@@ -118,6 +126,7 @@ export class PinnedPools {
       this.pools.set(id, known);
       return known.pool;
     }
+    const { Pool, buildConnector } = loadUndici();
     const pool = new Pool(key.origin, {
       connections: this.maxConnectionsPerPool,
       pipelining: 1,
