@@ -1,6 +1,8 @@
 // The daemon and the CLI commands load ssh2, @peculiar/x509 and the MCP
 // SDK only when they are used (each holds megabytes resident that a daemon
-// serving only HTTP, or a CLI command that never speaks MCP, would carry):
+// serving only HTTP, or a CLI command that never speaks MCP, would carry),
+// and libsodium and undici too (their loading was a fifth of a CLI
+// command's start and of the daemon's, before either needs them):
 // the compiled module graphs are loaded in a child node and the packages
 // it then holds are read from its require cache; then the first use loads
 // each, and works.
@@ -9,7 +11,7 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { ROOT } from '../helpers/postern';
 
-const LAZY = ['ssh2', '@peculiar/x509', '@modelcontextprotocol/sdk'];
+const LAZY = ['ssh2', '@peculiar/x509', '@modelcontextprotocol/sdk', 'libsodium-wrappers-sumo', 'undici'];
 
 function loadedAfter(script: string): { packages: string[]; out: string } {
   const program = `
@@ -35,7 +37,7 @@ t.test('the daemon and every CLI command load without them', async (t) => {
     at('daemon/main.js');
     for (const f of require('node:fs').readdirSync(require('node:path').join(dist, 'cli/commands')))
       if (f.endsWith('.js')) at('cli/commands/' + f);`);
-  t.ok(packages.includes('undici'), 'the graph was loaded (undici is in it)');
+  t.ok(packages.includes('zod') && packages.includes('pino'), 'the graph was loaded (zod and pino are in it)');
   for (const p of LAZY) t.notOk(packages.includes(p), `${p} is not loaded`);
 });
 
@@ -54,4 +56,22 @@ t.test('the first use loads each, and it works', async (t) => {
     console.log(new (require('node:crypto').X509Certificate)(leaf.certPem).subjectAltName);`);
   t.ok(ca.packages.includes('@peculiar/x509'), '@peculiar/x509 loaded on first use');
   t.equal(ca.out, 'DNS:api.example.test', 'and signs a leaf');
+  const sodium = loadedAfter(`
+    const crypto = at('shared/crypto.js');
+    await crypto.sodiumReady();
+    console.log(crypto.blake2b(Buffer.from('abc')).toString('hex'));`);
+  t.ok(sodium.packages.includes('libsodium-wrappers-sumo'), 'libsodium loaded on first use');
+  t.equal(
+    sodium.out,
+    'bddd813c634239723171ef3fee98579b94964e3bb1cb3e427262c8c068d52319',
+    'and hashes (BLAKE2b-256 of "abc")',
+  );
+  const pools = loadedAfter(`
+    const { PinnedPools } = at('daemon/stores/pinned-pools.js');
+    const p = new PinnedPools(() => null);
+    const pool = p.get({ credential: 'c', requester: 'r', origin: 'https://api.example.test:443', address: '127.0.0.1', family: 4 });
+    console.log(pool.constructor.name);
+    await pool.close();`);
+  t.ok(pools.packages.includes('undici'), 'undici loaded with the first pool');
+  t.equal(pools.out, 'Pool', 'and makes it');
 });
