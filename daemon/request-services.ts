@@ -19,7 +19,6 @@ import { Runs } from './stores/runs';
 import { TokenCache } from './pipeline/computed/github-app';
 import { RedactorCache } from './stores/redactors';
 import { FormerValues } from './stores/former-values';
-import type { CredentialDef } from '../shared/credential';
 import { buildRedactor, joinRedactors } from './pipeline/redact';
 import { LeafCertificates, storeCaAtFirstUse } from './proxy/leaf-certs';
 
@@ -34,12 +33,6 @@ export function createPipelineServices(controller: Controller): PipelineServices
     tokens: new TokenCache(),
     redactors: new RedactorCache(buildRedactor, (parts, label) => joinRedactors(parts, label, null, true)),
     former: new FormerValues(),
-  };
-  // A replaced version is kept for redaction until the lock (see
-  // stores/former-values.ts); the redactors of those that no longer fit go.
-  const keepFormer = (definition: CredentialDef | null, secret: SealedSecret): void => {
-    if (!definition) return;
-    for (const key of stores.former.keep(definition, secret)) stores.redactors.forget(key);
   };
   const journal = {
     record: controller.record.bind(controller),
@@ -79,7 +72,10 @@ export function createPipelineServices(controller: Controller): PipelineServices
   });
   controller.onSessionEnd((s) => stores.idempotency.purgeScope(`session:${s.id}`));
   controller.onCredentialChange(({ name, former }) => {
-    keepFormer(former.definition, former.secret);
+    // The replaced version is kept for redaction until the lock (see
+    // stores/former-values.ts); the redactors of those that no longer fit go.
+    if (former.definition)
+      for (const key of stores.former.keep(former.definition, former.secret)) stores.redactors.forget(key);
     stores.pools.retireCredential(name);
     stores.ssh.retireCredential(name);
     stores.budgets.forget(name);

@@ -466,6 +466,8 @@ t.test('POST /v1/ssh against OpenSSH, through the daemon', async (t) => {
     t.same(exposures(texts.join('\n'), removed), [], 'no form of the removed password');
     t.same(exposures(s.d.logs(), former), []);
     t.same(exposures(s.d.logs(), removed), []);
+    t.same(exposures(journalBytes(s.h.home), former), [], 'nor the journal');
+    t.same(exposures(journalBytes(s.h.home), removed), [], 'nor the journal');
   });
 
   await t.test('private keys printed by a command are redacted', async (t) => {
