@@ -25,7 +25,11 @@ build: install $(ADDON)
 	npx tsc -p tsconfig.json
 	chmod +x dist/cli/main.js
 
+# Type-checks everything and compiles the tests (with the modules they
+# import) to test-build/, which tap runs: no TypeScript loader in each test
+# process. Emptied first, so a test removed from test/ is not run.
 check: install
+	rm -rf test-build
 	npx tsc -p tsconfig.test.json
 	node scripts/lint.mjs
 	npx prettier --check 'daemon/**/*.ts' 'cli/**/*.ts' 'shared/**/*.ts' 'test/**/*.ts'
@@ -39,7 +43,7 @@ LONG_TIMEOUT := 2400
 # A failure is printed again at the end of the output, with its context.
 test: build check
 	scripts/run-tests.sh .tap/main.log
-	scripts/run-tests.sh .tap/long.log --timeout $(LONG_TIMEOUT) --jobs 1 --exclude 'test/helpers/**' test/long/*.test.ts
+	scripts/run-tests.sh .tap/long.log --timeout $(LONG_TIMEOUT) --jobs 1 --exclude 'test-build/test/helpers/**' test-build/test/long/*.test.js
 
 demo: build
 	bash scripts/demo.sh
@@ -48,4 +52,4 @@ bench: build
 	node bench/run.js
 
 clean:
-	rm -rf dist native/build .tap
+	rm -rf dist test-build native/build .tap

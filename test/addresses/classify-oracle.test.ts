@@ -31,13 +31,14 @@ import {
   v6ToString,
   parseV4,
 } from '../helpers/address-oracle';
+import { ROOT, testSource } from '../helpers/repo-root';
 
 type Classify = typeof import('../../daemon/pipeline/classify');
 type Wire = typeof import('../../daemon/pipeline/dns/wire');
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const C = require(join(__dirname, '../../dist/daemon/pipeline/classify.js')) as Classify;
+const C = require(join(ROOT, 'dist/daemon/pipeline/classify.js')) as Classify;
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const W = require(join(__dirname, '../../dist/daemon/pipeline/dns/wire.js')) as Wire;
+const W = require(join(ROOT, 'dist/daemon/pipeline/dns/wire.js')) as Wire;
 
 const SEED = fuzzSeed();
 const RANDOM_CASES = 40_000;
@@ -138,7 +139,7 @@ t.test(`Python ipaddress as a second opinion (seed ${SEED})`, async (t) => {
   const g = new Gen(prng(SEED ^ 0xb0b));
   const addresses: string[] = [];
   for (let i = 0; i < PY_CASES; i++) addresses.push(g.int(2) ? v4ToString(randomV4(g)) : v6ToString(randomV6(g)));
-  const py = execFileSync('python3', [join(__dirname, '../helpers/address-oracle.py')], { input: addresses.join('\n') })
+  const py = execFileSync('python3', [testSource('helpers', 'address-oracle.py')], { input: addresses.join('\n') })
     .toString()
     .trim()
     .split('\n');

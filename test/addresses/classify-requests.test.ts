@@ -29,10 +29,11 @@ import {
   v6ToString,
   fuzzSeed,
 } from '../helpers/address-oracle';
+import { ROOT } from '../helpers/repo-root';
 
 type Classify = typeof import('../../daemon/pipeline/classify');
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const C = require(join(__dirname, '../../dist/daemon/pipeline/classify.js')) as Classify;
+const C = require(join(ROOT, 'dist/daemon/pipeline/classify.js')) as Classify;
 
 const SEED = fuzzSeed();
 const SINGLE = 100;

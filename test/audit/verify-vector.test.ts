@@ -9,8 +9,9 @@ import { join, resolve } from 'node:path';
 import sodium = require('libsodium-wrappers-sumo');
 import { verifyJournal } from '../../shared/audit-verify';
 import { makeTestVector } from '../helpers/journal-fixture';
+import { ROOT } from '../helpers/repo-root';
 
-const DOC = readFileSync(resolve(__dirname, '..', '..', 'docs', 'audit-format.md'), 'utf8');
+const DOC = readFileSync(resolve(ROOT, 'docs', 'audit-format.md'), 'utf8');
 
 function block(name: string): string[] {
   const m = new RegExp('```vector-' + name + '\\n([\\s\\S]*?)```').exec(DOC);

@@ -17,6 +17,7 @@ import { cleanEnv, makeHome } from '../helpers/postern';
 import { cliBytes } from '../helpers/cli-bytes';
 import { makeTestCa } from '../helpers/https-upstream';
 import { PEER_ENV, startRunsPeer } from '../helpers/runs-peer';
+import { ROOT } from '../helpers/repo-root';
 
 const STACK = /^\s+at .+:\d+:\d+\)?$|\b(TypeError|ReferenceError|RangeError|Error):/m;
 const CA_VARIABLES = [
@@ -151,7 +152,7 @@ t.test('postern run starts CMD with the environment of SPEC §11 and ends with i
         '-u',
         'NODE_OPTIONS',
         process.execPath,
-        join(__dirname, '..', '..', 'dist', 'cli', 'main.js'),
+        join(ROOT, 'dist', 'cli', 'main.js'),
         'run',
         '--',
         'sh',

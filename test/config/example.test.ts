@@ -8,8 +8,9 @@ import { join } from 'node:path';
 import { defaultConfig, exampleConfigText, initialConfigText, loadConfig, SETTINGS } from '../../shared/config';
 import { isRefusal } from '../../shared/errors';
 import { parseToml } from '../../shared/toml';
+import { ROOT } from '../helpers/repo-root';
 
-const EXAMPLE = join(__dirname, '..', '..', 'executor.example.toml');
+const EXAMPLE = join(ROOT, 'executor.example.toml');
 
 function tempDir(t: Test): string {
   const dir = mkdtempSync(join(tmpdir(), 'pex-'));

@@ -21,8 +21,9 @@ import {
   HttpCredentialDef,
   SshCredentialDef,
 } from '../../shared/credential';
+import { testSource } from '../helpers/repo-root';
 
-const FIXTURES = join(__dirname, '..', 'fixtures', 'credentials');
+const FIXTURES = testSource('fixtures', 'credentials');
 const fixture = (name: string): string => readFileSync(join(FIXTURES, name), 'utf8');
 
 function refusalOf(fn: () => unknown): Refusal {

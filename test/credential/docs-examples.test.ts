@@ -4,8 +4,7 @@ import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseDefinitionToml } from '../../shared/credential';
-
-const ROOT = join(__dirname, '..', '..');
+import { ROOT } from '../helpers/repo-root';
 
 function definitions(file: string): string[] {
   const text = readFileSync(join(ROOT, file), 'utf8');

@@ -5,6 +5,7 @@ import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { HEAP_GROWING_PERCENT, limitHeapGrowth } from '../../daemon/heap-growth';
+import { ROOT } from '../helpers/repo-root';
 
 t.test('set unless the command line gave the flag, in either spelling', async (t) => {
   t.equal(limitHeapGrowth([]), true);
@@ -17,7 +18,7 @@ t.test('set unless the command line gave the flag, in either spelling', async (t
 });
 
 t.test('node takes the flag at run time without complaint', async (t) => {
-  const dist = join(__dirname, '..', '..', 'dist', 'daemon', 'heap-growth.js');
+  const dist = join(ROOT, 'dist', 'daemon', 'heap-growth.js');
   const r = spawnSync(
     process.execPath,
     ['-e', `const ok = require(${JSON.stringify(dist)}).limitHeapGrowth(); console.log(ok)`],

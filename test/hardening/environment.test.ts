@@ -150,8 +150,8 @@ t.test('doctor on this machine', async (t) => {
 });
 
 t.test('doctor in a child with core dumps enabled and a proxy variable set', async (t) => {
-  const probe = path.resolve(__dirname, '..', 'helpers', 'hardening-probe.ts');
-  const loader = process.execArgv.find((a) => a.includes('@tapjs/typescript'))!;
+  // Compiled beside this file.
+  const probe = path.resolve(__dirname, '..', 'helpers', 'hardening-probe.js');
   // env -u: tap's processinfo adds NODE_OPTIONS to every child's environment.
   const run = spawnSync(
     'sh',
@@ -160,7 +160,6 @@ t.test('doctor in a child with core dumps enabled and a proxy variable set', asy
       'ulimit -c 1024 && exec env -u NODE_OPTIONS HTTPS_PROXY=http://127.0.0.1:9 "$@"',
       'sh',
       process.execPath,
-      loader,
       probe,
       'doctor',
     ],

@@ -6,15 +6,12 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { FORBIDDEN_ENV, FORBIDDEN_ENV_REASONS } from '../../shared/hardening';
 
-// Real child processes running test/helpers/hardening-probe.ts. tap's
-// processinfo plugin puts NODE_OPTIONS into the environment of every child
-// this file spawns, so each command is run through `env -u NODE_OPTIONS`, and
-// a test that wants a forbidden variable sets it after that, on env's
-// command line. The TypeScript loader is passed as an argument, which
-// harden() does not look at.
-const probe = path.resolve(__dirname, '..', 'helpers', 'hardening-probe.ts');
-const loader = process.execArgv.find((a) => a.includes('@tapjs/typescript'));
-if (!loader) throw new Error("run this file with tap: it needs tap's TypeScript loader for the child processes");
+// Real child processes running test/helpers/hardening-probe.ts, compiled
+// beside this file. tap's processinfo plugin puts NODE_OPTIONS into the
+// environment of every child this file spawns, so each command is run
+// through `env -u NODE_OPTIONS`, and a test that wants a forbidden variable
+// sets it after that, on env's command line.
+const probe = path.resolve(__dirname, '..', 'helpers', 'hardening-probe.js');
 
 function cleanEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
@@ -66,7 +63,7 @@ function startProbe(argv: string[], set: Record<string, string> = {}): Probe {
   return { child, stdout: new Lines(child.stdout!), stderr: () => err, exit };
 }
 
-const nodeProbe = (...extraNodeArgs: string[]) => [process.execPath, ...extraNodeArgs, loader, probe, 'daemon'];
+const nodeProbe = (...extraNodeArgs: string[]) => [process.execPath, ...extraNodeArgs, probe, 'daemon'];
 
 t.test('a clean environment starts and answers', async (t) => {
   const p = startProbe(nodeProbe());

@@ -7,8 +7,8 @@
 // readings: WHATWG URL (node's `new URL`), glibc's inet_aton and
 // getaddrinfo(AI_NUMERICHOST) (address-parsers.py).
 import { execFileSync } from 'node:child_process';
-import { join } from 'node:path';
 import { Gen, parseV4, parseV6, v6Groups } from './address-oracle';
+import { testSource } from './repo-root';
 
 const FULLWIDTH_DIGIT = (d: string): string => String.fromCodePoint(0xff10 + Number(d));
 const CIRCLED_DIGIT = (d: string): string => (d === '0' ? '⓪' : String.fromCodePoint(0x245f + Number(d)));
@@ -114,7 +114,7 @@ function whatwg(host: string): string | null {
 // Every address some parser reads each host as: its text by its canonical
 // form (canon()).
 export function readings(hosts: string[]): Map<string, string>[] {
-  const py = execFileSync('python3', [join(__dirname, 'address-parsers.py')], {
+  const py = execFileSync('python3', [testSource('helpers', 'address-parsers.py')], {
     input: hosts.map((h) => JSON.stringify(h)).join('\n') + '\n',
   })
     .toString()

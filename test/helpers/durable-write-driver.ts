@@ -19,7 +19,9 @@ import { sodiumReady } from '../../shared/crypto';
 import { decryptVault, readVaultFile, rewriteVaultFile, VaultContents } from '../../shared/vault-format';
 import { Refusal } from '../../shared/errors';
 
-const REPO = path.resolve(__dirname, '..', '..');
+// The repository, looked up on the test side only: the child runs from a
+// temp dir, where no package.json lies above it.
+const repo = (): string => (require('./repo-root') as typeof import('./repo-root')).ROOT;
 
 // What a complete vault of generation n contains: tests check every byte.
 export function blobBytes(n: number): number {
@@ -44,7 +46,7 @@ export function buildDriver(): string {
   // Readable by other uids: tests run it unprivileged too. Nothing secret.
   fs.chmodSync(out, 0o755);
   process.once('exit', () => fs.rmSync(out, { recursive: true, force: true }));
-  const pending = [path.join(REPO, 'test', 'helpers', 'durable-write-driver.ts')];
+  const pending = [path.join(repo(), 'test', 'helpers', 'durable-write-driver.ts')];
   const seen = new Set<string>();
   while (pending.length > 0) {
     const file = pending.pop() as string;
@@ -58,7 +60,7 @@ export function buildDriver(): string {
       compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
       fileName: file,
     }).outputText;
-    const dest = path.join(out, path.relative(REPO, file)).replace(/\.ts$/, '.js');
+    const dest = path.join(out, path.relative(repo(), file)).replace(/\.ts$/, '.js');
     fs.mkdirSync(path.dirname(dest), { recursive: true });
     fs.writeFileSync(dest, js);
   }
@@ -75,7 +77,7 @@ export function driverArgv(...args: string[]): string[] {
     'env',
     '-u',
     'NODE_OPTIONS',
-    `NODE_PATH=${path.join(REPO, 'node_modules')}`,
+    `NODE_PATH=${path.join(repo(), 'node_modules')}`,
     process.execPath,
     buildDriver(),
     ...args,

@@ -37,7 +37,9 @@ import {
 import { VerifyOptions, verifyJournal } from '../../shared/audit-verify';
 import { KeyPair, ed25519Keypair, ed25519Verify, openSealed, x25519Keypair } from '../../shared/crypto';
 
-const REPO = path.resolve(__dirname, '..', '..');
+// The repository, looked up on the test side only: the child runs from a
+// temp dir, where no package.json lies above it.
+const repo = (): string => (require('./repo-root') as typeof import('./repo-root')).ROOT;
 let compiled: string | null = null;
 
 // This file and every repo module it reaches, transpiled to CommonJS under a
@@ -47,7 +49,8 @@ export function compiledDriver(): string {
   const ts = require('typescript') as typeof import('typescript');
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'postern-journal-driver-'));
   process.once('exit', () => fs.rmSync(out, { recursive: true, force: true }));
-  const todo = [__filename];
+  const source = path.join(repo(), 'test', 'helpers', 'journal-writer-driver.ts');
+  const todo = [source];
   const done = new Set<string>();
   for (let src = todo.pop(); src !== undefined; src = todo.pop()) {
     if (done.has(src)) continue;
@@ -60,11 +63,11 @@ export function compiledDriver(): string {
       fileName: src,
       compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
     });
-    const dest = path.join(out, path.relative(REPO, src)).replace(/\.ts$/, '.js');
+    const dest = path.join(out, path.relative(repo(), src)).replace(/\.ts$/, '.js');
     fs.mkdirSync(path.dirname(dest), { recursive: true });
     fs.writeFileSync(dest, outputText);
   }
-  compiled = path.join(out, path.relative(REPO, __filename)).replace(/\.ts$/, '.js');
+  compiled = path.join(out, path.relative(repo(), source)).replace(/\.ts$/, '.js');
   return compiled;
 }
 
@@ -74,7 +77,7 @@ export function driverArgv(...args: string[]): string[] {
     '/usr/bin/env',
     '-u',
     'NODE_OPTIONS',
-    `NODE_PATH=${path.join(REPO, 'node_modules')}`,
+    `NODE_PATH=${path.join(repo(), 'node_modules')}`,
     process.execPath,
     compiledDriver(),
     ...args,

@@ -4,11 +4,13 @@
 import { spawn, spawnSync, ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import net from 'node:net';
 import { FORBIDDEN_ENV } from '../../shared/hardening';
 
-export const ROOT = resolve(__dirname, '..', '..');
+import { ROOT } from './repo-root';
+
+export { ROOT };
 export const CLI = join(ROOT, 'dist', 'cli', 'main.js');
 export const PASSPHRASE = 'correct horse battery staple';
 

@@ -11,8 +11,9 @@ import { cli, openRequest, eventually } from '../helpers/postern';
 import { cliBytes } from '../helpers/cli-bytes';
 import { findCanary, makeCanary } from '../helpers/canary';
 import { credRm, httpDef, manualApprover, startStack, Stack } from '../helpers/lifecycle';
+import { testSource } from '../helpers/repo-root';
 
-const CLIENT = join(__dirname, '..', 'helpers', 'tunnel-client.js');
+const CLIENT = testSource('helpers', 'tunnel-client.js');
 type Got = { raw?: string; ended?: string; partial?: string };
 
 function statusOf(g: Got | undefined): { status: number | null; error: string | null } {

@@ -6,11 +6,12 @@ import * as path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { loadNative, peerCred, peerCredOfSocket, pidfdOpen, projectRoot, socketFd } from '../../shared/native';
+import { ROOT } from '../helpers/repo-root';
 
 // Children running as another uid must not load tap's coverage hook (tap's
 // processinfo plugin adds it to every child's NODE_OPTIONS), so they run
 // through `env -u NODE_OPTIONS`.
-const root = path.resolve(__dirname, '..', '..');
+const root = ROOT;
 const addonFile = path.join(root, 'native', 'build', 'Release', 'postern_native.node');
 
 t.test('loads from the project root, from shared/ and from dist/shared/', async (t) => {
@@ -172,23 +173,21 @@ t.test('setNonDumpable stops a same-uid process from reading /proc/<pid>/environ
 });
 
 t.test('a missing addon is refused with bad_environment and says how to build it', async (t) => {
-  // A copy of the three shared modules under a root whose addon is not built.
+  // A copy of the three shared modules, as built in dist/, under a root
+  // whose addon is not built.
   const fakeRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'postern-noaddon-'));
   t.teardown(() => fs.rmSync(fakeRoot, { recursive: true, force: true }));
   fs.mkdirSync(path.join(fakeRoot, 'native'));
   fs.writeFileSync(path.join(fakeRoot, 'native', 'binding.gyp'), '{}');
   fs.mkdirSync(path.join(fakeRoot, 'shared'));
-  for (const f of ['native.ts', 'errors.ts', 'protocol.ts']) {
-    fs.copyFileSync(path.join(root, 'shared', f), path.join(fakeRoot, 'shared', f));
+  for (const f of ['native.js', 'errors.js', 'protocol.js']) {
+    fs.copyFileSync(path.join(root, 'dist', 'shared', f), path.join(fakeRoot, 'shared', f));
   }
-  const loader = process.execArgv.find((a) => a.includes('@tapjs/typescript'));
-  t.ok(loader, 'tap runs this file with its TypeScript loader');
   const run = spawnSync(
     process.execPath,
     [
-      loader!,
       '-e',
-      `try { require(${JSON.stringify(path.join(fakeRoot, 'shared', 'native.ts'))}).loadNative(); }
+      `try { require(${JSON.stringify(path.join(fakeRoot, 'shared', 'native.js'))}).loadNative(); }
       catch (e) { console.log(JSON.stringify({ code: e.code, message: e.message })); }`,
     ],
     { encoding: 'utf8' },

@@ -3,11 +3,12 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { spawnSync } from 'node:child_process';
+import { ROOT } from '../helpers/repo-root';
 
 // native/build.js builds in the directory it lives in. The tests build a copy
 // in a temporary directory, so the addon other test files load is never
 // removed under them.
-const nativeDir = path.resolve(__dirname, '..', '..', 'native');
+const nativeDir = path.resolve(ROOT, 'native');
 
 function copyNative(t: Test): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'postern-build-'));

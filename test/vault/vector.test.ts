@@ -6,9 +6,10 @@ import * as path from 'node:path';
 import { sodiumReady } from '../../shared/crypto';
 import { decryptVault, parseHeader } from '../../shared/vault-format';
 import { deriveKey } from '../../shared/kdf';
+import { ROOT } from '../helpers/repo-root';
 
 function readVector(): Record<string, string> {
-  const doc = fs.readFileSync(path.join(__dirname, '..', '..', 'docs', 'vault-format.md'), 'utf8');
+  const doc = fs.readFileSync(path.join(ROOT, 'docs', 'vault-format.md'), 'utf8');
   const block = /```test-vector\n([\s\S]*?)```/.exec(doc)?.[1];
   if (!block) throw new Error('no ```test-vector block in docs/vault-format.md');
   const fields: Record<string, string> = {};
