@@ -1,7 +1,7 @@
 // What a credential held before a change: the version a `cred update` or a
 // `cred rm` replaced (not a refresh token the server rotated: rotation
-// spends it; see request-services.ts). A host may keep a value it was sent and show it to a later request, and a
-// replaced value may still be valid at its service until someone revokes
+// spends it). A host may keep a value it was sent and show it to a later
+// request, and a replaced value may still be valid at its service until someone revokes
 // it there; so until the lock, responses from what a former version covered
 // are searched for its values too (docs/responses.md, "Former values").
 //
