@@ -1,9 +1,10 @@
 // What a credential held before a change: the version a `cred update` or a
 // `cred rm` replaced (not a refresh token the server rotated: rotation
 // spends it). A host may keep a value it was sent and show it to a later
-// request, and a replaced value may still be valid at its service until someone revokes
-// it there; so until the lock, responses from what a former version covered
-// are searched for its values too (docs/responses.md, "Former values").
+// request, and a replaced value may still be valid at its service until
+// someone revokes it there; so until the lock, responses from what a former
+// version covered are searched for its values too (docs/responses.md,
+// "Former values").
 //
 // Kept as the vault keeps its secrets, sealed under the unlocked instance's
 // key (unreadable once it locks), with the definition that said where the
