@@ -69,22 +69,40 @@ t.test('ENOSPC under the journal: refused before sending, served again once ther
   // Leave about 1.5 KiB free: less than a request's entries need.
   const filler = fill(dir, 1536);
 
-  let refused: { status: number; json: unknown } | null = null;
+  // A request whose intent fits and whose outcome does not was sent: it is
+  // told maybe_executed with its intent's seq (disk-full-outcome covers
+  // it). The loop goes on to the request refused before it was sent.
+  type Refused = { code: string; message: string; maybe_executed?: boolean; audit_seq?: number };
+  let refused: { status: number; error: Refused } | null = null;
   const sentBefore = s.up.requests.length;
   let served = 0;
+  let sentThenRefused = 0;
   for (let i = 0; i < 20 && !refused; i++) {
     r = await get(`/v1/fill-${i}`);
     if (r.status === 200) {
       served += 1;
       acknowledged.push((r.json as { audit_seq: number }).audit_seq);
-    } else refused = r;
+      continue;
+    }
+    const error = (r.json as { error: Refused }).error;
+    if (error.maybe_executed === true) {
+      t.equal(error.code, 'audit_unavailable', 'an outcome the journal could not take');
+      t.type(error.audit_seq, 'number', 'it names the intent that was written');
+      acknowledged.push(error.audit_seq!);
+      sentThenRefused += 1;
+    } else refused = { status: r.status, error };
   }
   t.ok(refused, 'a request was refused once the disk was full');
   t.equal(refused!.status, 503);
-  const err = (refused!.json as { error: { code: string; message: string } }).error;
+  const err = refused!.error;
   t.equal(err.code, 'audit_unavailable');
   t.match(err.message, /journal|audit/i, 'the message says the journal could not be written');
-  t.equal(s.up.requests.length, sentBefore + served, 'the refused request never reached the upstream');
+  t.equal(err.audit_seq, undefined, 'no entry is named: its intent was not written');
+  t.equal(
+    s.up.requests.length,
+    sentBefore + served + sentThenRefused,
+    'the refused request never reached the upstream',
+  );
 
   // The daemon keeps answering.
   const health = await agentRequest(s.sock, 'GET', '/v1/health');
