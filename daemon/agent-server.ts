@@ -10,7 +10,7 @@ import { peerCredOfSocket } from '../shared/native';
 import type { Controller } from './controller';
 import type { Logger } from './logger';
 import { identify as identifyPeer, Identity, stillRunning } from './identity/identify';
-import { identifyAtConnect } from './identify-at-connect';
+import { identifyAtConnect, peerGoneInstead } from './identify-at-connect';
 import { serveJson } from './pipeline/entry';
 import type { PipelineServices } from './pipeline/context';
 import { requestContext, requesterGone, type RequesterGone } from './pipeline/requester-gone';
@@ -39,18 +39,15 @@ const peers = new WeakMap<net.Socket, Identity | Refusal>();
 // Once per connection: the peer is the process that connected. Every
 // later request on the connection checks that this process instance still
 // runs (SPEC §7): a connection inherited across fork or passed over
-// SCM_RIGHTS dies with the process that made it.
-export function identify(controller: Controller, sock: net.Socket): Identity {
+// SCM_RIGHTS dies with the process that made it. `checkRunning` false: a
+// request whose body is still to come is checked once it is whole
+// (confirmPeer), when what it asks is settled, and not also at its head.
+export function identify(controller: Controller, sock: net.Socket, checkRunning = true): Identity {
   const known = peers.get(sock);
   if (known instanceof Refusal) throw known;
   if (known) {
-    if (stillRunning(known.process)) return known;
-    const gone = new Refusal(
-      'unidentified_peer',
-      `the process that made this connection (pid ${known.process.pid}) has exited or exec'd; whoever holds the connection now cannot speak for it — connect again from a running process`,
-    );
-    peers.set(sock, gone);
-    throw gone;
+    if (checkRunning) confirmPeer(sock, known);
+    return known;
   }
   let verdict: Identity | Refusal;
   try {
@@ -76,6 +73,18 @@ export function identify(controller: Controller, sock: net.Socket): Identity {
   peers.set(sock, verdict);
   if (verdict instanceof Refusal) throw verdict;
   return verdict;
+}
+
+// The connection's process still runs, else unidentified_peer, for this
+// request and every later one on the connection.
+export function confirmPeer(sock: net.Socket, identity: Identity): void {
+  if (stillRunning(identity.process)) return;
+  const gone = new Refusal(
+    'unidentified_peer',
+    `the process that made this connection (pid ${identity.process.pid}) has exited or exec'd; whoever holds the connection now cannot speak for it — connect again from a running process`,
+  );
+  peers.set(sock, gone);
+  throw gone;
 }
 
 // A refusal the pipeline did not journal itself (peer, lock, endpoint,
@@ -217,6 +226,7 @@ interface Services {
 function counted(
   s: Services,
   req: http.IncomingMessage,
+  identity: Identity,
   run: (raw: Buffer, slot: Slot) => Promise<unknown>,
 ): Promise<unknown> {
   s.controller.requireUnlocked();
@@ -230,6 +240,11 @@ function counted(
     // A lock (or the daemon stopping) refuses a request whose body is
     // still arriving at once, not when the body ends.
     const raw = await s.pipeline.untilLocked(readBody(req, limit, left));
+    // What the request asks is settled: its maker must still run now
+    // (checked here rather than at the head, whose bytes may have come
+    // before an exec and the body after it).
+    confirmPeer(req.socket, identity);
+    confirmed.add(req);
     return await run(raw, slot);
   });
 }
@@ -252,6 +267,13 @@ type Route = (
   onWaiting?: WaitingListener<Card>,
 ) => Promise<unknown> | unknown;
 
+// Requests whose peer was checked to still run once their body was whole.
+const confirmed = new WeakSet<http.IncomingMessage>();
+
+// Routes whose body says what is asked: their peer is checked once it is
+// whole (counted), not at the head.
+const WITH_BODY = new Set(['POST /v1/http', 'POST /v1/ssh', 'POST /v1/runs']);
+
 const ROUTES: Record<string, Route> = {
   'GET /v1/health': ({ controller }) => ({ locked: controller.locked }),
   'GET /v1/credentials': ({ controller }) => {
@@ -261,10 +283,14 @@ const ROUTES: Record<string, Route> = {
     return { credentials: list.map(({ name, kind, description, targets }) => ({ name, kind, description, targets })) };
   },
   'POST /v1/http': (s, identity, req, gone, onWaiting) =>
-    counted(s, req, (raw, slot) => serveJson(requestContext(s.pipeline, identity, gone, slot, onWaiting), 'http', raw)),
+    counted(s, req, identity, (raw, slot) =>
+      serveJson(requestContext(s.pipeline, identity, gone, slot, onWaiting, true), 'http', raw),
+    ),
   'POST /v1/ssh': (s, identity, req, gone, onWaiting) =>
-    counted(s, req, (raw, slot) => serveJson(requestContext(s.pipeline, identity, gone, slot, onWaiting), 'ssh', raw)),
-  'POST /v1/runs': (s, identity, req) => counted(s, req, (raw) => createRun(s.pipeline, identity, raw)),
+    counted(s, req, identity, (raw, slot) =>
+      serveJson(requestContext(s.pipeline, identity, gone, slot, onWaiting, true), 'ssh', raw),
+    ),
+  'POST /v1/runs': (s, identity, req) => counted(s, req, identity, (raw) => createRun(s.pipeline, identity, raw)),
 };
 
 export function createAgentServer(
@@ -277,7 +303,8 @@ export function createAgentServer(
   const door: FrontDoorDeps & { leaves: LeafCertificates; otherHosts(): 'tunnel' | 'refuse' } = {
     pipeline,
     leaves: pipeline.leaves,
-    identify: (sock) => identify(controller, sock),
+    identify: (sock, checkRunning) => identify(controller, sock, checkRunning),
+    confirm: confirmPeer,
     journalRefusal: (sock, r, endpoint) => journalAgentRefusal(pipeline, sock, r, endpoint),
     requireUnlocked: () => void controller.requireUnlocked(),
     touch: () => controller.touch(),
@@ -316,14 +343,16 @@ export function createAgentServer(
           started.set(req, Date.now());
         }
         let refused = false;
+        const endpoint = `${req.method} ${path}`;
+        const deferred = WITH_BODY.has(endpoint);
         try {
-          const identity = identify(controller, req.socket);
+          const identity = identify(controller, req.socket, !deferred);
           if (req.headers.host === undefined && req.httpVersion !== '1.0')
             throw new Refusal(
               'bad_request',
               'header "host" is missing (HTTP/1.1 requires it); send any, such as "postern"',
             );
-          const route = ROUTES[`${req.method} ${path}`];
+          const route = ROUTES[endpoint];
           if (!route)
             throw new Refusal(
               'bad_request',
@@ -339,11 +368,16 @@ export function createAgentServer(
           let r = e instanceof Refusal ? e : new Refusal('internal_error', 'unexpected error; see the daemon log');
           if (!(e instanceof Refusal))
             log.error({ event: 'agent_error', err: (e as Error)?.name }, 'agent request failed');
+          // Refused before its body was whole (a lock, a body too large or
+          // too slow): its peer is checked now, as every request's is,
+          // unless it went away (its refusal says so).
+          if (deferred && !confirmed.has(req) && !gone.left)
+            r = peerGoneInstead(() => identify(controller, req.socket), r);
           // Every refusal is journaled; those the pipeline did not journal
           // itself (peer, lock, endpoint, oversized body) are recorded here.
           // Beyond audit.refusal_burst a second for one process instance they
           // are counted in a summary (SPEC §9).
-          r = await journalAgentRefusal(pipeline, req.socket, r, `${req.method} ${path}`);
+          r = await journalAgentRefusal(pipeline, req.socket, r, endpoint);
           if (cutAlready(req)) return;
           const closing = tooSlow.has(req) || r.code === 'body_too_large';
           if (closing) res.setHeader('connection', 'close');

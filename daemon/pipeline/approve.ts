@@ -24,7 +24,7 @@ export async function approve(
   // card is shown for it (a lock ends every pending approval).
   inForce(s, def);
   if (mode === 'session') {
-    const covering = s.sessions.covering(ctx.identity, credential);
+    const covering = s.sessions.covering(ctx.identity, credential, ctx.requesterConfirmed === true);
     if (covering) return { approval: `session:${covering.id}` };
   }
   // The card shows the process as it is now: on a kept connection the

@@ -93,4 +93,8 @@ export interface RequestContext {
   // Told when the request starts to wait for a human and when one approved
   // it (the waiting notice).
   onWaiting?: WaitingListener<Card>;
+  // The requester was checked to still run once the request was whole (its
+  // body read), and nothing it sends is read after: a session rooted at the
+  // requester itself is not checked a second time (sessions.ts, covering).
+  requesterConfirmed?: true;
 }

@@ -44,13 +44,15 @@ export function requesterGone(res: ServerResponse): RequesterGone {
 }
 
 // A request's context for either front door, its signal the requester's
-// (made only if a step asks for it).
+// (made only if a step asks for it). `confirmed`: the requester was checked
+// to still run once the request was whole (RequestContext).
 export function requestContext(
   services: PipelineServices,
   identity: Identity,
   gone: RequesterGone,
   slot: Slot,
   onWaiting?: WaitingListener<Card>,
+  confirmed = false,
 ): RequestContext {
   return {
     services,
@@ -61,6 +63,7 @@ export function requestContext(
     requesterLeft: () => gone.left,
     slot,
     ...(onWaiting ? { onWaiting } : {}),
+    ...(confirmed ? { requesterConfirmed: true } : {}),
   };
 }
 

@@ -22,11 +22,15 @@ import { coveringCredentials } from '../pipeline/coverage';
 import { refuseResponse } from './refusal-response';
 import { bodyCutOff, cutAlready, cutByParseFailure, inTurn } from '../exchanges-open';
 import { lingerAfterAnswer } from '../lingering-close';
+import { peerGoneInstead } from '../identify-at-connect';
 
 export interface FrontDoorDeps {
   pipeline: PipelineServices;
-  // The peer of the agent-socket connection, re-checked at every request.
-  identify(sock: net.Socket): Identity;
+  // The peer of the agent-socket connection, checked to still run at every
+  // request; `checkRunning` false: not yet, since the request's body is
+  // still to come (confirm checks it once the body is whole).
+  identify(sock: net.Socket, checkRunning?: boolean): Identity;
+  confirm(sock: net.Socket, identity: Identity): void;
   // Journals a refusal the pipeline did not (as agent_refused).
   journalRefusal(sock: net.Socket, r: Refusal, endpoint: string): Promise<Refusal>;
   requireUnlocked(): void;
@@ -214,8 +218,9 @@ export async function serveProxiedExchange(
   const turn = inTurn(req, res);
   if (turn !== true && !(await turn)) return;
   const gone = requesterGone(res);
+  let confirmed = false;
   try {
-    const identity = deps.identify(outer);
+    const identity = deps.identify(outer, false);
     deps.requireUnlocked();
     deps.touch();
     const cfg = s.config();
@@ -232,6 +237,10 @@ export async function serveProxiedExchange(
     const reading = readBody(req, cfg.http.max_request_body, cfg.daemon.agent_request_timeout);
     // A lock refuses a request whose body is still arriving at once.
     const body = reading === null ? null : await s.untilLocked(reading);
+    // What the request asks is settled: its maker must still run now, not
+    // only when its head came (a body may follow an exec).
+    deps.confirm(outer, identity);
+    confirmed = true;
     const parts: ProxiedParts = {
       method: req.method ?? '',
       target: req.url ?? '',
@@ -251,7 +260,7 @@ export async function serveProxiedExchange(
       // that host), and its response is searched for their values
       // (docs/proxy.md).
       const covering = request.credential === null ? coveringCredentials(s, request.target) : [];
-      await runProxied(requestContext(s, identity, gone, slot), request, sinkFor(res), {
+      await runProxied(requestContext(s, identity, gone, slot, undefined, true), request, sinkFor(res), {
         coveredAddresses: covering.flatMap((def) => def.allow_addresses),
         covering,
         clientPid: reportedPid(identity),
@@ -265,6 +274,10 @@ export async function serveProxiedExchange(
       res.destroy();
       return;
     }
+    // Refused before its body was whole (a lock, a body too large): its
+    // peer is checked now, as every request's is, and one that no longer
+    // runs is told so instead, unless it went away (its refusal says so).
+    if (!confirmed && !gone.left) r = peerGoneInstead(() => deps.identify(outer), r);
     r = await deps.journalRefusal(outer, r, endpoint);
     if (cutAlready(req)) return;
     const drained =

@@ -43,12 +43,16 @@ export class SessionStore {
 
   // The session covering this requester for this credential, if any: rooted
   // at the requester itself or at one of its ancestors, unexpired, and with
-  // its root still the same running instance.
-  covering(identity: Identity, credential: string): Session | null {
+  // its root still the same running instance. `requesterRuns`: the caller
+  // has just checked that the requester still runs, once its request was
+  // whole; a session rooted at the requester is not checked again (the
+  // check would read the same files for the same instance, and the request
+  // it decides is the same).
+  covering(identity: Identity, credential: string, requesterRuns = false): Session | null {
     const keys = new Set([identity.process.key, ...identity.ancestors.map((a) => a.key)]);
     for (const s of this.sessions.values()) {
       if (s.credential !== credential || !keys.has(s.root.key)) continue;
-      if (this.endIfOver(s)) continue;
+      if (this.endIfOver(s, requesterRuns && s.root.key === identity.process.key)) continue;
       return s;
     }
     return null;
@@ -80,12 +84,13 @@ export class SessionStore {
     return all.length;
   }
 
-  private endIfOver(s: Session): boolean {
+  // `rootRuns`: the root is known to run (checked just now by the caller).
+  private endIfOver(s: Session, rootRuns = false): boolean {
     if (passed(s.ends, this.clocks)) {
       this.end(s, 'expired');
       return true;
     }
-    if (!stillRunning(s.root)) {
+    if (!rootRuns && !stillRunning(s.root)) {
       this.end(s, 'root_exited');
       return true;
     }

@@ -3,7 +3,8 @@
 // Python program that connects, makes a request, then forks and lets the
 // child use the inherited connection (before and after the parent exits),
 // or passes the connection over SCM_RIGHTS (socket.send_fds) to an
-// unrelated process started by the test; or just asks once. Each prints one JSON line per
+// unrelated process started by the test; or sends a request's head and
+// lets the program it execs into send the body; or just asks once. Each prints one JSON line per
 // reply on stdout: { "who", "phase", "pid", "status", "code" }.
 import { spawn, ChildProcess } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,9 +13,15 @@ import { join } from 'node:path';
 
 const HOLDER_PY = String.raw`import json, os, socket, sys, time
 
+def json_head(data):
+    return b'POST /v1/http HTTP/1.1\r\nhost: postern\r\ncontent-type: application/json\r\ncontent-length: ' + str(len(data)).encode() + b'\r\n\r\n'
+
 def request(s, body):
     data = json.dumps(body).encode()
-    s.sendall(b'POST /v1/http HTTP/1.1\r\nhost: postern\r\ncontent-type: application/json\r\ncontent-length: ' + str(len(data)).encode() + b'\r\n\r\n' + data)
+    s.sendall(json_head(data) + data)
+    return reply(s)
+
+def reply(s):
     buf = b''
     while b'\r\n\r\n' not in buf:
         chunk = s.recv(65536)
@@ -85,6 +92,35 @@ elif mode == 'send':
     socket.send_fds(c, [str(os.getpid()).encode()], [s.fileno()])
     c.recv(1)
     os._exit(0)
+
+elif mode == 'split':
+    # Ask once; then send a request's head, wait, and send its body, from
+    # this process (argv[5] "same") or from the program it execs into,
+    # the connection kept across the exec ("exec"). argv[4]: "json" (POST
+    # /v1/http, the body the request) or a URL for the proxy front door
+    # (an absolute-form POST with a short body).
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(agent_sock)
+    say('maker', 'first', request(s, body))
+    door, how = sys.argv[4], sys.argv[5]
+    if door == 'json':
+        data = json.dumps(body).encode()
+        head = json_head(data)
+    else:
+        data = b'split body'
+        head = ('POST %s HTTP/1.1\r\nhost: %s\r\ncontent-length: %d\r\n\r\n' % (door, door.split('/')[2], len(data))).encode()
+    s.sendall(head)
+    time.sleep(0.3)
+    if how == 'exec':
+        os.set_inheritable(s.fileno(), True)
+        os.execv(sys.executable, [sys.executable, sys.argv[0], 'split-rest', agent_sock, sys.argv[3], str(s.fileno()), data.decode()])
+    s.sendall(data)
+    say('maker', 'body', reply(s))
+
+elif mode == 'split-rest':
+    s = socket.socket(fileno=int(sys.argv[4]))
+    s.sendall(sys.argv[5].encode())
+    say('execd', 'body', reply(s))
 
 elif mode == 'receive':
     l = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

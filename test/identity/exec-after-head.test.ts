@@ -1,0 +1,72 @@
+// SPEC §7: every request checks that the process that made its connection
+// still runs. A request's head may come from one program and its body from
+// the program it execs into (the connection kept across the exec): the
+// check is made once the body is whole, so the new program cannot choose
+// what is asked in the name of the old one, on either front door, even
+// under a session rooted at the old program itself (which is then not
+// checked a second time). The same split from one process is served.
+import t from 'tap';
+import { startStack } from '../helpers/stack';
+import { runHolder, writeHolder, type Reply } from '../helpers/identity-holder';
+
+const API = (port: number): string =>
+  `name = "api"\nkind = "http"\nallow_addresses = ["127.0.0.1/32"]\n[inject]\nheader = "Authorization"\ntemplate = "Bearer {secret}"\n[[allow]]\nhost = "api.example.test"\nports = [${port}]\npaths = ["/v1/*"]\n`;
+
+t.test('a body sent after an exec is refused; the same split from one process is served', async (t) => {
+  const s = await startStack();
+  t.teardown(() => s.close());
+  s.addCredential('api', API(s.up.port), 'exec-after-head-secret-0123456789');
+  const holder = writeHolder();
+  t.teardown(() => holder.cleanup());
+  // Each maker's session is rooted at the maker itself.
+  await s.approver((card) => ({ decision: 'session', root_key: card.process.key }));
+  const body = JSON.stringify({ credential: 'api', method: 'GET', url: s.url('api.example.test', '/v1/x') });
+
+  const split = async (door: string, how: 'same' | 'exec'): Promise<Reply[]> => {
+    const run = runHolder(holder, ['split', s.sock, body, door, how]);
+    t.teardown(() => void run.proc.kill('SIGKILL'));
+    await run.done;
+    return run.replies;
+  };
+
+  await t.test('JSON front door', async (t) => {
+    let sent = s.up.requests.length;
+    const [first, same] = await split('json', 'same');
+    t.match(first, { phase: 'first', status: 200 }, JSON.stringify(first));
+    t.match(same, { phase: 'body', status: 200 }, `from one process, head and body apart: served`);
+    t.equal(s.up.requests.length, sent + 2, 'both reached the upstream');
+
+    sent = s.up.requests.length;
+    const [before, after] = await split('json', 'exec');
+    t.match(before, { who: 'maker', phase: 'first', status: 200 }, JSON.stringify(before));
+    t.match(
+      after,
+      { who: 'execd', phase: 'body', status: 403, code: 'unidentified_peer' },
+      `the body came from the program the maker exec'd into: ${JSON.stringify(after)}`,
+    );
+    t.equal(s.up.requests.length, sent + 1, 'only the request made before the exec reached the upstream');
+  });
+
+  // An absolute-form http:// request on the agent socket (the upstream
+  // speaks only TLS, so the one that is sent fails there: what matters is
+  // that it was not refused as the peer's).
+  await t.test('proxy front door (absolute form)', async (t) => {
+    const url = s.url('api.example.test', '/v1/posted').replace(/^https:/, 'http:');
+    const [first, same] = await split(url, 'same');
+    t.match(first, { phase: 'first', status: 200 }, JSON.stringify(first));
+    t.not(
+      same?.code,
+      'unidentified_peer',
+      `from one process, head and body apart: not refused as the peer's (${JSON.stringify(same)})`,
+    );
+    t.not(same?.status, 0, 'answered');
+
+    const [before, after] = await split(url, 'exec');
+    t.match(before, { who: 'maker', phase: 'first', status: 200 }, JSON.stringify(before));
+    t.match(
+      after,
+      { who: 'execd', phase: 'body', status: 403, code: 'unidentified_peer' },
+      `the body came from the program the maker exec'd into: ${JSON.stringify(after)}`,
+    );
+  });
+});
