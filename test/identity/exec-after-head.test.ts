@@ -2,9 +2,10 @@
 // still runs. A request's head may come from one program and its body from
 // the program it execs into (the connection kept across the exec): the
 // check is made once the body is whole, so the new program cannot choose
-// what is asked in the name of the old one, on either front door, even
-// under a session rooted at the old program itself (which is then not
-// checked a second time). The same split from one process is served.
+// what is asked in the name of the old one, on either front door, under a
+// session rooted at the old program itself (which is then not checked a
+// second time) or at its parent. The same split from one process is
+// served.
 import t from 'tap';
 import { startStack } from '../helpers/stack';
 import { runHolder, writeHolder, type Reply } from '../helpers/identity-holder';
@@ -16,14 +17,19 @@ t.test('a body sent after an exec is refused; the same split from one process is
   const s = await startStack();
   t.teardown(() => s.close());
   s.addCredential('api', API(s.up.port), 'exec-after-head-secret-0123456789');
+  s.addCredential('wide', API(s.up.port).replace('name = "api"', 'name = "wide"'), 'exec-after-head-wide-0123456789');
   const holder = writeHolder();
   t.teardown(() => holder.cleanup());
-  // Each maker's session is rooted at the maker itself.
-  await s.approver((card) => ({ decision: 'session', root_key: card.process.key }));
+  // A session for "api" is rooted at the maker itself; one for "wide" at
+  // the maker's parent (this test), which covers whatever the maker runs.
+  await s.approver((card) => ({
+    decision: 'session',
+    root_key: card.credential === 'wide' ? card.ancestors[0]!.key : card.process.key,
+  }));
   const body = JSON.stringify({ credential: 'api', method: 'GET', url: s.url('api.example.test', '/v1/x') });
 
-  const split = async (door: string, how: 'same' | 'exec'): Promise<Reply[]> => {
-    const run = runHolder(holder, ['split', s.sock, body, door, how]);
+  const split = async (door: string, how: 'same' | 'exec', text = body): Promise<Reply[]> => {
+    const run = runHolder(holder, ['split', s.sock, text, door, how]);
     t.teardown(() => void run.proc.kill('SIGKILL'));
     await run.done;
     return run.replies;
@@ -38,6 +44,23 @@ t.test('a body sent after an exec is refused; the same split from one process is
 
     sent = s.up.requests.length;
     const [before, after] = await split('json', 'exec');
+    t.match(before, { who: 'maker', phase: 'first', status: 200 }, JSON.stringify(before));
+    t.match(
+      after,
+      { who: 'execd', phase: 'body', status: 403, code: 'unidentified_peer' },
+      `the body came from the program the maker exec'd into: ${JSON.stringify(after)}`,
+    );
+    t.equal(s.up.requests.length, sent + 1, 'only the request made before the exec reached the upstream');
+  });
+
+  // Under a session rooted at an ancestor, the program exec'd into is
+  // covered too (a descendant of the root), so it may ask on its own
+  // connection; on the maker's connection it would be served, and
+  // journaled, as the maker it no longer is.
+  await t.test('JSON front door, a session rooted at the parent', async (t) => {
+    const wide = body.replace('"api"', '"wide"');
+    const sent = s.up.requests.length;
+    const [before, after] = await split('json', 'exec', wide);
     t.match(before, { who: 'maker', phase: 'first', status: 200 }, JSON.stringify(before));
     t.match(
       after,
