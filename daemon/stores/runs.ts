@@ -110,9 +110,9 @@ export class Runs {
       if (!inTree(identity, run.root.key)) continue;
       const mine = run.placeholders.get(credential);
       if (mine === undefined || !sameValue(mine, value)) continue;
-      // The identity's own process was just checked to still run (the
-      // agent socket does so on every request); an ancestor's standing is
-      // as old as the connection, so it is read again.
+      // The identity's own process was just checked to still run (every
+      // request is, once it is whole); an ancestor's standing is as old as
+      // the connection, so it is read again.
       if (run.root.key !== identity.process.key && this.endIfRootExited(run)) return null;
       return { run, credential };
     }
