@@ -167,7 +167,10 @@ async function sign(c: AgentConnection, body: Buffer, identity: Identity): Promi
     // succeed: refused before a human is asked about it.
     const algorithm = signatureAlgorithmFor(cred.blob, req.flags);
     if (algorithm !== allowed.login.algorithm) throw algorithmMismatch(allowed.login.algorithm);
-    const approval = await approve({ services: c.services, identity, signal: c.signal }, def, def.approve, {
+    // The peer was checked to still run once this message was whole
+    // (server.ts, answer): a session rooted at it is not checked again.
+    const ctx = { services: c.services, identity, signal: c.signal, requesterConfirmed: true } as const;
+    const approval = await approve(ctx, def, def.approve, {
       kind: 'ssh-agent',
       host: def.host,
       port: def.port,
