@@ -141,7 +141,7 @@ export class JournalWriter {
   // Is the file at the current segment's path still the one being written?
   assertSameFile(): void {
     this.assertOpen();
-    assertStillNamed(segmentPath(this.file, this.cur.segment), this.fh.fd);
+    assertStillNamed(segmentPath(this.file, this.cur.segment), this.fh);
   }
 
   private assertOpen(): void {
@@ -278,7 +278,7 @@ export class JournalWriter {
   private refuseIfReplaced(batch: Pending[]): Pending[] {
     if (!batch.some((p) => p.guarded === true)) return batch;
     try {
-      assertStillNamed(segmentPath(this.file, this.cur.segment), this.fh.fd);
+      assertStillNamed(segmentPath(this.file, this.cur.segment), this.fh);
       return batch;
     } catch (e) {
       for (const p of batch) if (p.guarded === true) p.reject(e);

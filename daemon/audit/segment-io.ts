@@ -41,28 +41,36 @@ export async function fsyncDirectory(dir: string): Promise<void> {
   }
 }
 
-// Does the path still name the open segment `fd`? A segment removed,
-// renamed or replaced (by a link, a FIFO, another file) is refused: what is
-// written to it would go to a file nobody will read.
-export function assertStillNamed(file: string, fd: number): void {
-  let opened: fs.Stats;
-  let named: fs.Stats;
+// An open segment's device and inode do not change while it is open: read
+// once per handle, so a check costs one lstat of the path.
+const opened = new WeakMap<FileHandle, { dev: number; ino: number }>();
+
+function identityOf(file: string, fh: FileHandle): { dev: number; ino: number } {
+  let id = opened.get(fh);
+  if (id) return id;
   try {
-    opened = fs.fstatSync(fd);
+    const st = fs.fstatSync(fh.fd);
+    id = { dev: st.dev, ino: st.ino };
   } catch (e) {
     throw refuse.writeFailed(file, e);
   }
+  opened.set(fh, id);
+  return id;
+}
+
+// Does the path still name the open segment `fh`? A segment removed,
+// renamed or replaced (by a link, a FIFO, another file) is refused: what is
+// written to it would go to a file nobody will read.
+export function assertStillNamed(file: string, fh: FileHandle): void {
+  const id = identityOf(file, fh);
+  let named: fs.Stats | undefined;
   try {
-    named = fs.lstatSync(file);
+    named = fs.lstatSync(file, { throwIfNoEntry: false });
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw refuse.notSameFile(
-      file,
-      code === 'ENOENT' ? 'was removed or renamed' : `cannot be checked (${String(code)})`,
-    );
+    throw refuse.notSameFile(file, `cannot be checked (${String((e as NodeJS.ErrnoException).code)})`);
   }
+  if (named === undefined) throw refuse.notSameFile(file, 'was removed or renamed');
   if (named.isSymbolicLink()) throw refuse.notSameFile(file, 'was replaced by a symbolic link');
   if (!named.isFile()) throw refuse.notSameFile(file, 'was replaced by something that is not a regular file');
-  if (named.dev !== opened.dev || named.ino !== opened.ino)
-    throw refuse.notSameFile(file, 'was replaced by another file');
+  if (named.dev !== id.dev || named.ino !== id.ino) throw refuse.notSameFile(file, 'was replaced by another file');
 }
