@@ -44,10 +44,10 @@ export class SessionStore {
   // The session covering this requester for this credential, if any: rooted
   // at the requester itself or at one of its ancestors, unexpired, and with
   // its root still the same running instance. `requesterRuns`: the caller
-  // has just checked that the requester still runs, once its request was
-  // whole; a session rooted at the requester is not checked again (the
-  // check would read the same files for the same instance, and the request
-  // it decides is the same).
+  // checked that the requester still runs once its request was whole
+  // (nothing it sends is read after); a session rooted at the requester is
+  // not checked again (the same files for the same instance, about a
+  // request already settled: docs/design-notes.md).
   covering(identity: Identity, credential: string, requesterRuns = false): Session | null {
     const keys = new Set([identity.process.key, ...identity.ancestors.map((a) => a.key)]);
     for (const s of this.sessions.values()) {
@@ -84,7 +84,7 @@ export class SessionStore {
     return all.length;
   }
 
-  // `rootRuns`: the root is known to run (checked just now by the caller).
+  // `rootRuns`: the root was checked to run by the caller (covering).
   private endIfOver(s: Session, rootRuns = false): boolean {
     if (passed(s.ends, this.clocks)) {
       this.end(s, 'expired');
