@@ -7,7 +7,9 @@
 // second time) or at its parent. The same split from one process is
 // served.
 import t from 'tap';
-import { startStack } from '../helpers/stack';
+import type { Test } from 'tap';
+import { auditList, startStack } from '../helpers/stack';
+import { findCanary, makeCanary } from '../helpers/canary';
 import { runHolder, writeHolder, type Reply } from '../helpers/identity-holder';
 
 const API = (port: number): string =>
@@ -16,8 +18,9 @@ const API = (port: number): string =>
 t.test('a body sent after an exec is refused; the same split from one process is served', async (t) => {
   const s = await startStack();
   t.teardown(() => s.close());
-  s.addCredential('api', API(s.up.port), 'exec-after-head-secret-0123456789');
-  s.addCredential('wide', API(s.up.port).replace('name = "api"', 'name = "wide"'), 'exec-after-head-wide-0123456789');
+  const secrets = [makeCanary('EXECAPI'), makeCanary('EXECWIDE')];
+  s.addCredential('api', API(s.up.port), secrets[0]!);
+  s.addCredential('wide', API(s.up.port).replace('name = "api"', 'name = "wide"'), secrets[1]!);
   const holder = writeHolder();
   t.teardown(() => holder.cleanup());
   // A session for "api" is rooted at the maker itself; one for "wide" at
@@ -28,22 +31,21 @@ t.test('a body sent after an exec is refused; the same split from one process is
   }));
   const body = JSON.stringify({ credential: 'api', method: 'GET', url: s.url('api.example.test', '/v1/x') });
 
+  const told: Reply[] = [];
   const split = async (door: string, how: 'same' | 'exec', text = body): Promise<Reply[]> => {
     const run = runHolder(holder, ['split', s.sock, text, door, how]);
     t.teardown(() => void run.proc.kill('SIGKILL'));
     await run.done;
+    told.push(...run.replies);
     return run.replies;
   };
 
-  await t.test('JSON front door', async (t) => {
-    let sent = s.up.requests.length;
-    const [first, same] = await split('json', 'same');
-    t.match(first, { phase: 'first', status: 200 }, JSON.stringify(first));
-    t.match(same, { phase: 'body', status: 200 }, `from one process, head and body apart: served`);
-    t.equal(s.up.requests.length, sent + 2, 'both reached the upstream');
-
-    sent = s.up.requests.length;
-    const [before, after] = await split('json', 'exec');
+  // The maker asks once (served), then sends a head and execs; the program
+  // it execs into sends the body: refused, and only the first request
+  // reached the upstream.
+  const refusedAfterExec = async (t: Test, door: string, text = body): Promise<void> => {
+    const sent = s.up.requests.length;
+    const [before, after] = await split(door, 'exec', text);
     t.match(before, { who: 'maker', phase: 'first', status: 200 }, JSON.stringify(before));
     t.match(
       after,
@@ -51,6 +53,16 @@ t.test('a body sent after an exec is refused; the same split from one process is
       `the body came from the program the maker exec'd into: ${JSON.stringify(after)}`,
     );
     t.equal(s.up.requests.length, sent + 1, 'only the request made before the exec reached the upstream');
+  };
+
+  await t.test('JSON front door', async (t) => {
+    const sent = s.up.requests.length;
+    const [first, same] = await split('json', 'same');
+    t.match(first, { phase: 'first', status: 200 }, JSON.stringify(first));
+    t.match(same, { phase: 'body', status: 200 }, `from one process, head and body apart: served`);
+    t.equal(s.up.requests.length, sent + 2, 'both reached the upstream');
+
+    await refusedAfterExec(t, 'json');
   });
 
   // Under a session rooted at an ancestor, the program exec'd into is
@@ -58,16 +70,7 @@ t.test('a body sent after an exec is refused; the same split from one process is
   // connection; on the maker's connection it would be served, and
   // journaled, as the maker it no longer is.
   await t.test('JSON front door, a session rooted at the parent', async (t) => {
-    const wide = body.replace('"api"', '"wide"');
-    const sent = s.up.requests.length;
-    const [before, after] = await split('json', 'exec', wide);
-    t.match(before, { who: 'maker', phase: 'first', status: 200 }, JSON.stringify(before));
-    t.match(
-      after,
-      { who: 'execd', phase: 'body', status: 403, code: 'unidentified_peer' },
-      `the body came from the program the maker exec'd into: ${JSON.stringify(after)}`,
-    );
-    t.equal(s.up.requests.length, sent + 1, 'only the request made before the exec reached the upstream');
+    await refusedAfterExec(t, 'json', body.replace('"api"', '"wide"'));
   });
 
   // An absolute-form http:// request on the agent socket (the upstream
@@ -84,12 +87,11 @@ t.test('a body sent after an exec is refused; the same split from one process is
     );
     t.not(same?.status, 0, 'answered');
 
-    const [before, after] = await split(url, 'exec');
-    t.match(before, { who: 'maker', phase: 'first', status: 200 }, JSON.stringify(before));
-    t.match(
-      after,
-      { who: 'execd', phase: 'body', status: 403, code: 'unidentified_peer' },
-      `the body came from the program the maker exec'd into: ${JSON.stringify(after)}`,
-    );
+    await refusedAfterExec(t, url);
   });
+
+  // The secrets are in nothing the makers were told, the daemon logged or
+  // the journal holds.
+  const emitted = [JSON.stringify(told), s.d.logs(), JSON.stringify(auditList(s))].join('\n');
+  for (const secret of secrets) t.same(findCanary(emitted, secret), [], 'no form of a secret was emitted');
 });
