@@ -270,9 +270,23 @@ type Route = (
 // Requests whose peer was checked to still run once their body was whole.
 const confirmed = new WeakSet<http.IncomingMessage>();
 
-// Routes whose body says what is asked: their peer is checked once it is
-// whole (counted), not at the head.
-const WITH_BODY = new Set(['POST /v1/http', 'POST /v1/ssh', 'POST /v1/runs']);
+// Routes whose body says what is asked: each is served through `counted`,
+// which reads the body and checks the peer once it is whole (not at the
+// head); what the route does with the body is given here.
+type BodyRoute = (
+  s: Services,
+  identity: Identity,
+  gone: RequesterGone,
+  onWaiting?: WaitingListener<Card>,
+) => (raw: Buffer, slot: Slot) => Promise<unknown>;
+
+const BODY_ROUTES: Record<string, BodyRoute> = {
+  'POST /v1/http': (s, identity, gone, onWaiting) => (raw, slot) =>
+    serveJson(requestContext(s.pipeline, identity, gone, slot, onWaiting, true), 'http', raw),
+  'POST /v1/ssh': (s, identity, gone, onWaiting) => (raw, slot) =>
+    serveJson(requestContext(s.pipeline, identity, gone, slot, onWaiting, true), 'ssh', raw),
+  'POST /v1/runs': (s, identity) => (raw) => createRun(s.pipeline, identity, raw),
+};
 
 const ROUTES: Record<string, Route> = {
   'GET /v1/health': ({ controller }) => ({ locked: controller.locked }),
@@ -282,15 +296,12 @@ const ROUTES: Record<string, Route> = {
     // Visibility is not authorisation: agents see names and allowed targets.
     return { credentials: list.map(({ name, kind, description, targets }) => ({ name, kind, description, targets })) };
   },
-  'POST /v1/http': (s, identity, req, gone, onWaiting) =>
-    counted(s, req, identity, (raw, slot) =>
-      serveJson(requestContext(s.pipeline, identity, gone, slot, onWaiting, true), 'http', raw),
-    ),
-  'POST /v1/ssh': (s, identity, req, gone, onWaiting) =>
-    counted(s, req, identity, (raw, slot) =>
-      serveJson(requestContext(s.pipeline, identity, gone, slot, onWaiting, true), 'ssh', raw),
-    ),
-  'POST /v1/runs': (s, identity, req) => counted(s, req, identity, (raw) => createRun(s.pipeline, identity, raw)),
+  ...Object.fromEntries(
+    Object.entries(BODY_ROUTES).map(([endpoint, route]): [string, Route] => [
+      endpoint,
+      (s, identity, req, gone, onWaiting) => counted(s, req, identity, route(s, identity, gone, onWaiting)),
+    ]),
+  ),
 };
 
 export function createAgentServer(
@@ -344,7 +355,7 @@ export function createAgentServer(
         }
         let refused = false;
         const endpoint = `${req.method} ${path}`;
-        const deferred = WITH_BODY.has(endpoint);
+        const deferred = Object.hasOwn(BODY_ROUTES, endpoint);
         try {
           const identity = identify(controller, req.socket, !deferred);
           if (req.headers.host === undefined && req.httpVersion !== '1.0')
